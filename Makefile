@@ -1,0 +1,30 @@
+# The two set-up commands (see README): `make example` and `make test`.
+# Both fetch, verify and compile the Python runtime on first use.
+
+CARGO ?= cargo
+WARDEN = $(CARGO) run --quiet --
+
+.PHONY: example test runtime bench lint
+
+## Run the example tools end to end (fetches and compiles the runtime the first time).
+example:
+	$(WARDEN) run examples/csv_summary.py \
+	  --args '{"csv_text": "city,temp\nOslo,4\nRome,18\nCairo,29\nLima,17\n", "column": "temp"}'
+	$(WARDEN) run examples/word_count.py --args '{"text": "the cat and the hat", "top": 2}'
+	$(WARDEN) run examples/vector_stats.py --args '{"values": [3, 4]}' --json
+
+## Run every test (unit, integration against the real runtime, CLI).
+test:
+	$(CARGO) test
+
+## Fetch, verify and compile the runtime.
+runtime:
+	$(WARDEN) runtime fetch
+
+## Latency and throughput figures for the README.
+bench:
+	$(CARGO) bench --bench call
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings

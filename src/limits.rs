@@ -1,0 +1,241 @@
+//! The limits of one call, as typed values with a unit, a default and a sentence.
+//!
+//! Plain data: this module imports nothing else of Warden's. Human strings (`5s`,
+//! `256MiB`) are parsed here once, at the boundary, into [`Duration`], [`ByteSize`],
+//! [`Fuel`] and [`CharLimit`]; everything past the boundary sees only those types.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+pub use bytesize::ByteSize;
+use serde::{Deserialize, Serialize};
+
+/// Units of wasmtime fuel: roughly one per WebAssembly instruction executed.
+///
+/// A fresh call of a trivial tool costs about 2.6 million units (the harness's own
+/// work included); `import numpy` costs far more. When the guest runs out, it traps
+/// at once and the call ends with status `out_of_fuel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fuel(pub u64);
+
+impl fmt::Display for Fuel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Group digits so that 2000000000 reads as 2_000_000_000.
+        let digits = self.0.to_string();
+        let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push('_');
+            }
+            out.push(c);
+        }
+        f.write_str(&out)
+    }
+}
+
+impl FromStr for Fuel {
+    type Err = LimitError;
+
+    /// Accepts `2000000000`, `2_000_000_000`, or a suffix `k`, `M`, `G` (powers of ten).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || LimitError::Fuel(s.to_owned());
+        let t = s.trim().replace('_', "");
+        let (digits, scale) = match t.chars().last() {
+            Some('k' | 'K') => (&t[..t.len() - 1], 1_000),
+            Some('M') => (&t[..t.len() - 1], 1_000_000),
+            Some('G') => (&t[..t.len() - 1], 1_000_000_000),
+            _ => (t.as_str(), 1),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        let fuel = n.checked_mul(scale).ok_or_else(bad)?;
+        if fuel == 0 {
+            return Err(bad());
+        }
+        Ok(Fuel(fuel))
+    }
+}
+
+/// A number of Unicode characters (Python `str` length), used for `return_char_limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CharLimit(pub u32);
+
+impl fmt::Display for CharLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} characters", self.0)
+    }
+}
+
+/// CPU budget of a call. Default: 2 billion units, a few seconds of pure-Python work.
+pub const DEFAULT_FUEL: Fuel = Fuel(2_000_000_000);
+/// Wall-clock deadline of a call, measured from the start of instantiation. Default: 10 s.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+/// Largest linear memory the guest may grow to. Default: 256 MiB.
+pub const DEFAULT_MEMORY: ByteSize = ByteSize::mib(256);
+/// Bytes the tool may write to its stdout. Default: 1 MiB.
+pub const DEFAULT_STDOUT: ByteSize = ByteSize::mib(1);
+/// Bytes the tool may write to its stderr. Default: 1 MiB.
+pub const DEFAULT_STDERR: ByteSize = ByteSize::mib(1);
+/// Characters of the JSON-serialized return value kept before truncation. Default:
+/// 50,000, as in Letta's Tool schema.
+pub const DEFAULT_RETURN_CHARS: CharLimit = CharLimit(50_000);
+
+/// Every limit that applies to one call.
+///
+/// Each field says its unit, its default and what happens when the guest hits it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// CPU budget in fuel units ([`DEFAULT_FUEL`]); when spent: status `out_of_fuel`.
+    pub fuel: Fuel,
+    /// Wall-clock deadline ([`DEFAULT_DEADLINE`]), enforced by epoch interruption for
+    /// running code and by a host timer for code blocked in a host call (`time.sleep`);
+    /// when passed: status `timeout`.
+    #[serde(rename = "deadline_ms", with = "millis")]
+    pub deadline: Duration,
+    /// Memory cap on the guest's linear memory ([`DEFAULT_MEMORY`]); growth beyond it
+    /// fails inside the guest (Python sees `MemoryError`) and the call ends with status
+    /// `memory_limit`.
+    #[serde(rename = "memory_bytes", with = "bytes")]
+    pub memory: ByteSize,
+    /// Cap on the tool's stdout ([`DEFAULT_STDOUT`]); when exceeded the guest is stopped
+    /// and the call ends with status `output_limit`.
+    #[serde(rename = "stdout_bytes", with = "bytes")]
+    pub stdout: ByteSize,
+    /// Cap on the tool's stderr ([`DEFAULT_STDERR`]); as for stdout.
+    #[serde(rename = "stderr_bytes", with = "bytes")]
+    pub stderr: ByteSize,
+    /// Characters of the serialized return value kept ([`DEFAULT_RETURN_CHARS`]); a
+    /// longer result is truncated, the call stays `ok` and says so in `truncated`.
+    #[serde(rename = "return_char_limit")]
+    pub return_chars: CharLimit,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel: DEFAULT_FUEL,
+            deadline: DEFAULT_DEADLINE,
+            memory: DEFAULT_MEMORY,
+            stdout: DEFAULT_STDOUT,
+            stderr: DEFAULT_STDERR,
+            return_chars: DEFAULT_RETURN_CHARS,
+        }
+    }
+}
+
+impl Limits {
+    /// These limits, each lowered to the matching ceiling where it is higher.
+    pub fn bounded_by(&self, ceilings: &Limits) -> Limits {
+        Limits {
+            fuel: self.fuel.min(ceilings.fuel),
+            deadline: self.deadline.min(ceilings.deadline),
+            memory: self.memory.min(ceilings.memory),
+            stdout: self.stdout.min(ceilings.stdout),
+            stderr: self.stderr.min(ceilings.stderr),
+            return_chars: self.return_chars.min(ceilings.return_chars),
+        }
+    }
+}
+
+/// A limit that could not be parsed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LimitError {
+    /// Not a positive whole number of fuel units.
+    #[error(
+        "invalid fuel {0:?}: give a positive whole number such as 2000000000, 2_000_000_000 or 2G"
+    )]
+    Fuel(String),
+    /// Not a byte size.
+    #[error("invalid size {0:?}: give a size such as 256MiB, 64KiB or 1048576")]
+    Size(String),
+    /// Not a duration.
+    #[error("invalid duration {0:?}: give a duration such as 5s, 500ms or 1m")]
+    Duration(String),
+}
+
+/// Parses a byte size such as `256MiB`, `64 KiB` or `1048576`. Zero is refused.
+pub fn parse_size(s: &str) -> Result<ByteSize, LimitError> {
+    match ByteSize::from_str(s.trim()) {
+        Ok(size) if size.as_u64() > 0 => Ok(size),
+        _ => Err(LimitError::Size(s.to_owned())),
+    }
+}
+
+/// Parses a duration such as `5s`, `500ms` or `1m`. Zero is refused.
+pub fn parse_duration(s: &str) -> Result<Duration, LimitError> {
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(LimitError::Duration(s.to_owned())),
+    }
+}
+
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+mod bytes {
+    use bytesize::ByteSize;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &ByteSize, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(b.as_u64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
+        Ok(ByteSize::b(u64::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuel_accepts_separators_and_suffixes() {
+        assert_eq!("2_000_000_000".parse(), Ok(Fuel(2_000_000_000)));
+        assert_eq!("2G".parse(), Ok(Fuel(2_000_000_000)));
+        assert_eq!("150M".parse(), Ok(Fuel(150_000_000)));
+        assert!("0".parse::<Fuel>().is_err());
+        assert!("-5".parse::<Fuel>().is_err());
+        assert!("99999999999999999999G".parse::<Fuel>().is_err());
+        assert_eq!(Fuel(2_000_000_000).to_string(), "2_000_000_000");
+    }
+
+    #[test]
+    fn sizes_and_durations_parse_human_strings() {
+        assert_eq!(parse_size("256MiB"), Ok(ByteSize::mib(256)));
+        assert_eq!(parse_size("1048576"), Ok(ByteSize::mib(1)));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("0").is_err());
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn bounded_by_takes_the_lower_of_each() {
+        let tool = Limits {
+            fuel: Fuel(10),
+            memory: ByteSize::gib(1),
+            ..Limits::default()
+        };
+        let ceilings = Limits {
+            fuel: Fuel(100),
+            memory: ByteSize::mib(64),
+            ..Limits::default()
+        };
+        let bounded = tool.bounded_by(&ceilings);
+        assert_eq!(bounded.fuel, Fuel(10));
+        assert_eq!(bounded.memory, ByteSize::mib(64));
+    }
+}

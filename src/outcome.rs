@@ -1,0 +1,131 @@
+//! The outcome of one call: a status from a closed set and the plain data around it.
+//!
+//! A tool's failure is data, not an error: every status here is a successful answer
+//! from the sandbox. Only a host-side failure (the runtime could not be loaded, a grant
+//! could not be opened) is an `Err` elsewhere.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::Fuel;
+
+/// How a call ended. The set is closed: callers may match on it exhaustively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The tool returned; `value` holds its result.
+    Ok,
+    /// The tool raised an exception, or returned something JSON cannot hold; `error`
+    /// says which.
+    ToolError,
+    /// The call could not be made as asked: no such function, arguments that do not
+    /// bind to its parameters.
+    InvalidRequest,
+    /// The wall-clock deadline passed.
+    Timeout,
+    /// The fuel (CPU) budget ran out.
+    OutOfFuel,
+    /// The guest tried to grow its memory past the cap.
+    MemoryLimit,
+    /// The tool wrote more to stdout or stderr than allowed.
+    OutputLimit,
+    /// The guest stopped abnormally: a trap, `os._exit`, or a malformed response.
+    Crashed,
+}
+
+impl Status {
+    /// Every status, in the order the CLI's exit codes follow.
+    pub const ALL: [Status; 8] = [
+        Status::Ok,
+        Status::ToolError,
+        Status::InvalidRequest,
+        Status::Timeout,
+        Status::OutOfFuel,
+        Status::MemoryLimit,
+        Status::OutputLimit,
+        Status::Crashed,
+    ];
+
+    /// The wire name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::ToolError => "tool_error",
+            Status::InvalidRequest => "invalid_request",
+            Status::Timeout => "timeout",
+            Status::OutOfFuel => "out_of_fuel",
+            Status::MemoryLimit => "memory_limit",
+            Status::OutputLimit => "output_limit",
+            Status::Crashed => "crashed",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An exception raised by the tool (or the reason its result could not be returned).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolError {
+    /// The exception's class name, e.g. `ValueError`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `str(exception)`.
+    pub message: String,
+    /// The traceback, starting at the tool's own frames.
+    pub traceback: String,
+}
+
+/// Says that the result was cut to `return_char_limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Truncation {
+    /// Characters of the full serialized result.
+    pub original_chars: u64,
+    /// Characters kept.
+    pub kept_chars: u64,
+}
+
+/// Everything known about one call once it has ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallResult {
+    /// How the call ended.
+    pub status: Status,
+    /// The tool's return value as JSON when `status` is `ok`. When the result was
+    /// truncated it is a string: the first characters of the result (of its JSON text,
+    /// unless the result was itself a string).
+    pub value: Option<serde_json::Value>,
+    /// Present when the result was truncated.
+    pub truncated: Option<Truncation>,
+    /// The exception, for `tool_error`.
+    pub error: Option<ToolError>,
+    /// One sentence on what happened, for every status but `ok`.
+    pub message: Option<String>,
+    /// What the tool wrote to stdout (lossy UTF-8, cut at the stdout cap).
+    pub stdout: String,
+    /// What the tool wrote to stderr (lossy UTF-8, cut at the stderr cap).
+    pub stderr: String,
+    /// Fuel consumed, the harness's own work included.
+    pub fuel_used: Fuel,
+    /// Wall time from instantiation to the end of the call.
+    #[serde(rename = "wall_time_us", with = "micros")]
+    pub wall_time: Duration,
+    /// The largest the guest's linear memory grew to, in bytes.
+    pub peak_memory_bytes: u64,
+}
+
+mod micros {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_micros(u64::deserialize(d)?))
+    }
+}

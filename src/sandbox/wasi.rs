@@ -1,0 +1,80 @@
+//! The guest's whole view of the world, built in one place.
+//!
+//! Read this file to audit what a call can reach. A `WasiCtxBuilder` starts with
+//! nothing: no environment, no arguments, no folders, stdin closed, stdout and stderr
+//! discarded, no sockets allowed to any address. Warden then adds exactly:
+//!
+//! - argv `["/usr/local/bin/python.wasm"]`;
+//! - the granted environment variables, plus `HOME=/tmp`, `TMPDIR=/tmp` and an empty
+//!   `PYTHONTZPATH` (the runtime's expected setting);
+//! - stdin: the call's JSON request; stdout and stderr: capped in-memory pipes;
+//! - read-only folders: an empty folder at `/` (so every path outside the grants is
+//!   simply absent), the standard library at `/usr/local/lib`, the tool's folder at
+//!   `/tool`;
+//! - the granted mounts, read-only unless granted `rw`.
+//!
+//! Nothing is inherited from the host process: not its environment, its stdio, its
+//! working directory or its network. TCP, UDP and name lookup stay disabled. wasmtime's
+//! preopen confinement (cap-std) stops `..` and symlink escapes from every folder.
+
+use std::path::Path;
+
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder, p1::WasiP1Ctx};
+
+use super::pipe::CappedPipe;
+use crate::grants::{Access, Grants};
+
+/// Where the standard library folder is mounted; the runtime looks for `python315.zip`.
+pub const STDLIB_GUEST: &str = "/usr/local/lib";
+/// Where the tool's folder is mounted.
+pub const TOOL_GUEST: &str = "/tool";
+
+/// Variables every guest gets before its granted ones (which may override them).
+pub const BASE_ENV: [(&str, &str); 3] =
+    [("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PYTHONTZPATH", "")];
+
+/// The host folders Warden itself mounts for every call.
+pub struct RuntimeFolders<'a> {
+    /// An empty folder, mounted read-only at `/`.
+    pub empty_root: &'a Path,
+    /// The folder holding `python315.zip`.
+    pub stdlib: &'a Path,
+    /// The folder holding the tool's source.
+    pub tool: &'a Path,
+}
+
+/// Builds the WASI context of one call. Mount host paths must already be canonical.
+pub fn context(
+    folders: &RuntimeFolders<'_>,
+    grants: &Grants,
+    stdin: Vec<u8>,
+    stdout: CappedPipe,
+    stderr: CappedPipe,
+) -> wasmtime::Result<WasiP1Ctx> {
+    let mut b = WasiCtxBuilder::new();
+    for (key, value) in BASE_ENV {
+        b.env(key, value);
+    }
+    b.args(&["/usr/local/bin/python.wasm"])
+        .stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(stdin))
+        .stdout(stdout)
+        .stderr(stderr)
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    for var in &grants.env {
+        b.env(&var.key, &var.value);
+    }
+
+    b.preopened_dir(folders.empty_root, "/", FsPerms::ReadOnly)?;
+    b.preopened_dir(folders.stdlib, STDLIB_GUEST, FsPerms::ReadOnly)?;
+    b.preopened_dir(folders.tool, TOOL_GUEST, FsPerms::ReadOnly)?;
+    for mount in &grants.mounts {
+        let perms = match mount.access {
+            Access::Ro => FsPerms::ReadOnly,
+            Access::Rw => FsPerms::ReadWrite,
+        };
+        b.preopened_dir(&mount.host, mount.guest.as_str(), perms)?;
+    }
+    Ok(b.build_p1())
+}

@@ -1,0 +1,438 @@
+//! The executor core: one call, one fresh instance, caged by limits and grants.
+
+use std::time::Duration;
+
+use serde_json::json;
+use warden::grants::Grants;
+use warden::limits::{ByteSize, CharLimit, Fuel};
+use warden::outcome::Status;
+
+use crate::support::Run;
+
+fn ok_value(r: &warden::outcome::CallResult) -> &serde_json::Value {
+    assert_eq!(r.status, Status::Ok, "{r:#?}");
+    r.value.as_ref().expect("an ok call has a value")
+}
+
+#[tokio::test]
+async fn stdlib_tool_returns_its_result() {
+    let r = Run::new("add.py", "add", json!({"a": 2, "b": 40}))
+        .call()
+        .await;
+    assert_eq!(ok_value(&r), &json!(42));
+    assert!(r.fuel_used.0 > 0);
+    assert!(r.peak_memory_bytes > 0);
+    assert!(r.message.is_none());
+}
+
+#[tokio::test]
+async fn csv_summary_uses_csv_and_statistics() {
+    let csv = "city,temp\nOslo,4\nRome,18\nCairo,29\nLima,17\n";
+    let r = Run::new(
+        "csv_summary.py",
+        "csv_summary",
+        json!({"csv_text": csv, "column": "temp"}),
+    )
+    .call()
+    .await;
+    let v = ok_value(&r);
+    assert_eq!(v["count"], json!(4));
+    assert_eq!(v["mean"], json!(17.0));
+    assert_eq!(v["median"], json!(17.5));
+    assert_eq!(v["min"], json!(4.0));
+    assert_eq!(v["max"], json!(29.0));
+}
+
+#[tokio::test]
+async fn numpy_tool_returns_plain_numbers() {
+    let r = Run::new(
+        "vector_stats.py",
+        "vector_stats",
+        json!({"values": [3.0, 4.0]}),
+    )
+    .call()
+    .await;
+    let v = ok_value(&r);
+    assert_eq!(v["mean"], json!(3.5));
+    assert_eq!(v["std"], json!(0.5));
+    assert_eq!(v["norm"], json!(5.0));
+}
+
+#[tokio::test]
+async fn exception_becomes_a_tool_error_pointing_at_the_tools_lines() {
+    let r = Run::new("raises.py", "raises", json!({"value": -1}))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::ToolError, "{r:#?}");
+    let e = r.error.expect("an error");
+    assert_eq!(e.kind, "ValueError");
+    assert_eq!(e.message, "negative value: -1");
+    assert!(
+        e.traceback.contains("/tool/raises.py\", line 9, in raises"),
+        "{}",
+        e.traceback
+    );
+    assert!(
+        e.traceback.contains("/tool/raises.py\", line 3, in check"),
+        "{}",
+        e.traceback
+    );
+    assert!(!e.traceback.contains("_warden_call"), "{}", e.traceback);
+}
+
+#[tokio::test]
+async fn infinite_loop_is_stopped_by_fuel() {
+    let r = Run::new("spin.py", "spin", json!({}))
+        .limits(|l| {
+            l.fuel = Fuel(300_000_000);
+            l.deadline = Duration::from_secs(60);
+        })
+        .call()
+        .await;
+    assert_eq!(r.status, Status::OutOfFuel, "{r:#?}");
+    assert_eq!(r.fuel_used, Fuel(300_000_000));
+    assert!(r.message.unwrap_or_default().contains("fuel"));
+}
+
+#[tokio::test]
+async fn sleep_is_stopped_by_the_deadline() {
+    let r = Run::new("sleepy.py", "sleepy", json!({}))
+        .limits(|l| l.deadline = Duration::from_millis(500))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::Timeout, "{r:#?}");
+    assert!(r.wall_time < Duration::from_secs(5), "{:?}", r.wall_time);
+}
+
+#[tokio::test]
+async fn busy_loop_is_stopped_by_the_deadline_when_fuel_is_plenty() {
+    let r = Run::new("spin.py", "spin", json!({}))
+        .limits(|l| {
+            l.fuel = Fuel(u64::MAX / 2);
+            l.deadline = Duration::from_millis(300);
+        })
+        .call()
+        .await;
+    assert_eq!(r.status, Status::Timeout, "{r:#?}");
+}
+
+#[tokio::test]
+async fn memory_bomb_is_stopped_by_the_cap() {
+    let r = Run::new("memory_bomb.py", "memory_bomb", json!({}))
+        .limits(|l| l.memory = ByteSize::mib(256))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::MemoryLimit, "{r:#?}");
+    assert!(r.peak_memory_bytes <= ByteSize::mib(256).as_u64());
+}
+
+#[tokio::test]
+async fn stdout_flood_is_stopped_by_the_cap() {
+    let r = Run::new("flood.py", "flood", json!({}))
+        .limits(|l| l.stdout = ByteSize::kib(64))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::OutputLimit, "{r:#?}");
+    assert!(r.stdout.len() <= 64 * 1024);
+}
+
+#[tokio::test]
+async fn stderr_flood_is_stopped_by_the_cap() {
+    let r = Run::new("flood.py", "flood_stderr", json!({}))
+        .limits(|l| l.stderr = ByteSize::kib(64))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::OutputLimit, "{r:#?}");
+    assert_eq!(r.stderr.len(), 64 * 1024);
+}
+
+#[tokio::test]
+async fn printed_text_cannot_forge_the_response() {
+    let r = Run::new("flood.py", "forge", json!({})).call().await;
+    assert_eq!(ok_value(&r), &json!(7));
+    assert!(
+        r.stdout.contains("forged"),
+        "the fake frame stays tool output: {r:#?}"
+    );
+}
+
+#[tokio::test]
+async fn huge_result_is_truncated_to_the_return_char_limit() {
+    let r = Run::new("huge_return.py", "huge_return", json!({"n": 200_000}))
+        .call()
+        .await;
+    let v = ok_value(&r).as_str().expect("a string").to_owned();
+    assert_eq!(v.len(), 50_000);
+    let t = r.truncated.expect("truncation is reported");
+    assert_eq!((t.original_chars, t.kept_chars), (200_000, 50_000));
+    assert!(r.message.unwrap_or_default().contains("return_char_limit"));
+
+    let r = Run::new("huge_return.py", "huge_list", json!({"n": 100}))
+        .limits(|l| l.return_chars = CharLimit(10))
+        .call()
+        .await;
+    assert_eq!(ok_value(&r), &json!("[0, 1, 2, "));
+}
+
+#[tokio::test]
+async fn calls_share_no_state() {
+    for _ in 0..2 {
+        let r = Run::new("counter.py", "counter", json!({})).call().await;
+        assert_eq!(ok_value(&r), &json!(1));
+    }
+}
+
+#[tokio::test]
+async fn random_differs_between_calls() {
+    let a = Run::new("rand.py", "rand", json!({})).call().await;
+    let b = Run::new("rand.py", "rand", json!({})).call().await;
+    assert_ne!(ok_value(&a), ok_value(&b));
+}
+
+#[tokio::test]
+async fn async_tool_is_awaited() {
+    let r = Run::new("async_tool.py", "async_tool", json!({"name": "Ada"}))
+        .call()
+        .await;
+    assert_eq!(ok_value(&r), &json!("hello, Ada"));
+}
+
+#[tokio::test]
+async fn results_convert_by_the_documented_rules() {
+    let r = Run::new("values.py", "values", json!({})).call().await;
+    assert_eq!(
+        ok_value(&r),
+        &json!({
+            "tuple": [1, 2],
+            "set": [1, 2, 3],
+            "when": "2026-11-22T03:04:05",
+            "id": "12345678-1234-5678-1234-567812345678",
+            "color": "red",
+            "point": {"x": 1, "y": 2},
+            "model": {"kind": "model", "at": "2026-01-02"},
+            "bytes": "aGk="
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_result_without_json_form_is_a_tool_error() {
+    let r = Run::new("values.py", "unserializable", json!({}))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::ToolError);
+    let e = r.error.expect("an error");
+    assert_eq!(e.kind, "UnserializableResult");
+    assert!(e.message.contains("builtins.object"), "{}", e.message);
+}
+
+#[tokio::test]
+async fn exiting_the_interpreter_is_a_crash() {
+    let r = Run::new("values.py", "exits", json!({})).call().await;
+    assert_eq!(r.status, Status::Crashed, "{r:#?}");
+    assert!(r.message.unwrap_or_default().contains("exit code 3"));
+}
+
+#[tokio::test]
+async fn unknown_function_and_unfit_arguments_are_invalid_requests() {
+    let r = Run::new("add.py", "nope", json!({})).call().await;
+    assert_eq!(r.status, Status::InvalidRequest);
+    assert!(
+        r.message
+            .unwrap_or_default()
+            .contains("public functions: add")
+    );
+
+    let r = Run::new("add.py", "add", json!({"a": 1, "c": 2}))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::InvalidRequest);
+    assert!(
+        r.message
+            .unwrap_or_default()
+            .contains("arguments do not fit add()")
+    );
+}
+
+#[tokio::test]
+async fn host_environment_is_invisible() {
+    let grants = Grants {
+        mounts: vec![],
+        env: vec!["API_TOKEN=granted".parse().unwrap()],
+    };
+    let r = Run::new("env_probe.py", "env_probe", json!({}))
+        .grants(grants)
+        .call()
+        .await;
+    assert_eq!(
+        ok_value(&r),
+        &json!({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONTZPATH": "", "API_TOKEN": "granted"})
+    );
+}
+
+#[tokio::test]
+async fn there_is_no_network() {
+    for function in ["try_socket", "try_urllib"] {
+        let r = Run::new("network.py", function, json!({})).call().await;
+        let v = ok_value(&r).as_str().expect("a string");
+        assert!(v.starts_with("refused"), "{function}: {v}");
+    }
+}
+
+mod filesystem {
+    use super::*;
+    use std::fs;
+
+    struct Host {
+        _root: tempfile::TempDir,
+        granted: std::path::PathBuf,
+        outside: std::path::PathBuf,
+    }
+
+    fn host() -> Host {
+        let root = tempfile::tempdir().unwrap();
+        let granted = root.path().join("granted");
+        let outside = root.path().join("outside");
+        fs::create_dir_all(&granted).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(granted.join("inside.txt"), "inside").unwrap();
+        fs::write(outside.join("secret.txt"), "secret").unwrap();
+        fs::write(root.path().join("secret.txt"), "secret").unwrap();
+        Host {
+            _root: root,
+            granted,
+            outside,
+        }
+    }
+
+    fn mount(h: &Host, access: &str) -> Grants {
+        Grants {
+            mounts: vec![
+                format!("{}:/data:{access}", h.granted.display())
+                    .parse()
+                    .unwrap(),
+            ],
+            env: vec![],
+        }
+    }
+
+    async fn attempt(
+        g: &Grants,
+        function: &'static str,
+        args: serde_json::Value,
+    ) -> serde_json::Value {
+        let r = Run::new("escape.py", function, args)
+            .grants(g.clone())
+            .call()
+            .await;
+        ok_value(&r).clone()
+    }
+
+    #[tokio::test]
+    async fn a_granted_folder_is_readable() {
+        let h = host();
+        let v = attempt(
+            &mount(&h, "ro"),
+            "read",
+            json!({"path": "/data/inside.txt"}),
+        )
+        .await;
+        assert_eq!(v, json!({"ok": true, "value": "inside"}));
+    }
+
+    #[tokio::test]
+    async fn dotdot_cannot_leave_a_grant() {
+        let h = host();
+        for path in [
+            "/data/../secret.txt",
+            "/data/../outside/secret.txt",
+            "/data/../../etc/passwd",
+        ] {
+            let v = attempt(&mount(&h, "rw"), "read", json!({"path": path})).await;
+            assert_eq!(v["ok"], json!(false), "{path}: {v}");
+        }
+    }
+
+    #[tokio::test]
+    async fn absolute_paths_outside_grants_are_absent() {
+        let h = host();
+        let g = mount(&h, "ro");
+        for path in [
+            "/etc/passwd",
+            "/proc/self/environ",
+            h.outside.join("secret.txt").to_str().unwrap(),
+        ] {
+            let v = attempt(&g, "read", json!({"path": path})).await;
+            assert_eq!(v["ok"], json!(false), "{path}: {v}");
+        }
+        let v = attempt(&g, "listdir", json!({"path": "/"})).await;
+        assert_eq!(v, json!({"ok": true, "value": []}));
+    }
+
+    #[tokio::test]
+    async fn a_read_only_grant_refuses_writes() {
+        let h = host();
+        let v = attempt(
+            &mount(&h, "ro"),
+            "write",
+            json!({"path": "/data/new.txt", "text": "x"}),
+        )
+        .await;
+        assert_eq!(v, json!({"ok": false, "error": "PermissionError"}));
+        let v = attempt(
+            &mount(&h, "ro"),
+            "write",
+            json!({"path": "/data/inside.txt", "text": "x"}),
+        )
+        .await;
+        assert_eq!(v["ok"], json!(false));
+        assert_eq!(
+            fs::read_to_string(h.granted.join("inside.txt")).unwrap(),
+            "inside"
+        );
+        assert!(!h.granted.join("new.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn a_read_write_grant_takes_writes() {
+        let h = host();
+        let v = attempt(
+            &mount(&h, "rw"),
+            "write",
+            json!({"path": "/data/new.txt", "text": "hello"}),
+        )
+        .await;
+        assert_eq!(v, json!({"ok": true, "value": 5}));
+        assert_eq!(
+            fs::read_to_string(h.granted.join("new.txt")).unwrap(),
+            "hello"
+        );
+    }
+
+    #[tokio::test]
+    async fn symlinks_in_a_read_write_grant_cannot_point_outside() {
+        let h = host();
+        std::os::unix::fs::symlink(&h.outside, h.granted.join("link")).unwrap();
+        std::os::unix::fs::symlink(h.outside.join("secret.txt"), h.granted.join("file-link"))
+            .unwrap();
+        let g = mount(&h, "rw");
+        for path in ["/data/link/secret.txt", "/data/file-link"] {
+            let v = attempt(&g, "read", json!({"path": path})).await;
+            assert_eq!(v["ok"], json!(false), "{path}: {v}");
+        }
+        let v = attempt(
+            &g,
+            "write",
+            json!({"path": "/data/link/planted.txt", "text": "x"}),
+        )
+        .await;
+        assert_eq!(v["ok"], json!(false), "{v}");
+        let v = attempt(&g, "write", json!({"path": "/data/file-link", "text": "x"})).await;
+        assert_eq!(v["ok"], json!(false), "{v}");
+        assert!(!h.outside.join("planted.txt").exists());
+        assert_eq!(
+            fs::read_to_string(h.outside.join("secret.txt")).unwrap(),
+            "secret"
+        );
+    }
+}

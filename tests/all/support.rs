@@ -1,0 +1,89 @@
+//! Shared fixtures: the one sandbox of this run, and helpers to call fixture tools.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value};
+use warden::grants::Grants;
+use warden::limits::Limits;
+use warden::outcome::CallResult;
+use warden::sandbox::{Call, Progress, Sandbox, SandboxConfig, ToolFolder};
+
+/// Warden's home for this run: `$WARDEN_HOME`, or the per-user cache folder.
+pub fn home() -> PathBuf {
+    std::env::var_os("WARDEN_HOME")
+        .map(PathBuf::from)
+        .or_else(|| dirs::cache_dir().map(|d| d.join("warden")))
+        .expect("a home folder for the runtime")
+}
+
+/// The sandbox every test shares; the first caller fetches and compiles the runtime.
+pub fn sandbox() -> &'static Sandbox {
+    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    SANDBOX.get_or_init(|| {
+        let mut config = SandboxConfig::new(home());
+        config.progress = Progress::Show;
+        Sandbox::open(&config).unwrap_or_else(|e| panic!("cannot open the sandbox: {e}"))
+    })
+}
+
+/// The path of a file under `tests/fixtures/tools/` or `examples/`.
+pub fn fixture(name: &str) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tool = root.join("tests/fixtures/tools").join(name);
+    if tool.exists() {
+        tool
+    } else {
+        root.join("examples").join(name)
+    }
+}
+
+/// A call of `function` in the fixture `file`.
+pub struct Run {
+    pub file: &'static str,
+    pub function: &'static str,
+    pub arguments: Value,
+    pub grants: Grants,
+    pub limits: Limits,
+}
+
+impl Run {
+    pub fn new(file: &'static str, function: &'static str, arguments: Value) -> Run {
+        Run {
+            file,
+            function,
+            arguments,
+            grants: Grants::default(),
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn limits(mut self, f: impl FnOnce(&mut Limits)) -> Run {
+        f(&mut self.limits);
+        self
+    }
+
+    pub fn grants(mut self, grants: Grants) -> Run {
+        self.grants = grants;
+        self
+    }
+
+    pub async fn call(self) -> CallResult {
+        let source = std::fs::read_to_string(fixture(self.file)).expect("fixture");
+        let tool = ToolFolder::temporary(self.file, &source).expect("tool folder");
+        let arguments: Map<String, Value> = match self.arguments {
+            Value::Object(m) => m,
+            other => panic!("arguments must be an object, got {other}"),
+        };
+        sandbox()
+            .call(Call {
+                tool: &tool,
+                function: self.function,
+                arguments: &arguments,
+                grants: &self.grants,
+                limits: &self.limits,
+            })
+            .await
+            .expect("the sandbox ran the call")
+    }
+}
