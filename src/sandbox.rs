@@ -246,6 +246,9 @@ pub struct Call<'a> {
     pub function: &'a str,
     /// Keyword arguments.
     pub arguments: &'a serde_json::Map<String, serde_json::Value>,
+    /// Parameters that get `None` when omitted and without a Python default (the
+    /// schema's `Optional[T]` rule).
+    pub none_if_omitted: &'a [String],
     /// Mounts and environment.
     pub grants: &'a Grants,
     /// Limits.
@@ -363,6 +366,7 @@ impl Sandbox {
             module: &module,
             function: call.function,
             arguments: call.arguments,
+            none_if_omitted: call.none_if_omitted,
             env: wasi::BASE_ENV
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

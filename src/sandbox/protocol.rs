@@ -45,6 +45,8 @@ pub struct Request<'a> {
     pub function: &'a str,
     /// Keyword arguments.
     pub arguments: &'a serde_json::Map<String, serde_json::Value>,
+    /// Parameters passed `None` when omitted and without a Python default.
+    pub none_if_omitted: &'a [String],
     /// The guest's `os.environ`, exactly.
     pub env: serde_json::Map<String, serde_json::Value>,
     /// Characters of the result kept.

@@ -69,8 +69,16 @@ fn each_status_has_its_own_exit_code() {
         stderr(&o)
     );
 
-    let o = warden(&["run", &path("add.py"), "--function", "missing"]);
+    let o = warden(&["run", &path("add.py"), "--args", r#"{"a": 1}"#]);
     assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+
+    let o = warden(&["run", &path("add.py"), "--function", "missing"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no top-level function named `missing`"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -108,12 +116,98 @@ fn bad_limits_and_grants_are_refused_before_running() {
         (&["--mount", ".:relative"], "must be absolute"),
     ];
     for (extra, expected) in cases {
-        let mut args = vec!["run", "PLACEHOLDER"];
         let tool = path("add.py");
-        args[1] = &tool;
+        let mut args = vec!["run", &tool, "--args", r#"{"a": 1, "b": 2}"#];
         args.extend_from_slice(extra);
         let o = warden(&args);
         assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(expected), "{extra:?}: {}", stderr(&o));
     }
+}
+
+#[test]
+fn arguments_are_checked_against_the_schema_before_running() {
+    let o = warden(&["run", &path("add.py"), "--args", r#"{"a": "one", "b": 2}"#]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/a: "), "{}", stderr(&o));
+
+    let o = warden(&[
+        "run",
+        &path("add.py"),
+        "--args",
+        r#"{"a": 1, "b": 2, "c": 3}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    assert!(stderr(&o).contains("c"), "{}", stderr(&o));
+}
+
+#[test]
+fn an_omitted_optional_parameter_is_passed_none() {
+    let o = warden(&[
+        "run",
+        &path("greet.py"),
+        "--args",
+        r#"{"name": "Ada"}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(result["value"], "hello, Ada");
+}
+
+#[test]
+fn schema_exports_every_format() {
+    for (format, key) in [
+        ("json-schema", "properties"),
+        ("openai", "function"),
+        ("anthropic", "input_schema"),
+        ("mcp", "inputSchema"),
+        ("letta", "json_schema"),
+    ] {
+        let o = warden(&["schema", &path("csv_summary.py"), "--format", format]);
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", stderr(&o));
+        let out: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(out.get(key).is_some(), "{format}: {out}");
+    }
+    let o = warden(&["schema", &path("csv_summary.py"), "--format", "yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown export format"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn validate_reports_problems_in_compiler_style() {
+    let bad = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/schema/err_missing_annotation.py");
+    let o = warden(&["validate", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("error[") && out.contains("--> ") && out.contains('^'),
+        "{out}"
+    );
+
+    let o = warden(&["validate", &path("csv_summary.py")]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}
+
+#[test]
+fn a_tool_without_a_derivable_schema_is_not_run() {
+    let bad = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/schema/err_variadic.py");
+    let o = warden(&["run", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot derive the schema"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -12,5 +12,8 @@
 )]
 
 mod cli;
+mod registry;
 mod sandbox;
+mod schema;
 mod support;
+mod tenant;

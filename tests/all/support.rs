@@ -43,6 +43,7 @@ pub struct Run {
     pub file: &'static str,
     pub function: &'static str,
     pub arguments: Value,
+    pub none_if_omitted: Vec<String>,
     pub grants: Grants,
     pub limits: Limits,
 }
@@ -53,6 +54,7 @@ impl Run {
             file,
             function,
             arguments,
+            none_if_omitted: Vec::new(),
             grants: Grants::default(),
             limits: Limits::default(),
         }
@@ -80,6 +82,7 @@ impl Run {
                 tool: &tool,
                 function: self.function,
                 arguments: &arguments,
+                none_if_omitted: &self.none_if_omitted,
                 grants: &self.grants,
                 limits: &self.limits,
             })

@@ -1,0 +1,232 @@
+//! `warden run`: derive the schema, check the arguments, call the tool, print the result.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::{Map, Value};
+
+use warden::grants::{EnvVar, Grants, Mount};
+use warden::limits::{self, ByteSize, CharLimit, Fuel, Limits};
+use warden::outcome::CallResult;
+use warden::sandbox::{Call, Sandbox, SandboxConfig, ToolFolder};
+use warden::schema::{self, DeriveOptions};
+
+use super::{ExitCode, InvalidArguments, file_stem, read_tool, render_failure, usage};
+
+/// `warden run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The tool's Python source file.
+    pub tool: PathBuf,
+
+    /// The arguments, as a JSON object.
+    #[arg(long, short, value_name = "JSON", default_value = "{}")]
+    pub args: String,
+
+    /// The function to call. Default: the function named like the file.
+    #[arg(long, short, value_name = "NAME")]
+    pub function: Option<String>,
+
+    /// CPU budget in fuel units (e.g. 2000000000, 2_000_000_000 or 2G).
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL.to_string())]
+    pub fuel: String,
+
+    /// Memory cap (e.g. 256MiB).
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub memory: String,
+
+    /// Wall-clock deadline (e.g. 10s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub timeout: String,
+
+    /// Cap on the tool's stdout.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    pub stdout_limit: String,
+
+    /// Cap on the tool's stderr.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    pub stderr_limit: String,
+
+    /// Characters of the serialized result kept; longer results are truncated.
+    #[arg(long, value_name = "CHARS", default_value_t = limits::DEFAULT_RETURN_CHARS.0)]
+    pub return_char_limit: u32,
+
+    /// Mount a host folder: HOST:GUEST (read-only), HOST:GUEST:ro or HOST:GUEST:rw.
+    /// Repeatable.
+    #[arg(long, short, value_name = "HOST:GUEST[:rw]")]
+    pub mount: Vec<Mount>,
+
+    /// Give the guest an environment variable. Repeatable. Nothing else of the host's
+    /// environment reaches the guest.
+    #[arg(long, short, value_name = "KEY=VALUE")]
+    pub env: Vec<EnvVar>,
+
+    /// Print the full result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
+    let prepared = Prepared::from_args(&args)?;
+    let sandbox = Sandbox::open(config)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let result = runtime.block_on(sandbox.call(Call {
+        tool: &prepared.tool,
+        function: &prepared.function,
+        arguments: &prepared.arguments,
+        none_if_omitted: &prepared.none_if_omitted,
+        grants: &prepared.grants,
+        limits: &prepared.limits,
+    }))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print_human(&result);
+    }
+    Ok(result.status.into())
+}
+
+/// Everything `warden run` needs, checked before any sandbox starts.
+struct Prepared {
+    tool: ToolFolder,
+    function: String,
+    arguments: Map<String, Value>,
+    none_if_omitted: Vec<String>,
+    grants: Grants,
+    limits: Limits,
+}
+
+impl Prepared {
+    fn from_args(args: &RunArgs) -> Result<Prepared> {
+        let source = read_tool(&args.tool)?;
+        let options = DeriveOptions {
+            file_stem: file_stem(&args.tool),
+            function: args.function.clone(),
+        };
+        let derived = schema::derive(&source, &options)
+            .map_err(|e| render_failure(&e, &source, &args.tool))?;
+        let function = derived.schema.name.clone();
+        let arguments = match serde_json::from_str::<Value>(&args.args) {
+            Ok(Value::Object(map)) => map,
+            Ok(other) => {
+                return Err(usage(format!(
+                    "--args must be a JSON object such as '{{\"a\": 1}}', not {}",
+                    json_kind(&other)
+                )));
+            }
+            Err(e) => return Err(usage(format!("--args is not valid JSON: {e}"))),
+        };
+        if let Err(violations) =
+            schema::validate_arguments(&derived.schema, &Value::Object(arguments.clone()))
+        {
+            let lines: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
+            return Err(InvalidArguments(format!(
+                "the arguments do not match the schema of {function}():\n{}\nsee `warden schema {}`",
+                lines.join("\n"),
+                args.tool.display()
+            ))
+            .into());
+        }
+        let none_if_omitted = optional_parameters(&derived.schema.parameters);
+        let limits = Limits {
+            fuel: args
+                .fuel
+                .parse::<Fuel>()
+                .map_err(|e| usage(e.to_string()))?,
+            deadline: limits::parse_duration(&args.timeout).map_err(|e| usage(e.to_string()))?,
+            memory: size(&args.memory)?,
+            stdout: size(&args.stdout_limit)?,
+            stderr: size(&args.stderr_limit)?,
+            return_chars: CharLimit(args.return_char_limit),
+        };
+        let grants = Grants {
+            mounts: args.mount.clone(),
+            env: args.env.clone(),
+        };
+        grants.check().map_err(|e| usage(e.to_string()))?;
+        for m in &grants.mounts {
+            warden::grants::canonical_host_folder(&m.host).map_err(|e| usage(e.to_string()))?;
+        }
+        let file_name = args
+            .tool
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("tool.py");
+        let tool = ToolFolder::temporary(file_name, &source)?;
+        Ok(Prepared {
+            tool,
+            function,
+            arguments,
+            none_if_omitted,
+            grants,
+            limits,
+        })
+    }
+}
+
+/// The parameters a caller may omit: the harness passes `None` for those that have no
+/// Python default (the `Optional[T]` rule).
+fn optional_parameters(parameters: &Value) -> Vec<String> {
+    let required: Vec<&str> = parameters["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    parameters["properties"]
+        .as_object()
+        .map(|p| {
+            p.keys()
+                .filter(|k| !required.contains(&k.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn size(s: &str) -> Result<ByteSize> {
+    limits::parse_size(s).map_err(|e| usage(e.to_string()))
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn print_human(r: &CallResult) {
+    eprintln!(
+        "{}  (fuel {} · {:.1} ms · peak memory {})",
+        r.status,
+        r.fuel_used,
+        r.wall_time.as_secs_f64() * 1000.0,
+        ByteSize::b(r.peak_memory_bytes)
+    );
+    if let Some(message) = &r.message {
+        eprintln!("{message}");
+    }
+    if let Some(e) = &r.error {
+        eprintln!("{}", e.traceback.trim_end());
+    }
+    if let Some(v) = &r.value {
+        match v {
+            Value::String(s) => println!("{s}"),
+            other => println!(
+                "{}",
+                serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string())
+            ),
+        }
+    }
+    for (name, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        if !text.is_empty() {
+            eprintln!("--- tool {name} ---\n{}", text.trim_end());
+        }
+    }
+}

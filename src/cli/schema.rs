@@ -1,0 +1,117 @@
+//! `warden schema` and `warden validate`: the static view of a tool, never running it.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use warden::limits::DEFAULT_RETURN_CHARS;
+use warden::schema::{self, DeriveOptions, Format, LettaExtras, Severity};
+
+use super::{ExitCode, file_stem, read_tool, render_failure, usage};
+
+/// `warden schema`.
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// The tool's Python source file.
+    pub tool: PathBuf,
+
+    /// The function to describe. Default: the function named like the file, else the
+    /// only public function.
+    #[arg(long, short, value_name = "NAME")]
+    pub function: Option<String>,
+
+    /// Output format: json-schema, openai, anthropic, mcp or letta.
+    #[arg(long, default_value = "json-schema", value_name = "FORMAT")]
+    pub format: String,
+
+    /// Emit the strict (OpenAI structured-outputs) variant: optional parameters become
+    /// required nullable ones. Fails when the schema has no strict variant.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// For `--format letta`: a tag of the tool. Repeatable.
+    #[arg(long, value_name = "TAG")]
+    pub tag: Vec<String>,
+
+    /// For `--format letta`: the tool's return_char_limit.
+    #[arg(long, value_name = "CHARS", default_value_t = DEFAULT_RETURN_CHARS.0)]
+    pub return_char_limit: u32,
+}
+
+/// `warden validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The tool's Python source file.
+    pub tool: PathBuf,
+
+    /// The function to check. Default: as for `warden schema`.
+    #[arg(long, short, value_name = "NAME")]
+    pub function: Option<String>,
+}
+
+pub(super) fn schema(args: SchemaArgs) -> Result<ExitCode> {
+    let source = read_tool(&args.tool)?;
+    let format: Format = args
+        .format
+        .parse()
+        .map_err(|e: schema::SchemaError| usage(e.to_string()))?;
+    let options = DeriveOptions {
+        file_stem: file_stem(&args.tool),
+        function: args.function,
+    };
+    let derived =
+        schema::derive(&source, &options).map_err(|e| render_failure(&e, &source, &args.tool))?;
+    let shown = args.tool.display().to_string();
+    for d in &derived.diagnostics {
+        eprintln!("{}", d.render(&source, &shown));
+    }
+    let letta = LettaExtras {
+        source_code: source.clone(),
+        return_char_limit: args.return_char_limit,
+        tags: args.tag,
+        ..LettaExtras::default()
+    };
+    let exported = schema::export(&derived.schema, format, args.strict, &letta)
+        .map_err(|e| usage(e.to_string()))?;
+    println!("{}", serde_json::to_string_pretty(&exported)?);
+    Ok(ExitCode::Ok)
+}
+
+pub(super) fn validate(args: ValidateArgs) -> Result<ExitCode> {
+    let source = read_tool(&args.tool)?;
+    let options = DeriveOptions {
+        file_stem: file_stem(&args.tool),
+        function: args.function,
+    };
+    let diagnostics = schema::check(&source, &options);
+    let shown = args.tool.display().to_string();
+    for d in &diagnostics {
+        println!("{}", d.render(&source, &shown));
+    }
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    let warnings = diagnostics.len() - errors;
+    if let Ok(derived) = schema::derive(&source, &options) {
+        let health = schema::health(&derived.schema);
+        println!(
+            "{}: {}() schema health {}",
+            shown,
+            derived.schema.name,
+            serde_json::to_value(health.class)?
+                .as_str()
+                .unwrap_or("unknown")
+        );
+        for reason in &health.reasons {
+            println!("  - {reason}");
+        }
+    }
+    println!("{errors} error(s), {warnings} warning(s)");
+    Ok(if errors > 0 {
+        ExitCode::Failure
+    } else {
+        ExitCode::Ok
+    })
+}

@@ -1,0 +1,440 @@
+//! The audit trail: one hash chain of events per tenant.
+//!
+//! Event `n` of a tenant stores the hash of event `n - 1` (event 1 stores
+//! [`GENESIS_HASH`]) and its own hash, the SHA-256 of
+//! `["warden.audit.v1", tenant, n, at_ms, prev_hash, event_json]` as compact JSON, with
+//! `event_json` hashed exactly as stored. The tenant row keeps the newest `n` and hash.
+//!
+//! [`Registry::verify_chain`] recomputes the chain, so an edited, inserted, reordered or
+//! deleted event, or a dropped newest one, shows as [`ChainCheck::Broken`]. What it cannot
+//! catch: someone with write access to the file who rewrites every later hash and the
+//! tenant row too. To catch that, copy [`ChainCheck::Intact`]'s `head` somewhere the
+//! database's writers cannot reach, and compare later.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{Kind, Page, Registry, RegistryError, ToolId, now_ms, page_size};
+use crate::grants::Grants;
+use crate::limits::Fuel;
+use crate::manifest::{ToolName, VersionId};
+use crate::outcome::{CallResult, Status};
+use crate::tenant::{TenantId, TenantPolicy};
+
+/// The `prev_hash` of a tenant's first event: 64 zeros.
+pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Something that happened to a tenant or its tools.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AuditEvent {
+    /// The tenant was created.
+    TenantCreated {
+        /// Its name.
+        name: String,
+    },
+    /// The tenant got a new API key (the old one, if any, stopped working).
+    KeyRotated {
+        /// The new key's first characters.
+        key_hint: String,
+    },
+    /// The tenant's key was revoked; it has none until the next rotation.
+    KeyRevoked,
+    /// The tenant's policy was replaced.
+    PolicyChanged {
+        /// The new policy.
+        policy: TenantPolicy,
+    },
+    /// A tool was registered with its first version.
+    ToolCreated {
+        /// The tool.
+        tool: ToolId,
+        /// Its name.
+        name: ToolName,
+        /// Its first version.
+        version: VersionId,
+    },
+    /// A tool's current version changed.
+    ToolUpdated {
+        /// The tool.
+        tool: ToolId,
+        /// The version that was current.
+        from: VersionId,
+        /// The version now current.
+        to: VersionId,
+    },
+    /// A tool's grants differ from its previous version's; recorded beside
+    /// `tool_created` (when it has grants) and `tool_updated`.
+    GrantsChanged {
+        /// The tool.
+        tool: ToolId,
+        /// The version with these grants.
+        version: VersionId,
+        /// The grants, one line each (environment values left out: they may be secrets).
+        grants: Vec<String>,
+    },
+    /// A tool was deleted with all its versions.
+    ToolDeleted {
+        /// The tool.
+        tool: ToolId,
+        /// Its name.
+        name: ToolName,
+    },
+    /// A tool may be called again.
+    ToolEnabled {
+        /// The tool.
+        tool: ToolId,
+    },
+    /// A tool may no longer be called.
+    ToolDisabled {
+        /// The tool.
+        tool: ToolId,
+    },
+    /// A tool was called.
+    Run {
+        /// The tool.
+        tool: ToolId,
+        /// The version that ran.
+        version: VersionId,
+        /// How the call ended.
+        status: Status,
+        /// Fuel consumed.
+        fuel_used: Fuel,
+        /// Wall time of the call, in microseconds.
+        wall_time_us: u64,
+        /// Peak linear memory of the guest, in bytes.
+        peak_memory_bytes: u64,
+    },
+}
+
+impl AuditEvent {
+    /// The event that records a finished call.
+    pub fn run(tool: ToolId, version: VersionId, result: &CallResult) -> AuditEvent {
+        AuditEvent::Run {
+            tool,
+            version,
+            status: result.status,
+            fuel_used: result.fuel_used,
+            wall_time_us: u64::try_from(result.wall_time.as_micros()).unwrap_or(u64::MAX),
+            peak_memory_bytes: result.peak_memory_bytes,
+        }
+    }
+
+    pub(super) fn grants_changed(tool: ToolId, version: VersionId, grants: &Grants) -> Self {
+        AuditEvent::GrantsChanged {
+            tool,
+            version,
+            grants: grants
+                .to_string()
+                .lines()
+                .filter(|l| *l != "no grants")
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
+    /// The event's kind, as in its JSON `kind` field.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AuditEvent::TenantCreated { .. } => "tenant_created",
+            AuditEvent::KeyRotated { .. } => "key_rotated",
+            AuditEvent::KeyRevoked => "key_revoked",
+            AuditEvent::PolicyChanged { .. } => "policy_changed",
+            AuditEvent::ToolCreated { .. } => "tool_created",
+            AuditEvent::ToolUpdated { .. } => "tool_updated",
+            AuditEvent::GrantsChanged { .. } => "grants_changed",
+            AuditEvent::ToolDeleted { .. } => "tool_deleted",
+            AuditEvent::ToolEnabled { .. } => "tool_enabled",
+            AuditEvent::ToolDisabled { .. } => "tool_disabled",
+            AuditEvent::Run { .. } => "run",
+        }
+    }
+
+    /// The tool the event is about, if any.
+    pub fn tool(&self) -> Option<&ToolId> {
+        match self {
+            AuditEvent::ToolCreated { tool, .. }
+            | AuditEvent::ToolUpdated { tool, .. }
+            | AuditEvent::GrantsChanged { tool, .. }
+            | AuditEvent::ToolDeleted { tool, .. }
+            | AuditEvent::ToolEnabled { tool }
+            | AuditEvent::ToolDisabled { tool }
+            | AuditEvent::Run { tool, .. } => Some(tool),
+            AuditEvent::TenantCreated { .. }
+            | AuditEvent::KeyRotated { .. }
+            | AuditEvent::KeyRevoked
+            | AuditEvent::PolicyChanged { .. } => None,
+        }
+    }
+}
+
+/// One stored event with its place in the chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Whose trail.
+    pub tenant: TenantId,
+    /// 1 for the tenant's first event, then one more for each.
+    pub seq: u64,
+    /// When it was recorded, in Unix milliseconds.
+    pub at_ms: i64,
+    /// What happened.
+    pub event: AuditEvent,
+    /// The previous event's hash ([`GENESIS_HASH`] for the first).
+    pub prev_hash: String,
+    /// This event's hash.
+    pub hash: String,
+}
+
+/// The result of [`Registry::verify_chain`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "chain", rename_all = "snake_case")]
+pub enum ChainCheck {
+    /// Every event is where and what it was when written.
+    Intact {
+        /// Events in the chain.
+        events: u64,
+        /// The newest event's hash ([`GENESIS_HASH`] when there are none).
+        head: String,
+    },
+    /// The chain is broken at event `seq`.
+    Broken {
+        /// The first event that does not check.
+        seq: u64,
+        /// What is wrong there.
+        reason: String,
+    },
+}
+
+impl ChainCheck {
+    /// True for [`ChainCheck::Intact`].
+    pub fn is_intact(&self) -> bool {
+        matches!(self, ChainCheck::Intact { .. })
+    }
+}
+
+fn chain_hash(tenant: &str, seq: u64, at_ms: i64, prev_hash: &str, event_json: &str) -> String {
+    let fields = ("warden.audit.v1", tenant, seq, at_ms, prev_hash, event_json);
+    let mut hasher = Sha256::new();
+    // A tuple of strings and integers always serializes.
+    match serde_json::to_vec(&fields) {
+        Ok(bytes) => hasher.update(&bytes),
+        Err(e) => hasher.update(e.to_string().as_bytes()),
+    }
+    hex::encode(hasher.finalize())
+}
+
+fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
+    u64::try_from(n).map_err(|_| RegistryError::corrupt(what, format!("negative number {n}")))
+}
+
+/// Appends `event` to `tenant`'s chain inside `tx`.
+pub(super) fn append(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+    event: &AuditEvent,
+) -> Result<AuditRecord, RegistryError> {
+    let head: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
+            [tenant.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((last, prev_hash)) = head else {
+        return Err(RegistryError::NotFound {
+            kind: Kind::Tenant,
+            id: tenant.to_string(),
+        });
+    };
+    let seq = to_u64(last, "audit head")? + 1;
+    let at_ms = now_ms();
+    let event_json =
+        serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
+    let hash = chain_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
+    let seq_sql = last + 1;
+    tx.execute(
+        "INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            tenant.as_str(),
+            seq_sql,
+            at_ms,
+            event.kind(),
+            event.tool().map(ToolId::as_str),
+            event_json,
+            prev_hash,
+            hash
+        ],
+    )?;
+    tx.execute(
+        "UPDATE tenants SET audit_seq = ?2, audit_head = ?3 WHERE id = ?1",
+        params![tenant.as_str(), seq_sql, hash],
+    )?;
+    Ok(AuditRecord {
+        tenant: tenant.clone(),
+        seq,
+        at_ms,
+        event: event.clone(),
+        prev_hash,
+        hash,
+    })
+}
+
+/// A stored row, before its event is parsed.
+struct Row {
+    seq: i64,
+    at_ms: i64,
+    kind: String,
+    tool_id: Option<String>,
+    event: String,
+    prev_hash: String,
+    hash: String,
+}
+
+const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        seq: r.get(0)?,
+        at_ms: r.get(1)?,
+        kind: r.get(2)?,
+        tool_id: r.get(3)?,
+        event: r.get(4)?,
+        prev_hash: r.get(5)?,
+        hash: r.get(6)?,
+    })
+}
+
+impl Row {
+    fn into_record(self, tenant: &TenantId) -> Result<AuditRecord, RegistryError> {
+        let seq = to_u64(self.seq, "audit event")?;
+        let event = serde_json::from_str(&self.event)
+            .map_err(|e| RegistryError::corrupt(format!("audit event {seq}"), e))?;
+        Ok(AuditRecord {
+            tenant: tenant.clone(),
+            seq,
+            at_ms: self.at_ms,
+            event,
+            prev_hash: self.prev_hash,
+            hash: self.hash,
+        })
+    }
+}
+
+impl Registry {
+    /// Appends `event` to `tenant`'s audit trail: for runs, which the registry does not
+    /// see. Tool and tenant changes are recorded by the operations themselves, in the
+    /// same transaction as the change.
+    pub fn append_audit(
+        &self,
+        tenant: &TenantId,
+        event: &AuditEvent,
+    ) -> Result<AuditRecord, RegistryError> {
+        self.write(|tx| append(tx, tenant, event))
+    }
+
+    /// `tenant`'s events, newest first: up to `limit` (0 means
+    /// [`DEFAULT_PAGE_SIZE`](super::DEFAULT_PAGE_SIZE)) events older than `before` (a
+    /// `seq`; `None` for the newest). Pass the page's `next` as `before` for the next page.
+    pub fn audit(
+        &self,
+        tenant: &TenantId,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Page<AuditRecord, u64>, RegistryError> {
+        let limit = page_size(limit);
+        let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        self.read(|tx| {
+            let mut stmt = tx.prepare(&format!(
+                "SELECT {ROW_COLUMNS} FROM audit_events
+                 WHERE tenant_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
+            ))?;
+            let rows = stmt
+                .query_map(params![tenant.as_str(), before, limit + 1], read_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut items = rows
+                .into_iter()
+                .map(|r| r.into_record(tenant))
+                .collect::<Result<Vec<_>, _>>()?;
+            let next = if items.len() > limit as usize {
+                items.truncate(limit as usize);
+                items.last().map(|r| r.seq)
+            } else {
+                None
+            };
+            Ok(Page { items, next })
+        })
+    }
+
+    /// Recomputes `tenant`'s whole chain. An edited, inserted, reordered or deleted
+    /// event, or a dropped newest one, is [`ChainCheck::Broken`]; a writer who rewrites
+    /// every later hash and the tenant's head is not caught (keep
+    /// [`ChainCheck::Intact`]'s `head` outside the database to catch that). `Err` only
+    /// when the tenant does not exist or the database fails.
+    pub fn verify_chain(&self, tenant: &TenantId) -> Result<ChainCheck, RegistryError> {
+        self.read(|tx| {
+            let head: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
+                    [tenant.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((head_seq, head_hash)) = head else {
+                return Err(RegistryError::NotFound {
+                    kind: Kind::Tenant,
+                    id: tenant.to_string(),
+                });
+            };
+            let mut stmt = tx.prepare(&format!(
+                "SELECT {ROW_COLUMNS} FROM audit_events WHERE tenant_id = ?1 ORDER BY seq"
+            ))?;
+            let mut rows = stmt.query([tenant.as_str()])?;
+            let mut expected: i64 = 1;
+            let mut prev = GENESIS_HASH.to_owned();
+            let broken = |seq: i64, reason: &str| ChainCheck::Broken {
+                seq: u64::try_from(seq).unwrap_or(0),
+                reason: reason.to_owned(),
+            };
+            while let Some(r) = rows.next()? {
+                let row = read_row(r)?;
+                if row.seq != expected {
+                    return Ok(broken(expected, "the event is missing"));
+                }
+                if row.prev_hash != prev {
+                    return Ok(broken(row.seq, "it does not follow the event before it"));
+                }
+                let hash = chain_hash(
+                    tenant.as_str(),
+                    to_u64(row.seq, "audit event")?,
+                    row.at_ms,
+                    &row.prev_hash,
+                    &row.event,
+                );
+                if hash != row.hash {
+                    return Ok(broken(row.seq, "its content does not match its hash"));
+                }
+                // kind and tool_id are copies of the event for filtering, outside the hash.
+                match serde_json::from_str::<AuditEvent>(&row.event) {
+                    Ok(e)
+                        if e.kind() == row.kind
+                            && e.tool().map(ToolId::as_str) == row.tool_id.as_deref() => {}
+                    _ => return Ok(broken(row.seq, "its columns disagree with its event")),
+                }
+                prev = row.hash;
+                expected += 1;
+            }
+            if expected - 1 != head_seq || prev != head_hash {
+                return Ok(broken(
+                    expected,
+                    "the tenant's chain head names events that are missing",
+                ));
+            }
+            Ok(ChainCheck::Intact {
+                events: to_u64(head_seq, "audit head")?,
+                head: prev,
+            })
+        })
+    }
+}

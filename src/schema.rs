@@ -1,0 +1,231 @@
+//! Static tool schemas: Python source text in, JSON Schema (or diagnostics) out.
+//!
+//! Nothing here runs Python. The file is parsed once with `rustpython-parser`, and the chosen
+//! function's signature, annotations and docstring are read from the syntax tree.
+//!
+//! # Which function
+//! The `function` option if given; otherwise the function named like the file stem
+//! (`csv_summary` for `csv_summary.py`); otherwise the only public (no leading `_`) top-level
+//! function; otherwise an error listing the candidates. When a name is defined twice, the last
+//! definition wins, as in Python.
+//!
+//! # What is derived
+//! - `name`: the function name. `description`: the docstring's first line, a blank line and the
+//!   rest of its text before the first section (Letta's rule), plus any Google `Examples:`
+//!   section; `"No description available"` without a docstring (as Letta).
+//! - `parameters`: a JSON Schema object with `properties` in signature order, `required`,
+//!   `additionalProperties: false` (Python rejects unknown keyword arguments) and `$defs` for
+//!   the Enum, TypedDict, dataclass and pydantic classes of the file that are used.
+//!   A parameter's description comes from the docstring (Google `Args:`, NumPy `Parameters`,
+//!   Sphinx `:param x:`), else from `Annotated[T, "text"]` / `Annotated[T, Field(description=...)]`.
+//!   Literal defaults appear as `default`.
+//! - `returns`: the return annotation as a schema (with the docstring's `Returns` text as its
+//!   description), or nothing for no annotation or `-> None`.
+//!
+//! # The rule for "required"
+//! A parameter is required when it has no default **and** is not `Optional[T]` / `T | None` /
+//! `Union[..., None]`. Such an optional parameter may be omitted and is then passed `None`
+//! (Letta's convention, so that tools written for Letta keep their schemas); its schema is the
+//! schema of `T` alone, as in Letta. Inside containers and model fields, `Optional[T]` is
+//! "T or null" instead, and a model field is required exactly when it has no default (the
+//! models' own rule; `TypedDict` fields unless `total=False` or `NotRequired`).
+//!
+//! # Types
+//! `str`, `int`, `float`, `bool`, `None`, `bytes` (base64 string), `list[T]`/`List`/`Sequence`,
+//! `set[T]` (`uniqueItems`), `tuple[A, B]` (`prefixItems`), `tuple[T, ...]`, `dict[str, T]`/
+//! `Mapping`, `Optional`, `|`, `Union` (`anyOf`), `Literal` (`enum`, typed by its values), `Any`
+//! (`{}`), `datetime`/`date`/`time`/`timedelta`/`UUID` (string formats), and classes of the
+//! same file: `Enum`, `TypedDict`, `@dataclass`, pydantic `BaseModel` (with `Field(...)`
+//! descriptions, defaults and `ge`/`le`/`gt`/`lt`/`multiple_of`/`min_length`/`max_length`/
+//! `pattern`), also recursive ones, through `$defs`/`$ref`. String forward references and
+//! `from __future__ import annotations` work; names resolve through imports and aliases
+//! (`import typing as t`). Anything else is a diagnostic, never a guess.
+//!
+//! # Health and strict mode
+//! [`health`] classifies a schema by OpenAI's structured-outputs rules (see [`health`'s
+//! module](health)); [`export`] with `strict` emits the strict variant (see [`strict`]).
+
+mod arguments;
+mod diagnostic;
+mod docstring;
+mod export;
+mod function;
+mod health;
+mod literal;
+mod models;
+mod source;
+pub mod strict;
+mod typemap;
+mod types;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use arguments::{ArgumentValidator, Violation, validate_arguments};
+pub use diagnostic::{Code, Diagnostic, Severity};
+pub use export::{Format, LettaExtras, PipRequirement, export, inline_refs, mcp_output};
+pub use health::{Health, HealthClass, classify, health};
+pub use strict::strict_variant;
+
+/// Options of [`derive()`] and [`check`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeriveOptions {
+    /// The file name without `.py`, e.g. `csv_summary`.
+    pub file_stem: String,
+    /// The function to describe, if not the one named like the file.
+    pub function: Option<String>,
+}
+
+/// A tool's schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    /// The function name.
+    pub name: String,
+    /// Summary and body of the docstring.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+    /// JSON Schema of the return value, if annotated.
+    pub returns: Option<Value>,
+}
+
+/// A derived schema and the warnings that did not prevent it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Derived {
+    /// The schema.
+    pub schema: ToolSchema,
+    /// Warnings, in source order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Why no schema (or export) could be produced.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The source has errors; all diagnostics (errors and warnings) are kept.
+    #[error("{}", derive_message(.0))]
+    Derive(Vec<Diagnostic>),
+    /// An unknown export format name.
+    #[error("unknown export format `{0}`; use json-schema, openai, anthropic, mcp or letta")]
+    UnknownFormat(String),
+    /// Strict mode was asked for, but the schema has no strict variant.
+    #[error("tool `{name}` has no strict-mode schema ({}); export without strict mode or change the types", .reasons.join("; "))]
+    NoStrictVariant {
+        /// The tool.
+        name: String,
+        /// Why.
+        reasons: Vec<String>,
+    },
+    /// An export option is out of range.
+    #[error("{0}; fix the option")]
+    InvalidOption(String),
+}
+
+impl SchemaError {
+    /// The diagnostics, for [`SchemaError::Derive`]; empty otherwise.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            SchemaError::Derive(d) => d,
+            _ => &[],
+        }
+    }
+}
+
+fn derive_message(diags: &[Diagnostic]) -> String {
+    let errors: Vec<&Diagnostic> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    match errors.split_first() {
+        Some((first, rest)) => {
+            let more = if rest.is_empty() {
+                String::new()
+            } else {
+                format!(" (and {} more error(s))", rest.len())
+            };
+            format!(
+                "no schema can be derived: line {}: {}{more}; fix the reported errors and try again",
+                first.line, first.message
+            )
+        }
+        None => "no schema can be derived; fix the reported errors and try again".into(),
+    }
+}
+
+/// Derives the schema of one function of a Python source file.
+pub fn derive(source: &str, opts: &DeriveOptions) -> Result<Derived, SchemaError> {
+    let (schema, diagnostics) = function::analyse(source, opts);
+    match schema {
+        Some(schema) => Ok(Derived {
+            schema,
+            diagnostics,
+        }),
+        None => Err(SchemaError::Derive(diagnostics)),
+    }
+}
+
+/// Everything `warden validate` reports: syntax, the function, annotations, docstring coverage
+/// of every parameter, and the health of the schema; all problems at once, in source order.
+pub fn check(source: &str, opts: &DeriveOptions) -> Vec<Diagnostic> {
+    let (schema, mut diagnostics) = function::analyse(source, opts);
+    let Some(schema) = schema else {
+        return diagnostics;
+    };
+    let h = health(&schema);
+    if h.class == HealthClass::StrictCompliant {
+        return diagnostics;
+    }
+    let (line, column) = def_position(source, &schema.name);
+    let strict = strict_variant(&schema.parameters).is_ok();
+    let (severity, code, message, hint) = match h.class {
+        HealthClass::Invalid => (
+            Severity::Error,
+            Code::InvalidSchema,
+            format!("the schema is invalid: {}", h.reasons.join("; ")),
+            "change the types named above".to_string(),
+        ),
+        _ => (
+            Severity::Warning,
+            Code::NotStrictCompliant,
+            format!(
+                "the schema is not strict-compliant: {}",
+                h.reasons.join("; ")
+            ),
+            if strict {
+                "export with strict mode to get the strict variant (optional parameters become required and nullable)".to_string()
+            } else {
+                "no strict variant exists; use it without strict mode, or replace the types named above".to_string()
+            },
+        ),
+    };
+    diagnostics.push(Diagnostic {
+        severity,
+        code,
+        message,
+        line,
+        column,
+        length: 3,
+        hint: Some(hint),
+    });
+    diagnostics.sort_by_key(|d| (d.line, d.column));
+    diagnostics
+}
+
+/// Position of `def NAME` (or `async def NAME`) at the top level, for whole-schema diagnostics.
+fn def_position(source: &str, name: &str) -> (u32, u32) {
+    for (i, line) in source.lines().enumerate() {
+        let rest = line.strip_prefix("async ").unwrap_or(line);
+        if let Some(after) = rest.strip_prefix("def ")
+            && after.trim_start().starts_with(name)
+            && after.trim_start()[name.len()..]
+                .trim_start()
+                .starts_with(['(', '['])
+        {
+            let col = line.len() - rest.len() + 1;
+            return (
+                u32::try_from(i + 1).unwrap_or(u32::MAX),
+                u32::try_from(col).unwrap_or(1),
+            );
+        }
+    }
+    (1, 1)
+}

@@ -1,0 +1,116 @@
+//! Checking the arguments of a tool call against the tool's parameters schema.
+
+use std::fmt;
+
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ToolSchema;
+use super::literal::json_type;
+
+/// One reason a set of arguments is rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// JSON pointer into the arguments (`""` is the arguments object itself).
+    pub pointer: String,
+    /// Lower-case description, e.g. `expected number, got string`.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.pointer.is_empty() {
+            write!(f, "(arguments): {}", self.message)
+        } else {
+            write!(f, "{}: {}", self.pointer, self.message)
+        }
+    }
+}
+
+/// A compiled validator, for checking many calls of one tool.
+pub struct ArgumentValidator {
+    validator: Result<jsonschema::Validator, String>,
+}
+
+impl ArgumentValidator {
+    /// Compiles the parameters schema (draft 2020-12, `format` asserted).
+    pub fn new(schema: &ToolSchema) -> Self {
+        let validator = jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&schema.parameters)
+            .map_err(|e| e.to_string());
+        ArgumentValidator { validator }
+    }
+
+    /// Checks one set of arguments; all violations at once.
+    pub fn validate(&self, arguments: &Value) -> Result<(), Vec<Violation>> {
+        if !arguments.is_object() {
+            return Err(vec![Violation {
+                pointer: String::new(),
+                message: format!("expected object, got {}", json_type(arguments)),
+            }]);
+        }
+        let validator = self.validator.as_ref().map_err(|e| {
+            vec![Violation {
+                pointer: String::new(),
+                message: format!("the tool's schema cannot be compiled ({e}); re-derive it"),
+            }]
+        })?;
+        let mut out = Vec::new();
+        for error in validator.iter_errors(arguments) {
+            let pointer = error.instance_path().as_str().to_string();
+            let root = pointer.is_empty();
+            let what = if root { "argument" } else { "property" };
+            match error.kind() {
+                ValidationErrorKind::Type { kind } => {
+                    let expected = match kind {
+                        TypeKind::Single(t) => t.as_str().to_string(),
+                        TypeKind::Multiple(set) => set
+                            .iter()
+                            .map(|t| t.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" or "),
+                    };
+                    out.push(Violation {
+                        pointer,
+                        message: format!(
+                            "expected {expected}, got {}",
+                            json_type(error.instance())
+                        ),
+                    });
+                }
+                ValidationErrorKind::AdditionalProperties { unexpected } => {
+                    for name in unexpected {
+                        out.push(Violation {
+                            pointer: format!("{pointer}/{}", super::health::escape(name)),
+                            message: format!("unknown {what}"),
+                        });
+                    }
+                }
+                ValidationErrorKind::Required { property } => {
+                    let name = property.as_str().unwrap_or_default();
+                    out.push(Violation {
+                        pointer: format!("{pointer}/{}", super::health::escape(name)),
+                        message: format!("missing required {what}"),
+                    });
+                }
+                ValidationErrorKind::Enum { options } => out.push(Violation {
+                    pointer,
+                    message: format!("expected one of {options}, got {}", error.instance()),
+                }),
+                _ => out.push(Violation {
+                    pointer,
+                    message: error.to_string(),
+                }),
+            }
+        }
+        if out.is_empty() { Ok(()) } else { Err(out) }
+    }
+}
+
+/// Checks a tool call's arguments: an object, no unknown arguments, every value of the right
+/// type. Compiles the schema on each call; use [`ArgumentValidator`] for repeated checks.
+pub fn validate_arguments(schema: &ToolSchema, arguments: &Value) -> Result<(), Vec<Violation>> {
+    ArgumentValidator::new(schema).validate(arguments)
+}

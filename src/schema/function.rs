@@ -1,0 +1,363 @@
+//! Choosing the tool function and turning its signature and docstring into a [`ToolSchema`].
+
+use std::collections::HashSet;
+
+use rustpython_parser::ast::{self, Constant, Expr};
+use serde_json::{Map, Value, json};
+
+use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
+use super::docstring::{self, Docstring};
+use super::source::{self, FunctionRef, Module, span};
+use super::types::Mapper;
+use super::{DeriveOptions, ToolSchema};
+
+/// Letta's description when a function has no docstring.
+pub(crate) const NO_DESCRIPTION: &str = "No description available";
+
+/// Parses and analyses `source`: the schema (when no error was found) and every diagnostic,
+/// sorted by position.
+pub(crate) fn analyse(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<Diagnostic>) {
+    let index = LineIndex::new(source);
+    let body = match source::parse(source, &index) {
+        Ok(body) => body,
+        Err(d) => return (None, vec![d]),
+    };
+    let module = Module::new(&body);
+    let function = match select(&module, opts, &index) {
+        Ok(f) => f,
+        Err(d) => return (None, vec![d]),
+    };
+    let mut mapper = Mapper::new(&module, &index);
+    let schema = build(&mut mapper, &function);
+    let mut diags = mapper.diags;
+    diags.sort_by_key(|d| (d.line, d.column));
+    let failed = diags.iter().any(|d| d.severity == Severity::Error);
+    (if failed { None } else { Some(schema) }, diags)
+}
+
+fn select<'a>(
+    module: &Module<'a>,
+    opts: &DeriveOptions,
+    index: &LineIndex<'_>,
+) -> Result<FunctionRef<'a>, Diagnostic> {
+    let public: Vec<&FunctionRef<'a>> = module
+        .functions
+        .iter()
+        .filter(|f| !f.name.starts_with('_'))
+        .collect();
+    let names = |fs: &[&FunctionRef<'_>]| {
+        let mut seen = Vec::new();
+        for f in fs {
+            if !seen.contains(&f.name) {
+                seen.push(f.name);
+            }
+        }
+        seen.iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // The last definition wins, as in Python.
+    if let Some(wanted) = &opts.function {
+        return module
+            .functions
+            .iter()
+            .rev()
+            .find(|f| f.name == wanted.as_str())
+            .copied()
+            .ok_or_else(|| {
+                let candidates = if public.is_empty() {
+                    "none".into()
+                } else {
+                    names(&public)
+                };
+                index.diag(
+                    Severity::Error,
+                    Code::FunctionNotFound,
+                    (0, 0),
+                    format!(
+                        "no top-level function named `{wanted}` (public functions: {candidates})"
+                    ),
+                    Some("pass the name of a top-level `def` in this file".into()),
+                )
+            });
+    }
+    if let Some(f) = module
+        .functions
+        .iter()
+        .rev()
+        .find(|f| f.name == opts.file_stem)
+    {
+        return Ok(*f);
+    }
+    let distinct: HashSet<&str> = public.iter().map(|f| f.name).collect();
+    match distinct.len() {
+        1 => public.last().map(|f| **f).ok_or_else(|| unreachable_diag(index)),
+        0 => Err(index.diag(
+            Severity::Error,
+            Code::NoFunction,
+            (0, 0),
+            "the file defines no public top-level function".to_string(),
+            Some("define the tool as a top-level `def` whose name does not start with `_`".into()),
+        )),
+        _ => Err(index.diag(
+            Severity::Error,
+            Code::AmbiguousFunction,
+            (0, 0),
+            format!(
+                "cannot tell which function is the tool: none is named `{}` and there are several ({})",
+                opts.file_stem,
+                names(&public)
+            ),
+            Some("choose one with the `function` option, name the file after the tool, or make helpers private with a leading `_`".into()),
+        )),
+    }
+}
+
+fn unreachable_diag(index: &LineIndex<'_>) -> Diagnostic {
+    index.diag(
+        Severity::Error,
+        Code::NoFunction,
+        (0, 0),
+        "the file defines no public top-level function",
+        None,
+    )
+}
+
+fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
+    let doc_text = source::docstring(f.body);
+    let doc: Docstring = doc_text.map(docstring::parse).unwrap_or_default();
+    let name_at = (f.range.0, f.range.0 + 3);
+    if doc_text.is_none() {
+        let d = mapper.index.diag(
+            Severity::Warning,
+            Code::MissingDocstring,
+            name_at,
+            format!(
+                "function `{}` has no docstring, so the tool has no description",
+                f.name
+            ),
+            Some("add a docstring with a summary and an `Args:` section".into()),
+        );
+        mapper.diags.push(d);
+    }
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut names = Vec::new();
+    let args = f.args;
+    for (i, a) in args.posonlyargs.iter().enumerate() {
+        if i == 0 && matches!(a.def.arg.as_str(), "self" | "cls") {
+            continue;
+        }
+        let d = mapper.index.diag(
+            Severity::Error,
+            Code::PositionalOnlyParameter,
+            span(&a.def),
+            format!(
+                "parameter `{}` is positional-only, but tool arguments are passed by name",
+                a.def.arg
+            ),
+            Some("remove the `/` from the signature".into()),
+        );
+        mapper.diags.push(d);
+    }
+    for (i, a) in args.args.iter().enumerate() {
+        if i == 0 && args.posonlyargs.is_empty() && matches!(a.def.arg.as_str(), "self" | "cls") {
+            continue;
+        }
+        parameter(mapper, &doc, a, &mut properties, &mut required, &mut names);
+    }
+    for (arg, star) in [(&args.vararg, "*"), (&args.kwarg, "**")] {
+        if let Some(arg) = arg {
+            let d = mapper.index.diag(
+                Severity::Error,
+                Code::VariadicParameter,
+                span(&**arg),
+                format!("`{star}{}` cannot be described by a JSON Schema of named arguments", arg.arg),
+                Some("replace it with named parameters, or a `list[...]` / `dict[str, ...]` parameter".into()),
+            );
+            mapper.diags.push(d);
+        }
+    }
+    for a in &args.kwonlyargs {
+        parameter(mapper, &doc, a, &mut properties, &mut required, &mut names);
+    }
+    if let Some(text_expr) = f.body.first() {
+        for p in &doc.params {
+            if !names.contains(&p.name)
+                && p.name != "agent_state"
+                && !matches!(p.name.as_str(), "self" | "cls")
+            {
+                let d = mapper.index.diag(
+                    Severity::Warning,
+                    Code::UnknownDocumentedParameter,
+                    span(text_expr),
+                    format!(
+                        "the docstring documents `{}`, which is not a parameter",
+                        p.name
+                    ),
+                    Some("remove it from the docstring or fix its name".into()),
+                );
+                mapper.diags.push(d);
+            }
+        }
+    }
+    let returns = returns(mapper, f, &doc);
+    let mut parameters = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
+    attach_defs(&mut parameters, &mapper.defs);
+    ToolSchema {
+        name: f.name.to_string(),
+        description: doc
+            .description
+            .clone()
+            .unwrap_or_else(|| NO_DESCRIPTION.to_string()),
+        parameters,
+        returns,
+    }
+}
+
+fn parameter(
+    mapper: &mut Mapper<'_, '_>,
+    doc: &Docstring,
+    a: &ast::ArgWithDefault,
+    properties: &mut Map<String, Value>,
+    required: &mut Vec<String>,
+    names: &mut Vec<String>,
+) {
+    let name = a.def.arg.to_string();
+    names.push(name.clone());
+    if name == "agent_state" {
+        let d = mapper.index.diag(
+            Severity::Warning,
+            Code::ReservedParameter,
+            span(&a.def),
+            "`agent_state` is injected by Letta and is left out of the schema".to_string(),
+            Some(
+                "Warden passes nothing for it; give it a default of None if the tool must run here"
+                    .into(),
+            ),
+        );
+        mapper.diags.push(d);
+        return;
+    }
+    let Some(annotation) = a.def.annotation.as_deref() else {
+        let d = mapper.index.diag(
+            Severity::Error,
+            Code::MissingAnnotation,
+            span(&a.def),
+            format!("parameter `{name}` has no type annotation"),
+            Some(format!("annotate it, e.g. `{name}: str`")),
+        );
+        mapper.diags.push(d);
+        return;
+    };
+    mapper.severity = Severity::Error;
+    let Some(pt) = mapper.param(annotation) else {
+        return;
+    };
+    let mut schema = pt.schema;
+    let description = doc.param(&name).map(str::to_string).or(pt.description);
+    if description.is_none() {
+        let d = mapper.index.diag(
+            Severity::Warning,
+            Code::UndocumentedParameter,
+            span(&a.def),
+            format!("parameter `{name}` has no description"),
+            Some(format!("document it in the docstring (`Args:` then `{name}: ...`) or with `Annotated[T, \"...\"]`")),
+        );
+        mapper.diags.push(d);
+    }
+    let default = a.default.as_deref().and_then(|d| {
+        let v = mapper.default_value(d);
+        if v.is_none() {
+            mapper.warn(
+                Code::UnsupportedDefault,
+                d,
+                format!("the default of `{name}` is not a literal, so the schema shows no default"),
+                Some("use a literal default (string, number, bool, None, list, dict)"),
+            );
+        }
+        v
+    });
+    if let Value::Object(o) = &mut schema {
+        if let Some(d) = description {
+            o.insert("description".into(), Value::String(d));
+        }
+        // `x: Optional[T] = None` is simply "may be omitted": no `default: null` on a `T` schema.
+        if let Some(d) = default.filter(|d| !(pt.optional && d.is_null())) {
+            o.insert("default".into(), d);
+        }
+    }
+    if a.default.is_none() && !pt.optional {
+        required.push(name.clone());
+    }
+    properties.insert(name, schema);
+}
+
+fn returns(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>, doc: &Docstring) -> Option<Value> {
+    let r = f.returns?;
+    if matches!(r, Expr::Constant(c) if matches!(c.value, Constant::None)) {
+        return None;
+    }
+    mapper.severity = Severity::Warning;
+    let mapped = mapper.map(r, 0);
+    mapper.severity = Severity::Error;
+    let mut schema = mapped?;
+    if let (Some(d), Value::Object(o)) = (&doc.returns, &mut schema) {
+        o.insert("description".into(), Value::String(d.clone()));
+    }
+    attach_defs(&mut schema, &mapper.defs);
+    Some(schema)
+}
+
+/// Adds the `$defs` reachable from `root` (in definition order).
+pub(crate) fn attach_defs(root: &mut Value, defs: &Map<String, Value>) {
+    let mut reachable: HashSet<String> = HashSet::new();
+    let mut queue = Vec::new();
+    collect_refs(root, &mut queue, 0);
+    while let Some(name) = queue.pop() {
+        if reachable.insert(name.clone())
+            && let Some(def) = defs.get(&name)
+        {
+            collect_refs(def, &mut queue, 0);
+        }
+    }
+    if reachable.is_empty() {
+        return;
+    }
+    let used: Map<String, Value> = defs
+        .iter()
+        .filter(|(k, _)| reachable.contains(*k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Value::Object(o) = root {
+        o.insert("$defs".into(), Value::Object(used));
+    }
+}
+
+/// Names of `#/$defs/NAME` references under `v`.
+pub(crate) fn collect_refs(v: &Value, out: &mut Vec<String>, depth: u32) {
+    if depth > 256 {
+        return;
+    }
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                if k == "$ref" {
+                    if let Some(name) = x.as_str().and_then(|s| s.strip_prefix("#/$defs/")) {
+                        out.push(name.to_string());
+                    }
+                } else {
+                    collect_refs(x, out, depth + 1);
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_refs(x, out, depth + 1)),
+        _ => {}
+    }
+}

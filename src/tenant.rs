@@ -1,0 +1,388 @@
+//! Tenants: who may call the service, with which key, under which policy.
+//!
+//! Plain data and admission rules; nothing here touches the database. What lives here:
+//! [`TenantId`], [`ApiKey`] (the secret, shown once) and [`ApiKeyHash`] (all that is
+//! stored), and [`TenantPolicy`] with the two admission checks a tool must pass before
+//! it is registered or run: [`TenantPolicy::admit_grants`] and
+//! [`TenantPolicy::admit_limits`].
+//!
+//! Admission reads the file system (to resolve symlinks), so a folder that is swapped
+//! for a symlink after registration would pass an old check: callers run
+//! `admit_grants` again right before each call, not only at registration.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::grants::{GrantError, Grants, canonical_host_folder};
+use crate::limits::Limits;
+
+/// Prefix of every API key, so that leaked keys are easy to find by secret scanners.
+pub const API_KEY_PREFIX: &str = "wdn_";
+/// Random bytes in a key: 32 (256 bits), written as 64 lower-case hex digits.
+const API_KEY_BYTES: usize = 32;
+
+/// Calls one tenant may have running at once. Default: 4; one more waits or is refused
+/// by the service.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 4;
+/// Calls one tenant may start per minute. Default: 120; past it the service refuses
+/// with a rate-limit error.
+pub const DEFAULT_CALLS_PER_MINUTE: u32 = 120;
+
+/// A tenant's id: `tnt_` and 32 lower-case hex digits (16 random bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TenantId(String);
+
+impl TenantId {
+    /// A fresh random id.
+    pub fn generate() -> TenantId {
+        TenantId(format!("tnt_{}", random_hex::<16>()))
+    }
+
+    /// The id as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for TenantId {
+    type Err = TenantError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.strip_prefix("tnt_") {
+            Some(hex) if is_lower_hex(hex, 32) => Ok(TenantId(s.to_owned())),
+            _ => Err(TenantError::TenantId(s.to_owned())),
+        }
+    }
+}
+
+impl TryFrom<String> for TenantId {
+    type Error = TenantError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<TenantId> for String {
+    fn from(id: TenantId) -> String {
+        id.0
+    }
+}
+
+/// A tenant's secret API key: `wdn_` and 64 lower-case hex digits.
+///
+/// It is shown once, when created or rotated; only its [`ApiKeyHash`] is stored. `Debug`
+/// does not print the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// A fresh key from the thread's cryptographically secure generator.
+    pub fn generate() -> ApiKey {
+        ApiKey(format!("{API_KEY_PREFIX}{}", random_hex::<API_KEY_BYTES>()))
+    }
+
+    /// The secret, to show to its owner once.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// What is stored in place of the key.
+    pub fn hash(&self) -> ApiKeyHash {
+        ApiKeyHash(Sha256::digest(self.0.as_bytes()).into())
+    }
+
+    /// The first characters, safe to show in listings and logs (`wdn_1a2b3c4d`).
+    pub fn hint(&self) -> String {
+        self.0.chars().take(API_KEY_PREFIX.len() + 8).collect()
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ApiKey({}…)", self.hint())
+    }
+}
+
+impl FromStr for ApiKey {
+    type Err = TenantError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.strip_prefix(API_KEY_PREFIX) {
+            Some(hex) if is_lower_hex(hex, 2 * API_KEY_BYTES) => Ok(ApiKey(s.to_owned())),
+            // The message never echoes what was given: it may be someone's secret.
+            _ => Err(TenantError::ApiKey),
+        }
+    }
+}
+
+/// The SHA-256 of an [`ApiKey`]: all the registry keeps. A plain hash (no salt, no slow
+/// KDF) suffices because keys carry 256 random bits; nobody can guess one from its hash.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ApiKeyHash([u8; 32]);
+
+impl ApiKeyHash {
+    /// The 32 bytes of the hash.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// A hash read back from storage; `None` unless exactly 32 bytes.
+    pub fn from_slice(bytes: &[u8]) -> Option<ApiKeyHash> {
+        bytes.try_into().ok().map(ApiKeyHash)
+    }
+
+    /// Whether `key` hashes to this, compared in constant time.
+    pub fn matches(&self, key: &ApiKey) -> bool {
+        self.0.ct_eq(&key.hash().0).into()
+    }
+}
+
+impl fmt::Debug for ApiKeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ApiKeyHash({})", hex::encode(&self.0[..4]))
+    }
+}
+
+/// What a tenant may do: the ceilings on its tools' limits, its call rates and the host
+/// folders its tools may mount.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TenantPolicy {
+    /// No limit of a tool may exceed these. Default: [`Limits::default`].
+    pub ceilings: Limits,
+    /// Calls running at once. Default: [`DEFAULT_MAX_CONCURRENT_CALLS`].
+    pub max_concurrent_calls: u32,
+    /// Calls started per minute. Default: [`DEFAULT_CALLS_PER_MINUTE`].
+    pub calls_per_minute: u32,
+    /// Absolute host folders under which mounts may sit. Default: none, so no tool of
+    /// the tenant may mount anything.
+    pub allowed_folders: Vec<PathBuf>,
+}
+
+impl Default for TenantPolicy {
+    fn default() -> Self {
+        TenantPolicy {
+            ceilings: Limits::default(),
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            calls_per_minute: DEFAULT_CALLS_PER_MINUTE,
+            allowed_folders: Vec::new(),
+        }
+    }
+}
+
+impl TenantPolicy {
+    /// Checks the policy itself: allowed folders are absolute UTF-8 paths, rates are
+    /// positive.
+    pub fn check(&self) -> Result<(), TenantError> {
+        for p in &self.allowed_folders {
+            if !p.is_absolute() || p.to_str().is_none() {
+                return Err(TenantError::RelativeFolder(p.clone()));
+            }
+        }
+        if self.max_concurrent_calls == 0 || self.calls_per_minute == 0 {
+            return Err(TenantError::ZeroRate);
+        }
+        Ok(())
+    }
+
+    /// Admits `grants` when they are consistent and every mount's host folder, once
+    /// resolved (symlinks followed, `..` removed), lies inside an allowed folder, itself
+    /// resolved the same way. A mount host must be an absolute path to an existing folder.
+    pub fn admit_grants(&self, grants: &Grants) -> Result<(), TenantError> {
+        grants.check()?;
+        if grants.mounts.is_empty() {
+            return Ok(());
+        }
+        // An allowed folder that does not exist (yet) cannot contain anything that does.
+        let allowed: Vec<PathBuf> = self
+            .allowed_folders
+            .iter()
+            .filter(|p| p.is_absolute())
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        for mount in &grants.mounts {
+            if !mount.host.is_absolute() {
+                return Err(TenantError::RelativeHost(mount.host.clone()));
+            }
+            let host = canonical_host_folder(&mount.host)?;
+            // Path::starts_with compares whole components: /data2 is not inside /data.
+            if !allowed.iter().any(|a| host.starts_with(a)) {
+                return Err(TenantError::OutsideAllowedFolders {
+                    host: mount.host.clone(),
+                    resolved: host,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Admits `limits` when none exceeds its ceiling. To lower them instead of refusing,
+    /// use [`Limits::bounded_by`] with [`TenantPolicy::ceilings`].
+    pub fn admit_limits(&self, limits: &Limits) -> Result<(), TenantError> {
+        let c = &self.ceilings;
+        let over = |limit: &'static str, asked: String, ceiling: String| {
+            Err(TenantError::AboveCeiling {
+                limit,
+                asked,
+                ceiling,
+            })
+        };
+        if limits.fuel > c.fuel {
+            return over("fuel", limits.fuel.to_string(), c.fuel.to_string());
+        }
+        if limits.deadline > c.deadline {
+            return over(
+                "deadline",
+                humantime::format_duration(limits.deadline).to_string(),
+                humantime::format_duration(c.deadline).to_string(),
+            );
+        }
+        let sizes = [
+            ("memory", limits.memory, c.memory),
+            ("stdout", limits.stdout, c.stdout),
+            ("stderr", limits.stderr, c.stderr),
+        ];
+        for (name, asked, ceiling) in sizes {
+            if asked > ceiling {
+                return over(name, asked.to_string(), ceiling.to_string());
+            }
+        }
+        if limits.return_chars > c.return_chars {
+            return over(
+                "return_char_limit",
+                limits.return_chars.to_string(),
+                c.return_chars.to_string(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A tenant id, key, policy or admission that failed.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TenantError {
+    /// Not a tenant id.
+    #[error("invalid tenant id {0:?}: give an id such as tnt_ followed by 32 hex digits")]
+    TenantId(String),
+    /// Not a usable tenant name.
+    #[error("invalid tenant name {0:?}: give 1 to 128 characters without control characters")]
+    Name(String),
+    /// Not an API key (its text is not repeated: it may be a secret).
+    #[error(
+        "malformed api key: give the key shown when the tenant was created, wdn_ and 64 hex digits"
+    )]
+    ApiKey,
+    /// A policy folder is relative (or not UTF-8, so it cannot be stored).
+    #[error("allowed folder {} is relative or not UTF-8: give an absolute UTF-8 path", .0.display())]
+    RelativeFolder(PathBuf),
+    /// A policy rate is zero.
+    #[error("max_concurrent_calls and calls_per_minute must be at least 1: raise them")]
+    ZeroRate,
+    /// A mount's host path is relative, so it would depend on the service's directory.
+    #[error("mount source {} is relative: give an absolute path", .0.display())]
+    RelativeHost(PathBuf),
+    /// A mount lies outside every allowed folder.
+    #[error(
+        "mount source {} (resolved to {}) is outside the tenant's allowed folders: mount a folder inside one, or ask an operator to allow it",
+        .host.display(), .resolved.display()
+    )]
+    OutsideAllowedFolders {
+        /// The host path as given.
+        host: PathBuf,
+        /// Where it resolves to.
+        resolved: PathBuf,
+    },
+    /// A limit exceeds the tenant's ceiling.
+    #[error("{limit} {asked} is above the tenant's ceiling of {ceiling}: lower it")]
+    AboveCeiling {
+        /// Which limit.
+        limit: &'static str,
+        /// What the tool asked for.
+        asked: String,
+        /// The ceiling.
+        ceiling: String,
+    },
+    /// The grants themselves are malformed or name a missing folder.
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+}
+
+/// Checks a tenant's display name: 1 to 128 characters, no control characters.
+pub fn check_tenant_name(name: &str) -> Result<(), TenantError> {
+    let ok = (1..=128).contains(&name.chars().count()) && !name.chars().any(char::is_control);
+    if ok {
+        Ok(())
+    } else {
+        Err(TenantError::Name(name.to_owned()))
+    }
+}
+
+fn random_hex<const N: usize>() -> String {
+    let mut bytes = [0u8; N];
+    // ThreadRng is a CSPRNG seeded from the operating system.
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+fn is_lower_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::Fuel;
+
+    #[test]
+    fn keys_round_trip_and_match_only_their_hash() {
+        let key = ApiKey::generate();
+        assert_eq!(key.expose().len(), 4 + 64);
+        let parsed: ApiKey = key.expose().parse().unwrap();
+        assert!(key.hash().matches(&parsed));
+        assert!(!key.hash().matches(&ApiKey::generate()));
+        assert!(!format!("{key:?}").contains(&key.expose()[12..]));
+        assert_eq!("wdn_xyz".parse::<ApiKey>(), Err(TenantError::ApiKey));
+    }
+
+    #[test]
+    fn tenant_ids_parse_only_their_own_form() {
+        let id = TenantId::generate();
+        assert_eq!(id.as_str().parse::<TenantId>().unwrap(), id);
+        assert!("tnt_123".parse::<TenantId>().is_err());
+    }
+
+    #[test]
+    fn limits_above_a_ceiling_are_refused() {
+        let policy = TenantPolicy::default();
+        assert!(policy.admit_limits(&Limits::default()).is_ok());
+        let greedy = Limits {
+            fuel: Fuel(u64::MAX),
+            ..Limits::default()
+        };
+        assert!(matches!(
+            policy.admit_limits(&greedy),
+            Err(TenantError::AboveCeiling { limit: "fuel", .. })
+        ));
+    }
+
+    #[test]
+    fn policy_reads_with_defaults_and_refuses_unknown_fields() {
+        let p: TenantPolicy = serde_json::from_str(r#"{"calls_per_minute": 5}"#).unwrap();
+        assert_eq!(p.calls_per_minute, 5);
+        assert_eq!(p.max_concurrent_calls, DEFAULT_MAX_CONCURRENT_CALLS);
+        assert!(serde_json::from_str::<TenantPolicy>(r#"{"cpm": 5}"#).is_err());
+    }
+}

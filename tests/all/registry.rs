@@ -1,0 +1,725 @@
+//! The registry's behaviour: tenancy, versions, audit chain, admission.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use warden::grants::{Grants, Mount};
+use warden::limits::{Fuel, Limits};
+use warden::manifest::Manifest;
+use warden::outcome::{CallResult, Status};
+use warden::registry::{
+    AuditEvent, ChainCheck, Kind, Registry, RegistryError, ToolId, ToolQuery, Update,
+};
+use warden::schema::{DeriveOptions, derive};
+use warden::tenant::{TenantError, TenantId, TenantPolicy};
+
+fn manifest(name: &str, body: &str) -> Manifest {
+    let source =
+        format!("def {name}(x: int) -> int:\n    \"\"\"Does {name}.\"\"\"\n    return {body}\n");
+    let derived = derive(
+        &source,
+        &DeriveOptions {
+            file_stem: name.into(),
+            function: None,
+        },
+    )
+    .unwrap();
+    Manifest {
+        name: name.parse().unwrap(),
+        function: name.into(),
+        source,
+        schema: derived.schema,
+        grants: Grants::default(),
+        limits: Limits::default(),
+        tags: vec![],
+        description: None,
+    }
+}
+
+fn tagged(mut m: Manifest, tags: &[&str]) -> Manifest {
+    m.tags = tags.iter().map(|t| t.parse().unwrap()).collect();
+    m
+}
+
+fn registry_with_tenant() -> (Registry, TenantId) {
+    let reg = Registry::open_in_memory().unwrap();
+    let (tenant, _key) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    (reg, tenant.id)
+}
+
+fn kinds(reg: &Registry, tenant: &TenantId) -> Vec<&'static str> {
+    let page = reg.audit(tenant, None, 500).unwrap();
+    page.items.iter().rev().map(|r| r.event.kind()).collect()
+}
+
+pub(crate) fn grant(host: &Path, guest: &str) -> Grants {
+    Grants {
+        mounts: vec![Mount {
+            host: host.to_owned(),
+            guest: guest.parse().unwrap(),
+            access: warden::grants::Access::Ro,
+        }],
+        env: vec![],
+    }
+}
+
+#[test]
+fn registering_stores_the_first_version() {
+    let (reg, t) = registry_with_tenant();
+    let m = manifest("double", "x * 2");
+    let tool = reg.register(&t, &m).unwrap();
+    assert_eq!(tool.name.as_str(), "double");
+    assert!(tool.enabled);
+    assert_eq!(tool.current_version, m.version_id());
+    let (again, current) = reg.current(&t, &tool.id).unwrap();
+    assert_eq!(again, tool);
+    assert_eq!(current.number, 1);
+    assert_eq!(current.manifest, m);
+    assert_eq!(kinds(&reg, &t), ["tenant_created", "tool_created"]);
+}
+
+#[test]
+fn other_tenants_tool_is_not_found() {
+    let (reg, owner) = registry_with_tenant();
+    let (intruder, _) = reg
+        .create_tenant("mallory", &TenantPolicy::default())
+        .unwrap();
+    let intruder = intruder.id;
+    let tool = reg.register(&owner, &manifest("secret", "x")).unwrap();
+    let missing: ToolId = "tool_00000000000000000000000000000000".parse().unwrap();
+
+    let theirs = reg.tool(&intruder, &tool.id).unwrap_err();
+    let nobodys = reg.tool(&intruder, &missing).unwrap_err();
+    assert!(matches!(
+        theirs,
+        RegistryError::NotFound {
+            kind: Kind::Tool,
+            ..
+        }
+    ));
+    // Word for word the same, but for the id the caller gave.
+    assert_eq!(
+        theirs.to_string().replace(tool.id.as_str(), "ID"),
+        nobodys.to_string().replace(missing.as_str(), "ID")
+    );
+    let not_found = |r: Result<_, RegistryError>| {
+        matches!(
+            r,
+            Err(RegistryError::NotFound {
+                kind: Kind::Tool,
+                ..
+            })
+        )
+    };
+    assert!(not_found(reg.versions(&intruder, &tool.id).map(|_| ())));
+    assert!(not_found(
+        reg.version(&intruder, &tool.id, &tool.current_version)
+            .map(|_| ())
+    ));
+    assert!(not_found(reg.current(&intruder, &tool.id).map(|_| ())));
+    assert!(not_found(
+        reg.update(&intruder, &tool.id, &manifest("secret", "0"))
+            .map(|_| ())
+    ));
+    assert!(not_found(
+        reg.set_enabled(&intruder, &tool.id, false).map(|_| ())
+    ));
+    assert!(not_found(reg.delete(&intruder, &tool.id)));
+    assert!(not_found(
+        reg.tool_by_name(&intruder, &"secret".parse().unwrap())
+            .map(|_| ())
+    ));
+    assert!(
+        reg.tools(&intruder, &ToolQuery::default())
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // The owner's tool is untouched and the intruder's trail shows nothing of it.
+    assert_eq!(reg.tool(&owner, &tool.id).unwrap(), tool);
+    assert_eq!(kinds(&reg, &intruder), ["tenant_created"]);
+}
+
+#[test]
+fn new_source_makes_a_new_version() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    let (updated, outcome) = reg
+        .update(&t, &tool.id, &manifest("double", "x + x"))
+        .unwrap();
+    assert_eq!(outcome, Update::Created);
+    assert_ne!(updated.current_version, tool.current_version);
+    let versions = reg.versions(&t, &tool.id).unwrap();
+    assert_eq!(versions.len(), 2);
+    assert_eq!((versions[0].number, versions[0].current), (1, false));
+    assert_eq!((versions[1].number, versions[1].current), (2, true));
+    // The old version stays readable while the tool exists.
+    let old = reg.version(&t, &tool.id, &tool.current_version).unwrap();
+    assert!(old.manifest.source.contains("x * 2"));
+    assert_eq!(
+        kinds(&reg, &t),
+        ["tenant_created", "tool_created", "tool_updated"]
+    );
+}
+
+#[test]
+fn same_content_keeps_the_version() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    let (same, outcome) = reg
+        .update(&t, &tool.id, &manifest("double", "x * 2"))
+        .unwrap();
+    assert_eq!(outcome, Update::Unchanged);
+    assert_eq!(same, tool);
+    assert_eq!(reg.versions(&t, &tool.id).unwrap().len(), 1);
+    assert_eq!(kinds(&reg, &t), ["tenant_created", "tool_created"]);
+}
+
+#[test]
+fn new_labels_alone_keep_the_version() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    let mut relabelled = tagged(manifest("double", "x * 2"), &["math"]);
+    relabelled.description = Some("doubles".into());
+    let (after, outcome) = reg.update(&t, &tool.id, &relabelled).unwrap();
+    assert_eq!(outcome, Update::Unchanged);
+    assert_eq!(after.current_version, tool.current_version);
+    assert_eq!(after.tags, vec!["math".parse().unwrap()]);
+    assert_eq!(after.description.as_deref(), Some("doubles"));
+    assert_eq!(reg.versions(&t, &tool.id).unwrap().len(), 1);
+}
+
+#[test]
+fn new_grants_or_limits_make_a_new_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reg, t) = registry_with_tenant();
+    let base = manifest("double", "x * 2");
+    let tool = reg.register(&t, &base).unwrap();
+
+    let mut tighter = base.clone();
+    tighter.limits.fuel = Fuel(1_000_000);
+    let (_, outcome) = reg.update(&t, &tool.id, &tighter).unwrap();
+    assert_eq!(outcome, Update::Created);
+
+    let mut granted = tighter.clone();
+    granted.grants = grant(dir.path(), "/data");
+    let (after, outcome) = reg.update(&t, &tool.id, &granted).unwrap();
+    assert_eq!(outcome, Update::Created);
+    assert_eq!(after.current_version, granted.version_id());
+    assert_eq!(reg.versions(&t, &tool.id).unwrap().len(), 3);
+
+    let newest = reg.audit(&t, None, 1).unwrap().items.remove(0);
+    match newest.event {
+        AuditEvent::GrantsChanged { grants, .. } => {
+            assert_eq!(grants.len(), 1);
+            assert!(grants[0].contains(":/data:ro"), "{grants:?}");
+        }
+        other => panic!("expected grants_changed, got {other:?}"),
+    }
+}
+
+#[test]
+fn old_content_makes_its_version_current_again() {
+    let (reg, t) = registry_with_tenant();
+    let v1 = manifest("double", "x * 2");
+    let tool = reg.register(&t, &v1).unwrap();
+    reg.update(&t, &tool.id, &manifest("double", "x + x"))
+        .unwrap();
+    let (after, outcome) = reg.update(&t, &tool.id, &v1).unwrap();
+    assert_eq!(outcome, Update::Restored);
+    assert_eq!(after.current_version, v1.version_id());
+    let versions = reg.versions(&t, &tool.id).unwrap();
+    assert_eq!(versions.len(), 2);
+    assert!(versions[0].current);
+}
+
+#[test]
+fn taken_name_is_a_conflict_but_other_tenants_may_use_it() {
+    let (reg, t) = registry_with_tenant();
+    reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    let err = reg.register(&t, &manifest("double", "x + x")).unwrap_err();
+    assert!(matches!(err, RegistryError::Conflict { .. }), "{err}");
+    assert_eq!(reg.tools(&t, &ToolQuery::default()).unwrap().items.len(), 1);
+
+    let (other, _) = reg
+        .create_tenant("other", &TenantPolicy::default())
+        .unwrap();
+    assert!(
+        reg.register(&other.id, &manifest("double", "x * 2"))
+            .is_ok()
+    );
+}
+
+#[test]
+fn a_tools_name_cannot_change_through_update() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    let err = reg
+        .update(&t, &tool.id, &manifest("triple", "x * 3"))
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Rename { .. }), "{err}");
+}
+
+#[test]
+fn invalid_manifest_is_refused_and_nothing_is_stored() {
+    let (reg, t) = registry_with_tenant();
+    let mut m = manifest("double", "x * 2");
+    m.function = "other".into();
+    assert!(matches!(
+        reg.register(&t, &m),
+        Err(RegistryError::Manifest(_))
+    ));
+    assert!(
+        reg.tools(&t, &ToolQuery::default())
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert_eq!(kinds(&reg, &t), ["tenant_created"]);
+}
+
+#[test]
+fn deleted_tool_is_gone_but_its_audit_stays() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    reg.delete(&t, &tool.id).unwrap();
+    assert!(matches!(
+        reg.tool(&t, &tool.id),
+        Err(RegistryError::NotFound { .. })
+    ));
+    assert!(matches!(
+        reg.version(&t, &tool.id, &tool.current_version),
+        Err(RegistryError::NotFound { .. })
+    ));
+    assert_eq!(
+        kinds(&reg, &t),
+        ["tenant_created", "tool_created", "tool_deleted"]
+    );
+    assert!(reg.verify_chain(&t).unwrap().is_intact());
+    // The name is free again.
+    assert!(reg.register(&t, &manifest("double", "x * 2")).is_ok());
+}
+
+#[test]
+fn disabling_is_audited_once_and_keeps_the_tool_readable() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    assert!(!reg.set_enabled(&t, &tool.id, false).unwrap().enabled);
+    assert!(!reg.set_enabled(&t, &tool.id, false).unwrap().enabled);
+    assert!(!reg.tool(&t, &tool.id).unwrap().enabled);
+    assert!(reg.current(&t, &tool.id).is_ok());
+    assert!(reg.set_enabled(&t, &tool.id, true).unwrap().enabled);
+    assert_eq!(
+        kinds(&reg, &t),
+        [
+            "tenant_created",
+            "tool_created",
+            "tool_disabled",
+            "tool_enabled"
+        ]
+    );
+}
+
+#[test]
+fn tools_list_by_name_in_pages() {
+    let (reg, t) = registry_with_tenant();
+    for name in ["e", "a", "d", "c", "b"] {
+        reg.register(&t, &manifest(name, "x")).unwrap();
+    }
+    let mut query = ToolQuery {
+        limit: 2,
+        ..ToolQuery::default()
+    };
+    let mut seen = vec![];
+    loop {
+        let page = reg.tools(&t, &query).unwrap();
+        assert!(page.items.len() <= 2);
+        seen.extend(page.items.iter().map(|tool| tool.name.to_string()));
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+}
+
+#[test]
+fn tag_filter_lists_only_tagged_tools() {
+    let (reg, t) = registry_with_tenant();
+    reg.register(&t, &tagged(manifest("a", "x"), &["math", "fast"]))
+        .unwrap();
+    reg.register(&t, &tagged(manifest("b", "x"), &["text"]))
+        .unwrap();
+    reg.register(&t, &tagged(manifest("c", "x"), &["math"]))
+        .unwrap();
+    let query = ToolQuery {
+        tag: Some("math".parse().unwrap()),
+        ..ToolQuery::default()
+    };
+    let page = reg.tools(&t, &query).unwrap();
+    let names: Vec<_> = page.items.iter().map(|tool| tool.name.as_str()).collect();
+    assert_eq!(names, ["a", "c"]);
+    assert_eq!(
+        page.items[0].tags,
+        vec!["fast".parse().unwrap(), "math".parse().unwrap()]
+    );
+    assert!(page.next.is_none());
+}
+
+#[test]
+fn audit_lists_newest_first_in_pages() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    for _ in 0..3 {
+        reg.set_enabled(&t, &tool.id, false).unwrap();
+        reg.set_enabled(&t, &tool.id, true).unwrap();
+    }
+    // 1 tenant_created + 1 tool_created + 6 switches.
+    let mut seqs = vec![];
+    let mut before = None;
+    loop {
+        let page = reg.audit(&t, before, 3).unwrap();
+        seqs.extend(page.items.iter().map(|r| r.seq));
+        match page.next {
+            Some(n) => before = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(seqs, [8, 7, 6, 5, 4, 3, 2, 1]);
+}
+
+#[test]
+fn runs_are_audited_with_status_fuel_and_time() {
+    let (reg, t) = registry_with_tenant();
+    let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
+    let result = CallResult {
+        status: Status::OutOfFuel,
+        value: None,
+        truncated: None,
+        error: None,
+        message: Some("out of fuel".into()),
+        stdout: String::new(),
+        stderr: String::new(),
+        fuel_used: Fuel(42),
+        wall_time: Duration::from_millis(3),
+        peak_memory_bytes: 1 << 20,
+    };
+    let event = AuditEvent::run(tool.id.clone(), tool.current_version.clone(), &result);
+    let record = reg.append_audit(&t, &event).unwrap();
+    assert_eq!(record.seq, 3);
+    let newest = reg.audit(&t, None, 1).unwrap().items.remove(0);
+    assert_eq!(newest, record);
+    assert!(matches!(
+        newest.event,
+        AuditEvent::Run {
+            status: Status::OutOfFuel,
+            fuel_used: Fuel(42),
+            wall_time_us: 3000,
+            ..
+        }
+    ));
+    assert!(reg.verify_chain(&t).unwrap().is_intact());
+}
+
+#[test]
+fn reopening_keeps_tools_and_audit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let (tenant, key, tool, head) = {
+        let reg = Registry::open(&path).unwrap();
+        let (tenant, key) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+        let tool = reg
+            .register(&tenant.id, &manifest("double", "x * 2"))
+            .unwrap();
+        reg.update(&tenant.id, &tool.id, &manifest("double", "x + x"))
+            .unwrap();
+        let ChainCheck::Intact { head, .. } = reg.verify_chain(&tenant.id).unwrap() else {
+            panic!("fresh chain is broken");
+        };
+        (tenant, key, tool, head)
+    };
+    let reg = Registry::open(&path).unwrap();
+    assert_eq!(reg.schema_version().unwrap(), 1);
+    assert_eq!(
+        reg.authenticate(key.expose()).unwrap(),
+        Some(tenant.id.clone())
+    );
+    assert_eq!(reg.versions(&tenant.id, &tool.id).unwrap().len(), 2);
+    assert!(
+        reg.version(&tenant.id, &tool.id, &tool.current_version)
+            .is_ok()
+    );
+    assert_eq!(
+        reg.verify_chain(&tenant.id).unwrap(),
+        ChainCheck::Intact { events: 3, head }
+    );
+}
+
+fn tamper(path: &Path, sql: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+#[test]
+fn tampered_audit_event_breaks_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let tool = reg
+        .register(&tenant.id, &manifest("double", "x * 2"))
+        .unwrap();
+    reg.set_enabled(&tenant.id, &tool.id, false).unwrap();
+    assert!(reg.verify_chain(&tenant.id).unwrap().is_intact());
+
+    // Someone turns "disabled" into "enabled" to hide it.
+    tamper(
+        &path,
+        "UPDATE audit_events SET event = replace(event, 'tool_disabled', 'tool_enabled'),
+                                  kind = 'tool_enabled' WHERE seq = 3",
+    );
+    assert!(matches!(
+        reg.verify_chain(&tenant.id).unwrap(),
+        ChainCheck::Broken { seq: 3, .. }
+    ));
+}
+
+#[test]
+fn deleted_audit_events_break_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let tool = reg
+        .register(&tenant.id, &manifest("double", "x * 2"))
+        .unwrap();
+    reg.set_enabled(&tenant.id, &tool.id, false).unwrap();
+    reg.set_enabled(&tenant.id, &tool.id, true).unwrap();
+
+    tamper(&path, "DELETE FROM audit_events WHERE seq = 4");
+    assert!(matches!(
+        reg.verify_chain(&tenant.id).unwrap(),
+        ChainCheck::Broken { seq: 4, .. }
+    ));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    reg.register(&tenant.id, &manifest("double", "x * 2"))
+        .unwrap();
+    // Dropping the newest event leaves a well-formed chain, but not the recorded head.
+    tamper(&path, "DELETE FROM audit_events WHERE seq = 2");
+    assert!(!reg.verify_chain(&tenant.id).unwrap().is_intact());
+}
+
+#[test]
+fn tampered_manifest_is_corrupt_and_never_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let tool = reg
+        .register(&tenant.id, &manifest("double", "x * 2"))
+        .unwrap();
+    tamper(
+        &path,
+        "UPDATE versions SET manifest = replace(manifest, 'x * 2', '__import__(''os'')')",
+    );
+    assert!(matches!(
+        reg.current(&tenant.id, &tool.id),
+        Err(RegistryError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn revoked_key_no_longer_authenticates() {
+    let reg = Registry::open_in_memory().unwrap();
+    let (tenant, key) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    assert_eq!(
+        reg.authenticate(key.expose()).unwrap(),
+        Some(tenant.id.clone())
+    );
+    reg.revoke_key(&tenant.id).unwrap();
+    assert_eq!(reg.authenticate(key.expose()).unwrap(), None);
+    assert_eq!(reg.tenant(&tenant.id).unwrap().key_hint, None);
+
+    let fresh = reg.rotate_key(&tenant.id).unwrap();
+    assert_eq!(
+        reg.authenticate(fresh.expose()).unwrap(),
+        Some(tenant.id.clone())
+    );
+    assert_eq!(reg.authenticate(key.expose()).unwrap(), None);
+}
+
+#[test]
+fn rotated_key_replaces_the_old_one() {
+    let reg = Registry::open_in_memory().unwrap();
+    let (tenant, old) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let new = reg.rotate_key(&tenant.id).unwrap();
+    assert_ne!(old, new);
+    assert_eq!(reg.authenticate(old.expose()).unwrap(), None);
+    assert_eq!(
+        reg.authenticate(new.expose()).unwrap(),
+        Some(tenant.id.clone())
+    );
+    assert_eq!(reg.tenant(&tenant.id).unwrap().key_hint, Some(new.hint()));
+}
+
+#[test]
+fn unknown_or_malformed_keys_do_not_authenticate() {
+    let reg = Registry::open_in_memory().unwrap();
+    reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let stranger = warden::tenant::ApiKey::generate();
+    let upper = stranger.expose().to_uppercase();
+    for key in ["", "wdn_", "Bearer x", stranger.expose(), &upper] {
+        assert_eq!(reg.authenticate(key).unwrap(), None, "{key}");
+    }
+}
+
+#[test]
+fn tenants_list_and_keep_their_policy() {
+    let reg = Registry::open_in_memory().unwrap();
+    let (a, _) = reg.create_tenant("a", &TenantPolicy::default()).unwrap();
+    let (b, _) = reg.create_tenant("b", &TenantPolicy::default()).unwrap();
+    let ids: Vec<_> = reg.tenants().unwrap().into_iter().map(|t| t.id).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&a.id) && ids.contains(&b.id));
+
+    let policy = TenantPolicy {
+        calls_per_minute: 7,
+        allowed_folders: vec!["/srv/data".into()],
+        ..TenantPolicy::default()
+    };
+    reg.set_policy(&a.id, &policy).unwrap();
+    assert_eq!(reg.policy(&a.id).unwrap(), policy);
+    assert_eq!(reg.policy(&b.id).unwrap(), TenantPolicy::default());
+
+    let relative = TenantPolicy {
+        allowed_folders: vec!["data".into()],
+        ..TenantPolicy::default()
+    };
+    assert!(matches!(
+        reg.set_policy(&a.id, &relative),
+        Err(RegistryError::Tenant(TenantError::RelativeFolder(_)))
+    ));
+    assert!(reg.create_tenant("", &TenantPolicy::default()).is_err());
+}
+
+#[test]
+fn the_registry_serves_many_threads() {
+    let reg = Arc::new(Registry::open_in_memory().unwrap());
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let reg = Arc::clone(&reg);
+            let tenant = tenant.id.clone();
+            std::thread::spawn(move || {
+                for j in 0..5 {
+                    reg.register(&tenant, &manifest(&format!("t{i}_{j}"), "x"))
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let query = ToolQuery {
+        limit: 100,
+        ..ToolQuery::default()
+    };
+    assert_eq!(reg.tools(&tenant.id, &query).unwrap().items.len(), 20);
+    match reg.verify_chain(&tenant.id).unwrap() {
+        ChainCheck::Intact { events, .. } => assert_eq!(events, 21),
+        broken => panic!("concurrent writes broke the chain: {broken:?}"),
+    }
+}
+
+#[test]
+fn the_database_file_uses_wal_foreign_keys_and_a_schema_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let tool = reg
+        .register(&tenant.id, &manifest("double", "x * 2"))
+        .unwrap();
+    reg.update(&tenant.id, &tool.id, &manifest("double", "x + x"))
+        .unwrap();
+    reg.delete(&tenant.id, &tool.id).unwrap();
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, reg.schema_version().unwrap());
+    // Deleting the tool cascaded to its versions and tags.
+    let versions: i64 = conn
+        .query_row("SELECT count(*) FROM versions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(versions, 0);
+}
+
+#[test]
+fn a_failed_write_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    // The last step of a registration, its audit event, fails.
+    tamper(
+        &path,
+        "CREATE TRIGGER fail BEFORE INSERT ON audit_events
+         BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;",
+    );
+    let err = reg
+        .register(&tenant.id, &tagged(manifest("double", "x * 2"), &["math"]))
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Sqlite(_)), "{err}");
+    tamper(&path, "DROP TRIGGER fail");
+
+    assert!(
+        reg.tools(&tenant.id, &ToolQuery::default())
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for table in ["tools", "versions", "tool_tags"] {
+        let rows: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0, "{table} kept a row");
+    }
+    assert!(reg.verify_chain(&tenant.id).unwrap().is_intact());
+    assert!(
+        reg.register(&tenant.id, &manifest("double", "x * 2"))
+            .is_ok()
+    );
+}
+
+#[test]
+fn tools_of_an_unknown_tenant_cannot_be_registered() {
+    let reg = Registry::open_in_memory().unwrap();
+    let ghost = TenantId::generate();
+    assert!(matches!(
+        reg.register(&ghost, &manifest("double", "x * 2")),
+        Err(RegistryError::NotFound {
+            kind: Kind::Tenant,
+            ..
+        })
+    ));
+    assert!(matches!(
+        reg.verify_chain(&ghost),
+        Err(RegistryError::NotFound {
+            kind: Kind::Tenant,
+            ..
+        })
+    ));
+}

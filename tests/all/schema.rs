@@ -1,0 +1,26 @@
+//! Tests of `warden::schema`.
+
+mod arguments;
+mod check;
+mod derive;
+mod export;
+mod fixtures;
+mod health;
+mod props;
+
+use warden::schema::{DeriveOptions, Derived, derive};
+
+/// Derives `source` as file `tool.py`.
+pub fn derive_ok(source: &str) -> Derived {
+    match derive(source, &opts("tool")) {
+        Ok(d) => d,
+        Err(e) => panic!("derive failed: {e}\n{:#?}", e.diagnostics()),
+    }
+}
+
+pub fn opts(stem: &str) -> DeriveOptions {
+    DeriveOptions {
+        file_stem: stem.to_string(),
+        function: None,
+    }
+}
