@@ -110,7 +110,7 @@ impl Prepared {
         let derived = schema::derive(&source, &options)
             .map_err(|e| render_failure(&e, &source, &args.tool))?;
         let function = derived.schema.name.clone();
-        let arguments = match serde_json::from_str::<Value>(&args.args) {
+        let mut arguments = match serde_json::from_str::<Value>(&args.args) {
             Ok(Value::Object(map)) => map,
             Ok(other) => {
                 return Err(usage(format!(
@@ -120,6 +120,7 @@ impl Prepared {
             }
             Err(e) => return Err(usage(format!("--args is not valid JSON: {e}"))),
         };
+        schema::drop_nulls_for_defaults(&derived.schema, &mut arguments);
         if let Err(violations) =
             schema::validate_arguments(&derived.schema, &Value::Object(arguments.clone()))
         {

@@ -114,3 +114,66 @@ impl ArgumentValidator {
 pub fn validate_arguments(schema: &ToolSchema, arguments: &Value) -> Result<(), Vec<Violation>> {
     ArgumentValidator::new(schema).validate(arguments)
 }
+
+/// Drops arguments that are `null` where the parameter is optional and does not accept
+/// `null`, so that the Python default applies.
+///
+/// A model using the strict variant of a schema must send every parameter, and sends
+/// `null` for one it means to leave out; this maps that back to "omitted".
+pub fn drop_nulls_for_defaults(
+    schema: &ToolSchema,
+    arguments: &mut serde_json::Map<String, Value>,
+) {
+    let required: Vec<&str> = schema.parameters["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let properties = &schema.parameters["properties"];
+    arguments.retain(|name, value| {
+        !(value.is_null()
+            && !required.contains(&name.as_str())
+            && !accepts_null(&properties[name.as_str()]))
+    });
+}
+
+fn accepts_null(property: &Value) -> bool {
+    match &property["type"] {
+        Value::String(t) => t == "null",
+        Value::Array(ts) => ts.iter().any(|t| t == "null"),
+        _ => ["anyOf", "oneOf"].iter().any(|k| {
+            property[*k]
+                .as_array()
+                .is_some_and(|alts| alts.iter().any(accepts_null))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn null_for_an_optional_non_nullable_parameter_means_omitted() {
+        let schema = ToolSchema {
+            name: "f".into(),
+            description: String::new(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "a": {"type": "integer"},
+                    "top": {"type": "integer", "default": 3},
+                    "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+                },
+                "required": ["a"]
+            }),
+            returns: None,
+        };
+        let mut args = json!({"a": null, "top": null, "maybe": null})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        drop_nulls_for_defaults(&schema, &mut args);
+        assert_eq!(Value::Object(args), json!({"a": null, "maybe": null}));
+    }
+}

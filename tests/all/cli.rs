@@ -211,3 +211,22 @@ fn a_tool_without_a_derivable_schema_is_not_run() {
         stderr(&o)
     );
 }
+
+#[test]
+fn null_for_a_parameter_with_a_default_uses_the_default() {
+    // What a model sends for an optional parameter under the strict schema variant.
+    let o = warden(&[
+        "run",
+        &path("word_count.py"),
+        "--args",
+        r#"{"text": "a b c d e", "top": null}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        result["value"].as_array().map(Vec::len),
+        Some(3),
+        "{result}"
+    );
+}
