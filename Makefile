@@ -2,12 +2,15 @@
 # Both fetch, verify and compile the Python runtime on first use.
 
 CARGO ?= cargo
-WARDEN = $(CARGO) run --quiet --
+WARDEN = ./target/debug/warden
 
-.PHONY: example test runtime bench lint
+.PHONY: build example test runtime bench lint
+
+build:
+	$(CARGO) build
 
 ## Run the example tools end to end (fetches and compiles the runtime the first time).
-example:
+example: build
 	$(WARDEN) run examples/csv_summary.py \
 	  --args '{"csv_text": "city,temp\nOslo,4\nRome,18\nCairo,29\nLima,17\n", "column": "temp"}'
 	$(WARDEN) run examples/word_count.py --args '{"text": "the cat and the hat", "top": 2}'
@@ -18,7 +21,7 @@ test:
 	$(CARGO) test
 
 ## Fetch, verify and compile the runtime.
-runtime:
+runtime: build
 	$(WARDEN) runtime fetch
 
 ## Latency and throughput figures for the README.

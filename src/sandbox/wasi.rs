@@ -52,6 +52,10 @@ pub fn context(
     stderr: CappedPipe,
 ) -> wasmtime::Result<WasiP1Ctx> {
     let mut b = WasiCtxBuilder::new();
+    // File operations run on the calling thread instead of a blocking pool: a guest
+    // already occupies its thread while it runs, and local reads (the stdlib zip, the
+    // tool) are short; the pool's round trip per operation dominated small calls.
+    b.allow_blocking_current_thread(true);
     for (key, value) in BASE_ENV {
         b.env(key, value);
     }
