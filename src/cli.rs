@@ -7,6 +7,8 @@
 mod run;
 mod runtime;
 mod schema;
+mod serve;
+mod tenant;
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +49,11 @@ pub enum Command {
     /// Manage the pinned Python runtime (fetched and compiled on first use anyway).
     #[command(subcommand)]
     Runtime(runtime::RuntimeCommand),
+    /// Serve the multi-tenant HTTP API (registry under $WARDEN_HOME/warden.db).
+    Serve(serve::ServeArgs),
+    /// Manage tenants and their API keys in the registry database.
+    #[command(subcommand)]
+    Tenant(tenant::TenantCommand),
 }
 
 /// Exit codes: 0 for `ok`; one per other status; 1 when Warden could not run the call;
@@ -117,6 +124,8 @@ impl Cli {
             Command::Schema(args) => schema::schema(args),
             Command::Validate(args) => schema::validate(args),
             Command::Runtime(cmd) => runtime::runtime(&config, cmd),
+            Command::Serve(args) => serve::serve(&config, args),
+            Command::Tenant(cmd) => tenant::tenant(&config.home, cmd),
         }
     }
 }

@@ -8,7 +8,8 @@
 //! version) → **[`sandbox`]** (one call in a fresh instance, caged by [`limits`] and
 //! [`grants`]) → **[`outcome`]** (a [`outcome::CallResult`] with a status from a closed
 //! set). The [`registry`] stores manifests, [`tenant`]s and a hash-chained audit trail.
-//! The CLI (`src/cli.rs`) combines the layers.
+//! [`app`] is the only module that combines the layers; the surfaces ([`http`], the
+//! CLI in `src/cli.rs`) call it.
 //!
 //! # Dependency rule
 //!
@@ -25,7 +26,9 @@
 //! environment and no clock beyond wall and monotonic time. [`sandbox::wasi`] builds
 //! that view in one short file, for reviewers.
 
+pub mod app;
 pub mod grants;
+pub mod http;
 pub mod limits;
 pub mod manifest;
 pub mod outcome;

@@ -61,7 +61,9 @@ mod types;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use arguments::{ArgumentValidator, Violation, drop_nulls_for_defaults, validate_arguments};
+pub use arguments::{
+    ArgumentValidator, Violation, drop_nulls_for_defaults, none_if_omitted, validate_arguments,
+};
 pub use diagnostic::{Code, Diagnostic, Severity};
 pub use export::{Format, LettaExtras, PipRequirement, export, inline_refs, mcp_output};
 pub use health::{Health, HealthClass, classify, health};

@@ -132,7 +132,7 @@ impl Prepared {
             ))
             .into());
         }
-        let none_if_omitted = optional_parameters(&derived.schema.parameters);
+        let none_if_omitted = schema::none_if_omitted(&derived.schema);
         let limits = Limits {
             fuel: args
                 .fuel
@@ -167,24 +167,6 @@ impl Prepared {
             limits,
         })
     }
-}
-
-/// The parameters a caller may omit: the harness passes `None` for those that have no
-/// Python default (the `Optional[T]` rule).
-fn optional_parameters(parameters: &Value) -> Vec<String> {
-    let required: Vec<&str> = parameters["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    parameters["properties"]
-        .as_object()
-        .map(|p| {
-            p.keys()
-                .filter(|k| !required.contains(&k.as_str()))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn size(s: &str) -> Result<ByteSize> {

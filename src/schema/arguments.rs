@@ -115,6 +115,25 @@ pub fn validate_arguments(schema: &ToolSchema, arguments: &Value) -> Result<(), 
     ArgumentValidator::new(schema).validate(arguments)
 }
 
+/// The parameters a caller may omit: those in `properties` but not in `required`. The
+/// harness passes `None` for those that also have no Python default (the `Optional[T]`
+/// rule).
+pub fn none_if_omitted(schema: &ToolSchema) -> Vec<String> {
+    let required: Vec<&str> = schema.parameters["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    schema.parameters["properties"]
+        .as_object()
+        .map(|p| {
+            p.keys()
+                .filter(|k| !required.contains(&k.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Drops arguments that are `null` where the parameter is optional and does not accept
 /// `null`, so that the Python default applies.
 ///

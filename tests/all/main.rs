@@ -12,6 +12,7 @@
 )]
 
 mod cli;
+mod http;
 mod registry;
 mod sandbox;
 mod schema;

@@ -1,7 +1,7 @@
 //! Shared fixtures: the one sandbox of this run, and helpers to call fixture tools.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 use warden::grants::Grants;
@@ -19,11 +19,18 @@ pub fn home() -> PathBuf {
 
 /// The sandbox every test shares; the first caller fetches and compiles the runtime.
 pub fn sandbox() -> &'static Sandbox {
-    static SANDBOX: OnceLock<Sandbox> = OnceLock::new();
+    shared_sandbox()
+}
+
+/// The same sandbox, shareable with an `App`.
+pub fn shared_sandbox() -> &'static Arc<Sandbox> {
+    static SANDBOX: OnceLock<Arc<Sandbox>> = OnceLock::new();
     SANDBOX.get_or_init(|| {
         let mut config = SandboxConfig::new(home());
         config.progress = Progress::Show;
-        Sandbox::open(&config).unwrap_or_else(|e| panic!("cannot open the sandbox: {e}"))
+        let sandbox =
+            Sandbox::open(&config).unwrap_or_else(|e| panic!("cannot open the sandbox: {e}"));
+        Arc::new(sandbox)
     })
 }
 

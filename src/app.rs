@@ -1,0 +1,464 @@
+//! The application: the only module that combines the layers. Surfaces (`http`, the
+//! CLI) call [`App`]; the app derives schemas, admits manifests against the tenant's
+//! policy, stores them in the [`Registry`], runs calls in the [`Sandbox`] and audits
+//! every change and every run.
+//!
+//! # Calls
+//! A call ([`App::run`]) loads the tenant's policy and the tool's current version,
+//! re-admits its grants (a folder may have become a symlink since registration), takes
+//! a token from the tenant's calls-per-minute bucket ([`AppError::RateLimited`] when
+//! empty), refuses a disabled tool ([`AppError::Disabled`]), validates the arguments
+//! against the schema ([`AppError::InvalidArguments`], every violation at once), then
+//! waits for one of the tenant's `max_concurrent_calls` permits and runs with the tool's
+//! limits bounded by the tenant's ceilings.
+//!
+//! The guest runs in its own tokio task: the sandbox yields to the executor every epoch
+//! tick, so a tenant's busy loops share the worker threads with every other task instead
+//! of holding them, and at most `max_concurrent_calls` of them run per tenant. The task
+//! also records the run's audit event, so a call whose client went away is still
+//! audited.
+//!
+//! # Blocking work
+//! Registry calls and file writes are synchronous; they run on tokio's blocking pool
+//! (`spawn_blocking`), never on an async worker.
+//!
+//! # Tool files
+//! Each version's source is written once to `<tools_dir>/<version-id>/<function>.py`
+//! and mounted read-only at `/tool`. The version id covers the source and the function,
+//! so one folder holds exactly one file, shared by every tool of that content.
+
+mod gate;
+mod metrics;
+mod run;
+mod spec;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::manifest::{Manifest, ManifestError};
+use crate::registry::{
+    AuditRecord, Page, Registry, RegistryError, Tenant, Tool, ToolId, ToolQuery, Update,
+    VersionSummary,
+};
+use crate::sandbox::{Sandbox, SandboxError, ToolFolder};
+use crate::schema::{self, Diagnostic, Format, Health, LettaExtras, SchemaError, Violation};
+use crate::tenant::{ApiKey, TenantError, TenantId, TenantPolicy};
+
+pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
+pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
+
+/// Settings of an [`App`].
+#[derive(Clone)]
+pub struct AppConfig {
+    /// Where tool sources are written for the sandbox (`$WARDEN_HOME/tools`).
+    pub tools_dir: PathBuf,
+    /// The operator key for tenant administration; `None` disables it.
+    pub operator_key: Option<String>,
+}
+
+impl std::fmt::Debug for AppConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppConfig")
+            .field("tools_dir", &self.tools_dir)
+            .field("operator_key", &self.operator_key.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+/// The service: registry, sandbox, per-tenant gates and metrics. Cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Arc<Registry>,
+    sandbox: Arc<Sandbox>,
+    tools_dir: PathBuf,
+    /// SHA-256 of the operator key, compared in constant time.
+    operator_key: Option<[u8; 32]>,
+    gates: gate::Gates,
+    metrics: metrics::Metrics,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("tools_dir", &self.inner.tools_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool with its current version: what registration, update and lookup return.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolView {
+    /// The tool.
+    pub tool: Tool,
+    /// The current version's number.
+    pub version: u32,
+    /// The current version's manifest: source, schema, grants, limits.
+    pub manifest: Manifest,
+    /// The schema's health (OpenAI strict-mode rules).
+    pub health: Health,
+    /// Warnings from deriving the schema, on registration and update.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnostics: Vec<Diagnostic>,
+    /// What an update did to the version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<Update>,
+}
+
+/// A request the app refused, or a fault that kept it from answering.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// No key, or a malformed, unknown or revoked one.
+    #[error("missing or invalid api key: send `Authorization: Bearer wdn_...`")]
+    Unauthorized,
+    /// The operator key is wrong or missing.
+    #[error("missing or invalid operator key: send `Authorization: Bearer <operator key>`")]
+    OperatorUnauthorized,
+    /// The service was started without an operator key.
+    #[error("tenant administration is disabled: start the service with an operator key")]
+    AdminDisabled,
+    /// The source has errors; every diagnostic is kept.
+    #[error("{}", SchemaError::Derive(.0.clone()))]
+    InvalidSource(Vec<Diagnostic>),
+    /// The arguments do not match the tool's schema.
+    #[error("the arguments do not match the tool's schema: {}", list(.0))]
+    InvalidArguments(Vec<Violation>),
+    /// A limit was given as zero.
+    #[error("{limit} must be at least 1: raise it, or leave it out for the default")]
+    ZeroLimit {
+        /// Which limit.
+        limit: &'static str,
+    },
+    /// The tool is disabled.
+    #[error("tool {tool} is disabled: enable it to call it")]
+    Disabled {
+        /// The tool.
+        tool: ToolId,
+    },
+    /// The tenant started its calls-per-minute allowance already.
+    #[error("rate limit reached: retry in {} s", retry_after_secs(*.retry_after))]
+    RateLimited {
+        /// When the next call will be allowed.
+        retry_after: Duration,
+    },
+    /// A batch holds no calls or too many.
+    #[error("a batch holds 1 to {max} calls, not {count}: split it")]
+    BatchSize {
+        /// The calls given.
+        count: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// The registry refused or failed.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The tenant's policy refused the tool's grants or limits.
+    #[error(transparent)]
+    Tenant(#[from] TenantError),
+    /// The manifest is not a valid tool version.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The schema could not be exported as asked.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// The sandbox could not run the call.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// A tool's source could not be written for the sandbox.
+    #[error("cannot write the tool file {}: {source}", .path.display())]
+    ToolFile {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A background task failed (panicked or was cancelled).
+    #[error("a background task failed: {0}")]
+    Task(String),
+}
+
+fn list(violations: &[Violation]) -> String {
+    violations
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Whole seconds to wait, at least 1: the `Retry-After` value.
+pub fn retry_after_secs(d: Duration) -> u64 {
+    u64::try_from(d.as_millis().div_ceil(1000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+impl App {
+    /// An app over `registry` and `sandbox`.
+    pub fn new(registry: Arc<Registry>, sandbox: Arc<Sandbox>, config: AppConfig) -> App {
+        App {
+            inner: Arc::new(Inner {
+                registry,
+                sandbox,
+                tools_dir: config.tools_dir,
+                operator_key: config
+                    .operator_key
+                    .map(|k| Sha256::digest(k.as_bytes()).into()),
+                gates: gate::Gates::default(),
+                metrics: metrics::Metrics::new(),
+            }),
+        }
+    }
+
+    /// Runs `f` with the registry on the blocking pool.
+    async fn blocking<T, F>(&self, f: F) -> Result<T, AppError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Registry) -> Result<T, AppError> + Send + 'static,
+    {
+        let registry = Arc::clone(&self.inner.registry);
+        tokio::task::spawn_blocking(move || f(&registry))
+            .await
+            .map_err(|e| AppError::Task(e.to_string()))?
+    }
+
+    /// The tenant whose API key is `bearer`.
+    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<TenantId, AppError> {
+        let Some(key) = bearer.map(str::to_owned) else {
+            return Err(AppError::Unauthorized);
+        };
+        self.blocking(move |r| r.authenticate(&key)?.ok_or(AppError::Unauthorized))
+            .await
+    }
+
+    /// Checks the operator key.
+    pub fn authorize_operator(&self, bearer: Option<&str>) -> Result<(), AppError> {
+        let Some(expected) = &self.inner.operator_key else {
+            return Err(AppError::AdminDisabled);
+        };
+        let given: [u8; 32] = Sha256::digest(bearer.unwrap_or("").as_bytes()).into();
+        if bearer.is_some() && bool::from(expected.ct_eq(&given)) {
+            Ok(())
+        } else {
+            Err(AppError::OperatorUnauthorized)
+        }
+    }
+
+    /// Whether the registry answers.
+    pub async fn health(&self) -> Result<(), AppError> {
+        self.blocking(|r| Ok(r.schema_version().map(|_| ())?)).await
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn metrics(&self) -> String {
+        self.inner.metrics.encode()
+    }
+
+    /// The checks of registration and the inferred schema, nothing stored. Grants and
+    /// limits are admitted against the tenant's policy too.
+    pub async fn validate(
+        &self,
+        tenant: &TenantId,
+        spec: ToolSpec,
+    ) -> Result<Validation, AppError> {
+        let t = tenant.clone();
+        self.blocking(move |r| {
+            let report = validate(&spec);
+            if report.valid {
+                let policy = r.policy(&t)?;
+                spec::manifest(spec, &policy)?;
+            }
+            Ok(report)
+        })
+        .await
+    }
+
+    /// Registers a new tool: 201-worthy on success.
+    pub async fn register(&self, tenant: &TenantId, spec: ToolSpec) -> Result<ToolView, AppError> {
+        let t = tenant.clone();
+        let tools_dir = self.inner.tools_dir.clone();
+        self.blocking(move |r| {
+            let policy = r.policy(&t)?;
+            let (manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            tool_folder(&tools_dir, &manifest)?;
+            let tool = r.register(&t, &manifest)?;
+            view(r, &t, &tool.id, diagnostics, None)
+        })
+        .await
+    }
+
+    /// Makes `spec` the tool's current version (see [`Update`]).
+    pub async fn update(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        spec: ToolSpec,
+    ) -> Result<ToolView, AppError> {
+        let (t, id) = (tenant.clone(), tool.clone());
+        let tools_dir = self.inner.tools_dir.clone();
+        self.blocking(move |r| {
+            let policy = r.policy(&t)?;
+            let current = r.tool(&t, &id)?;
+            let mut spec = spec;
+            // The name is fixed for the tool's life: default to it.
+            spec.name.get_or_insert(current.name);
+            let (manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            tool_folder(&tools_dir, &manifest)?;
+            let (_, outcome) = r.update(&t, &id, &manifest)?;
+            view(r, &t, &id, diagnostics, Some(outcome))
+        })
+        .await
+    }
+
+    /// One tool with its current version.
+    pub async fn tool(&self, tenant: &TenantId, tool: &ToolId) -> Result<ToolView, AppError> {
+        let (t, id) = (tenant.clone(), tool.clone());
+        self.blocking(move |r| view(r, &t, &id, Vec::new(), None))
+            .await
+    }
+
+    /// The tenant's tools, by name, one page at a time.
+    pub async fn tools(
+        &self,
+        tenant: &TenantId,
+        query: ToolQuery,
+    ) -> Result<Page<Tool, crate::manifest::ToolName>, AppError> {
+        let t = tenant.clone();
+        self.blocking(move |r| Ok(r.tools(&t, &query)?)).await
+    }
+
+    /// The tool's versions, oldest first.
+    pub async fn versions(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+    ) -> Result<Vec<VersionSummary>, AppError> {
+        let (t, id) = (tenant.clone(), tool.clone());
+        self.blocking(move |r| Ok(r.versions(&t, &id)?)).await
+    }
+
+    /// Deletes the tool and its versions (audited).
+    pub async fn delete(&self, tenant: &TenantId, tool: &ToolId) -> Result<(), AppError> {
+        let (t, id) = (tenant.clone(), tool.clone());
+        self.blocking(move |r| Ok(r.delete(&t, &id)?)).await
+    }
+
+    /// Enables or disables the tool (audited when it changes).
+    pub async fn set_enabled(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        enabled: bool,
+    ) -> Result<ToolView, AppError> {
+        let (t, id) = (tenant.clone(), tool.clone());
+        self.blocking(move |r| {
+            r.set_enabled(&t, &id, enabled)?;
+            view(r, &t, &id, Vec::new(), None)
+        })
+        .await
+    }
+
+    /// The tool's current schema exported as `format`, in its strict variant if asked.
+    pub async fn schema(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        format: Format,
+        strict: bool,
+    ) -> Result<serde_json::Value, AppError> {
+        let (t, id) = (tenant.clone(), tool.clone());
+        let (_, version) = self.blocking(move |r| Ok(r.current(&t, &id)?)).await?;
+        let m = &version.manifest;
+        let letta = LettaExtras {
+            source_code: m.source.clone(),
+            return_char_limit: m.limits.return_chars.0,
+            tags: m.tags.iter().map(|t| t.as_str().to_owned()).collect(),
+            pip_requirements: Vec::new(),
+        };
+        Ok(schema::export(&m.schema, format, strict, &letta)?)
+    }
+
+    /// The tenant's audit events, newest first.
+    pub async fn audit(
+        &self,
+        tenant: &TenantId,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Page<AuditRecord, u64>, AppError> {
+        let t = tenant.clone();
+        self.blocking(move |r| Ok(r.audit(&t, before, limit)?))
+            .await
+    }
+
+    /// Creates a tenant; its key is shown only here.
+    pub async fn create_tenant(
+        &self,
+        name: String,
+        policy: TenantPolicy,
+    ) -> Result<(Tenant, ApiKey), AppError> {
+        self.blocking(move |r| Ok(r.create_tenant(&name, &policy)?))
+            .await
+    }
+
+    /// Every tenant, oldest first.
+    pub async fn tenants(&self) -> Result<Vec<Tenant>, AppError> {
+        self.blocking(|r| Ok(r.tenants()?)).await
+    }
+
+    /// Revokes the tenant's key.
+    pub async fn revoke_key(&self, tenant: &TenantId) -> Result<(), AppError> {
+        let t = tenant.clone();
+        self.blocking(move |r| Ok(r.revoke_key(&t)?)).await
+    }
+
+    /// Gives the tenant a new key, shown only here.
+    pub async fn rotate_key(&self, tenant: &TenantId) -> Result<ApiKey, AppError> {
+        let t = tenant.clone();
+        self.blocking(move |r| Ok(r.rotate_key(&t)?)).await
+    }
+}
+
+fn view(
+    r: &Registry,
+    tenant: &TenantId,
+    tool: &ToolId,
+    diagnostics: Vec<Diagnostic>,
+    update: Option<Update>,
+) -> Result<ToolView, AppError> {
+    let (tool, version) = r.current(tenant, tool)?;
+    Ok(ToolView {
+        tool,
+        version: version.number,
+        health: schema::health(&version.manifest.schema),
+        manifest: version.manifest,
+        diagnostics,
+        update,
+    })
+}
+
+/// The folder holding `manifest`'s source, written on first use: to a temporary name,
+/// then renamed, so a reader never sees half a file.
+fn tool_folder(tools_dir: &Path, manifest: &Manifest) -> Result<ToolFolder, AppError> {
+    let dir = tools_dir.join(manifest.version_id().as_str());
+    let file_name = format!("{}.py", manifest.function);
+    let path = dir.join(&file_name);
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| AppError::ToolFile { path, source }
+    };
+    let current = std::fs::read(&path).ok();
+    if current.as_deref() != Some(manifest.source.as_bytes()) {
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let tmp = dir.join(format!(".{file_name}.{:016x}", rand::random::<u64>()));
+        std::fs::write(&tmp, &manifest.source).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    }
+    Ok(ToolFolder::existing(dir, &file_name))
+}

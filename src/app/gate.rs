@@ -1,0 +1,123 @@
+//! Per-tenant gates: how many calls a tenant may have running at once (a FIFO
+//! semaphore, so waiting calls start in arrival order) and how many it may start per
+//! minute (a token bucket).
+//!
+//! A gate is built from the tenant's policy and rebuilt when the policy's rates change;
+//! calls holding a permit of the old gate finish under it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+
+use crate::tenant::{TenantId, TenantPolicy};
+
+/// One tenant's concurrency gate and rate limiter.
+#[derive(Debug)]
+pub(super) struct Gate {
+    max_concurrent_calls: u32,
+    calls_per_minute: u32,
+    /// One permit per call allowed to run at once.
+    pub(super) running: Arc<Semaphore>,
+    bucket: Mutex<Bucket>,
+}
+
+/// A token bucket holding up to `calls_per_minute` tokens, refilled continuously at
+/// `calls_per_minute / 60` tokens a second: bursts up to a minute's allowance, and no
+/// more than that on average.
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl Gate {
+    fn new(policy: &TenantPolicy) -> Gate {
+        Gate {
+            max_concurrent_calls: policy.max_concurrent_calls,
+            calls_per_minute: policy.calls_per_minute,
+            running: Arc::new(Semaphore::new(policy.max_concurrent_calls.max(1) as usize)),
+            bucket: Mutex::new(Bucket {
+                tokens: f64::from(policy.calls_per_minute),
+                refilled: Instant::now(),
+            }),
+        }
+    }
+
+    /// Takes one call's token, or says how long until one is available.
+    pub(super) fn take(&self) -> Result<(), Duration> {
+        let capacity = f64::from(self.calls_per_minute.max(1));
+        let per_second = capacity / 60.0;
+        let mut b = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        let elapsed = now.duration_since(b.refilled).as_secs_f64();
+        b.tokens = (b.tokens + elapsed * per_second).min(capacity);
+        b.refilled = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - b.tokens) / per_second))
+        }
+    }
+}
+
+/// Every tenant's gate, created on first use.
+#[derive(Debug, Default)]
+pub(super) struct Gates {
+    gates: Mutex<HashMap<TenantId, Arc<Gate>>>,
+}
+
+impl Gates {
+    /// The gate of `tenant` under `policy`; a new one if the policy's rates changed.
+    pub(super) fn get(&self, tenant: &TenantId, policy: &TenantPolicy) -> Arc<Gate> {
+        let mut gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
+        match gates.get(tenant) {
+            Some(g)
+                if g.max_concurrent_calls == policy.max_concurrent_calls
+                    && g.calls_per_minute == policy.calls_per_minute =>
+            {
+                Arc::clone(g)
+            }
+            _ => {
+                let g = Arc::new(Gate::new(policy));
+                gates.insert(tenant.clone(), Arc::clone(&g));
+                g
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_allows_a_minutes_burst_then_says_when_to_retry() {
+        let policy = TenantPolicy {
+            calls_per_minute: 3,
+            ..TenantPolicy::default()
+        };
+        let gate = Gate::new(&policy);
+        for _ in 0..3 {
+            assert!(gate.take().is_ok());
+        }
+        let wait = gate.take().unwrap_err();
+        assert!(wait > Duration::from_secs(15) && wait <= Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_changed_policy_makes_a_new_gate() {
+        let gates = Gates::default();
+        let t = TenantId::generate();
+        let a = gates.get(&t, &TenantPolicy::default());
+        let b = gates.get(&t, &TenantPolicy::default());
+        assert!(Arc::ptr_eq(&a, &b));
+        let stricter = TenantPolicy {
+            max_concurrent_calls: 1,
+            ..TenantPolicy::default()
+        };
+        assert!(!Arc::ptr_eq(&a, &gates.get(&t, &stricter)));
+    }
+}

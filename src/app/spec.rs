@@ -1,0 +1,193 @@
+//! What a client sends to register, update or validate a tool, and how it becomes a
+//! [`Manifest`]: the schema derived from the source (or given explicitly on update),
+//! limits filled in from the tenant's ceilings, grants and limits admitted against the
+//! tenant's policy.
+//!
+//! Pure apart from admission, which reads the file system to resolve mount folders.
+
+use serde::{Deserialize, Serialize};
+
+use crate::grants::Grants;
+use crate::limits::{ByteSize, CharLimit, Fuel, Limits};
+use crate::manifest::{Manifest, Tag, ToolName};
+use crate::schema::{self, DeriveOptions, Diagnostic, Health, Severity, ToolSchema};
+use crate::tenant::TenantPolicy;
+
+use super::AppError;
+
+/// A tool as a client describes it: its source and everything around it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The Python source.
+    pub source: String,
+    /// The function to call. Default: the function named like the tool, else the only
+    /// public top-level function.
+    #[serde(default)]
+    pub function: Option<String>,
+    /// The tool's name, unique per tenant. Default: the function's name.
+    #[serde(default)]
+    pub name: Option<ToolName>,
+    /// An explicit schema, used instead of the derived one (its `name` must be the
+    /// function's). Default: derived from the source.
+    #[serde(default)]
+    pub schema: Option<ToolSchema>,
+    /// Folders and environment variables. Default: none.
+    #[serde(default)]
+    pub grants: Grants,
+    /// Limits; each one left out is the default, lowered to the tenant's ceiling.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    /// Labels to filter by.
+    #[serde(default)]
+    pub tags: Vec<Tag>,
+    /// A note for people.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// Limits as a client gives them: any subset, in plain units. A given limit above the
+/// tenant's ceiling is refused; a missing one is the default bounded by the ceiling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// CPU budget in fuel units.
+    #[serde(default)]
+    pub fuel: Option<u64>,
+    /// Wall-clock deadline in milliseconds.
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// Memory cap in bytes.
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// Stdout cap in bytes.
+    #[serde(default)]
+    pub stdout_bytes: Option<u64>,
+    /// Stderr cap in bytes.
+    #[serde(default)]
+    pub stderr_bytes: Option<u64>,
+    /// Characters of the serialized result kept.
+    #[serde(default)]
+    pub return_char_limit: Option<u32>,
+}
+
+impl LimitsSpec {
+    /// The limits this asks for, over the defaults bounded by `ceilings`; the given
+    /// ones are admitted by the caller.
+    fn resolve(&self, ceilings: &Limits) -> Result<Limits, AppError> {
+        let zero = |limit: &'static str| AppError::ZeroLimit { limit };
+        let mut limits = Limits::default().bounded_by(ceilings);
+        if let Some(f) = self.fuel {
+            limits.fuel = Fuel(nonzero(f).ok_or(zero("fuel"))?);
+        }
+        if let Some(ms) = self.deadline_ms {
+            limits.deadline =
+                std::time::Duration::from_millis(nonzero(ms).ok_or(zero("deadline_ms"))?);
+        }
+        let sizes = [
+            ("memory_bytes", self.memory_bytes, &mut limits.memory),
+            ("stdout_bytes", self.stdout_bytes, &mut limits.stdout),
+            ("stderr_bytes", self.stderr_bytes, &mut limits.stderr),
+        ];
+        for (name, given, slot) in sizes {
+            if let Some(b) = given {
+                *slot = ByteSize::b(nonzero(b).ok_or(zero(name))?);
+            }
+        }
+        if let Some(c) = self.return_char_limit {
+            limits.return_chars = CharLimit(c);
+        }
+        Ok(limits)
+    }
+}
+
+fn nonzero(n: u64) -> Option<u64> {
+    (n > 0).then_some(n)
+}
+
+/// What [`validate`] found: the schema when one can be derived, its health, and every
+/// diagnostic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Validation {
+    /// True when no diagnostic is an error: the tool can be registered.
+    pub valid: bool,
+    /// The derived schema.
+    pub schema: Option<ToolSchema>,
+    /// The schema's health (OpenAI strict-mode rules).
+    pub health: Option<Health>,
+    /// Errors and warnings, in source order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The derive options for `spec`: the name (or function) plays the file stem.
+fn options(spec: &ToolSpec) -> DeriveOptions {
+    DeriveOptions {
+        file_stem: spec
+            .name
+            .as_ref()
+            .map(|n| n.as_str().to_owned())
+            .or_else(|| spec.function.clone())
+            .unwrap_or_default(),
+        function: spec.function.clone(),
+    }
+}
+
+/// The source checks of registration, without storing anything.
+pub fn validate(spec: &ToolSpec) -> Validation {
+    let opts = options(spec);
+    let diagnostics = schema::check(&spec.source, &opts);
+    let derived = schema::derive(&spec.source, &opts).ok();
+    let valid = derived.is_some() && !diagnostics.iter().any(|d| d.severity == Severity::Error);
+    let schema = derived.map(|d| d.schema);
+    Validation {
+        valid,
+        health: schema.as_ref().map(schema::health),
+        schema,
+        diagnostics,
+    }
+}
+
+/// The manifest `spec` describes, admitted against `policy`, with the warnings that did
+/// not prevent it. Invalid source is [`AppError::InvalidSource`] with every diagnostic.
+pub fn manifest(
+    spec: ToolSpec,
+    policy: &TenantPolicy,
+) -> Result<(Manifest, Vec<Diagnostic>), AppError> {
+    if spec.source.len() > crate::manifest::MAX_SOURCE_BYTES {
+        return Err(AppError::Manifest(
+            crate::manifest::ManifestError::SourceTooLarge {
+                bytes: spec.source.len(),
+            },
+        ));
+    }
+    let (schema, diagnostics) = match spec.schema.clone() {
+        Some(schema) => (schema, Vec::new()),
+        None => {
+            let report = validate(&spec);
+            match report.schema {
+                Some(schema) if report.valid => (schema, report.diagnostics),
+                _ => return Err(AppError::InvalidSource(report.diagnostics)),
+            }
+        }
+    };
+    let function = spec.function.clone().unwrap_or_else(|| schema.name.clone());
+    let name = match spec.name {
+        Some(n) => n,
+        None => function.parse().map_err(AppError::Manifest)?,
+    };
+    let limits = spec.limits.resolve(&policy.ceilings)?;
+    policy.admit_limits(&limits)?;
+    policy.admit_grants(&spec.grants)?;
+    let manifest = Manifest {
+        name,
+        function,
+        source: spec.source,
+        schema,
+        grants: spec.grants,
+        limits,
+        tags: spec.tags,
+        description: spec.description,
+    };
+    manifest.check()?;
+    Ok((manifest, diagnostics))
+}

@@ -1,0 +1,110 @@
+//! `warden serve`: the multi-tenant HTTP service on one box, with the registry under
+//! `$WARDEN_HOME/warden.db` and tool files under `$WARDEN_HOME/tools`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use warden::app::{App, AppConfig};
+use warden::http::{self, HttpConfig};
+use warden::limits;
+use warden::sandbox::{Sandbox, SandboxConfig};
+
+use super::tenant::{database, open_registry};
+use super::{ExitCode, usage};
+
+/// `warden serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The environment variable holding the operator key, which manages tenants over
+    /// HTTP. Unset or empty: the admin endpoints are disabled.
+    #[arg(long, value_name = "VAR", default_value = "WARDEN_OPERATOR_KEY")]
+    pub operator_key_env: String,
+    /// The registry database. Default: $WARDEN_HOME/warden.db.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Longest a request may take (e.g. 120s).
+    #[arg(long, value_name = "DURATION", default_value = "120s")]
+    pub request_timeout: String,
+    /// Most sandbox instances alive at once, over all tenants.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_instances: u32,
+}
+
+pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
+    let request_timeout =
+        limits::parse_duration(&args.request_timeout).map_err(|e| usage(e.to_string()))?;
+    let operator_key = std::env::var(&args.operator_key_env)
+        .ok()
+        .filter(|k| !k.is_empty());
+    if operator_key.is_none() {
+        eprintln!(
+            "note: ${} is not set: the admin endpoints are disabled (use `warden tenant`)",
+            args.operator_key_env
+        );
+    }
+    let db = args.db.unwrap_or_else(|| database(&config.home));
+    let registry = Arc::new(open_registry(&db)?);
+    let mut sandbox_config = config.clone();
+    sandbox_config.max_instances = args.max_instances;
+    let sandbox = Arc::new(Sandbox::open(&sandbox_config)?);
+    let app = App::new(
+        registry,
+        sandbox,
+        AppConfig {
+            tools_dir: config.home.join("tools"),
+            operator_key,
+        },
+    );
+    let http_config = HttpConfig {
+        request_timeout,
+        ..HttpConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        eprintln!(
+            "warden listening on http://{addr} (registry {})",
+            db.display()
+        );
+        http::serve(listener, app, http_config, shutdown_signal()).await?;
+        eprintln!("warden stopped: every request in flight was answered");
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::Ok)
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    eprintln!("warden: shutting down, finishing requests in flight");
+}

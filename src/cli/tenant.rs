@@ -1,0 +1,154 @@
+//! `warden tenant create|list|revoke-key|rotate-key`: tenant administration on the
+//! registry database (`$WARDEN_HOME/warden.db`) directly, for the operator.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use warden::limits::{self, Fuel};
+use warden::registry::{Registry, Tenant};
+use warden::tenant::{TenantId, TenantPolicy};
+
+use super::{ExitCode, usage};
+
+/// The registry database under Warden's home.
+pub(super) fn database(home: &Path) -> PathBuf {
+    home.join("warden.db")
+}
+
+/// Opens the registry database, creating it and its folder if needed.
+pub(super) fn open_registry(path: &Path) -> Result<Registry> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the folder {}", dir.display()))?;
+    }
+    Ok(Registry::open(path)?)
+}
+
+/// `warden tenant`.
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create a tenant and print its API key (shown only this once).
+    Create(CreateArgs),
+    /// List the tenants.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a tenant's API key; its tools and audit trail stay.
+    RevokeKey {
+        /// The tenant's id (tnt_...).
+        id: String,
+    },
+    /// Give a tenant a new API key (printed once); the old one stops working.
+    RotateKey {
+        /// The tenant's id (tnt_...).
+        id: String,
+    },
+}
+
+/// `warden tenant create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// A name for people.
+    pub name: String,
+    /// Calls the tenant may have running at once.
+    #[arg(long, value_name = "N", default_value_t = warden::tenant::DEFAULT_MAX_CONCURRENT_CALLS)]
+    pub max_concurrent_calls: u32,
+    /// Calls the tenant may start per minute.
+    #[arg(long, value_name = "N", default_value_t = warden::tenant::DEFAULT_CALLS_PER_MINUTE)]
+    pub calls_per_minute: u32,
+    /// A host folder under which the tenant's tools may mount folders. Repeatable.
+    #[arg(long, value_name = "DIR")]
+    pub allow_folder: Vec<PathBuf>,
+    /// Ceiling on a call's fuel (e.g. 2G).
+    #[arg(long, value_name = "N")]
+    pub max_fuel: Option<String>,
+    /// Ceiling on a call's memory (e.g. 256MiB).
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Option<String>,
+    /// Ceiling on a call's deadline (e.g. 10s).
+    #[arg(long, value_name = "DURATION")]
+    pub max_deadline: Option<String>,
+    /// Print the tenant and key as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl CreateArgs {
+    fn policy(&self) -> Result<TenantPolicy> {
+        let mut policy = TenantPolicy {
+            max_concurrent_calls: self.max_concurrent_calls,
+            calls_per_minute: self.calls_per_minute,
+            allowed_folders: self.allow_folder.clone(),
+            ..TenantPolicy::default()
+        };
+        if let Some(f) = &self.max_fuel {
+            policy.ceilings.fuel = f.parse::<Fuel>().map_err(|e| usage(e.to_string()))?;
+        }
+        if let Some(m) = &self.max_memory {
+            policy.ceilings.memory = limits::parse_size(m).map_err(|e| usage(e.to_string()))?;
+        }
+        if let Some(d) = &self.max_deadline {
+            policy.ceilings.deadline =
+                limits::parse_duration(d).map_err(|e| usage(e.to_string()))?;
+        }
+        policy.check().map_err(|e| usage(e.to_string()))?;
+        Ok(policy)
+    }
+}
+
+pub(super) fn tenant(home: &Path, cmd: TenantCommand) -> Result<ExitCode> {
+    let registry = open_registry(&database(home))?;
+    match cmd {
+        TenantCommand::Create(args) => {
+            let (tenant, key) = registry.create_tenant(&args.name, &args.policy()?)?;
+            if args.json {
+                let out = serde_json::json!({ "tenant": tenant, "api_key": key.expose() });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("created tenant {} ({})", tenant.id, tenant.name);
+                println!("api key (shown once): {}", key.expose());
+            }
+        }
+        TenantCommand::List { json } => {
+            let tenants = registry.tenants()?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tenants)?);
+            } else {
+                for t in &tenants {
+                    print_tenant(t);
+                }
+            }
+        }
+        TenantCommand::RevokeKey { id } => {
+            let id = tenant_id(&id)?;
+            registry.revoke_key(&id)?;
+            println!("revoked the api key of {id}");
+        }
+        TenantCommand::RotateKey { id } => {
+            let id = tenant_id(&id)?;
+            let key = registry.rotate_key(&id)?;
+            println!("new api key of {id} (shown once): {}", key.expose());
+        }
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn tenant_id(s: &str) -> Result<TenantId> {
+    s.parse()
+        .map_err(|e: warden::tenant::TenantError| usage(e.to_string()))
+}
+
+fn print_tenant(t: &Tenant) {
+    println!(
+        "{}  {}  key {}  {} concurrent, {}/min",
+        t.id,
+        t.name,
+        t.key_hint.as_deref().unwrap_or("revoked"),
+        t.policy.max_concurrent_calls,
+        t.policy.calls_per_minute
+    );
+}

@@ -1,0 +1,163 @@
+//! The HTTP surface: [`router`] maps each endpoint to one [`App`] operation, testable
+//! without a socket (`router(app).oneshot(request)`); [`serve`] runs it on a listener
+//! with graceful shutdown.
+//!
+//! What lives here: routing, authentication (`Authorization: Bearer ...`, a tenant's
+//! API key or the operator key), request body limits, the request timeout, and the
+//! one error table ([`error`]). No SQL, no wasmtime: everything else is the app's.
+//!
+//! The endpoints are listed in [`openapi::ROUTES`] and described by the OpenAPI 3.1
+//! document served at `/openapi.json`.
+
+pub mod error;
+mod handlers;
+pub mod openapi;
+
+use std::future::Future;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::header;
+use axum::http::request::Parts;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+pub use error::ApiError;
+
+use crate::app::App;
+use crate::tenant::TenantId;
+
+/// Limits of the HTTP surface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Longest a request may take before it is answered 503 `timeout` (a call already
+    /// running finishes and is audited anyway). Default: 120 s.
+    pub request_timeout: Duration,
+    /// Largest body of a tool registration, update, upload or validation. Default:
+    /// 4 MiB (the source itself is capped at 1 MiB; JSON escaping may double it).
+    pub max_tool_body_bytes: usize,
+    /// Largest body of one call (its arguments). Default: 1 MiB.
+    pub max_run_body_bytes: usize,
+    /// Largest body of a batch. Default: 8 MiB.
+    pub max_batch_body_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            request_timeout: Duration::from_secs(120),
+            max_tool_body_bytes: 4 * 1024 * 1024,
+            max_run_body_bytes: 1024 * 1024,
+            max_batch_body_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// The service's routes with default limits.
+pub fn router(app: App) -> Router {
+    router_with(app, HttpConfig::default())
+}
+
+/// The service's routes with `config`'s limits.
+pub fn router_with(app: App, config: HttpConfig) -> Router {
+    use handlers as h;
+    let tool_limit = DefaultBodyLimit::max(config.max_tool_body_bytes);
+    let run_limit = DefaultBodyLimit::max(config.max_run_body_bytes);
+    let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
+    Router::new()
+        .route("/healthz", get(h::healthz))
+        .route("/metrics", get(h::metrics))
+        .route("/openapi.json", get(h::openapi))
+        .route(
+            "/v1/tools",
+            get(h::list_tools).post(h::create_tool).layer(tool_limit),
+        )
+        .route("/v1/tools/upload", post(h::upload_tool).layer(tool_limit))
+        .route(
+            "/v1/tools/validate",
+            post(h::validate_tool).layer(tool_limit),
+        )
+        .route(
+            "/v1/tools/{id}",
+            get(h::get_tool)
+                .put(h::update_tool)
+                .delete(h::delete_tool)
+                .layer(tool_limit),
+        )
+        .route("/v1/tools/{id}/versions", get(h::versions))
+        .route("/v1/tools/{id}/enable", post(h::enable_tool))
+        .route("/v1/tools/{id}/disable", post(h::disable_tool))
+        .route("/v1/tools/{id}/schema", get(h::tool_schema))
+        .route("/v1/tools/{id}/run", post(h::run_tool).layer(run_limit))
+        .route("/v1/runs/batch", post(h::run_batch).layer(batch_limit))
+        .route("/v1/audit", get(h::audit))
+        .route(
+            "/v1/admin/tenants",
+            get(h::list_tenants).post(h::create_tenant),
+        )
+        .route("/v1/admin/tenants/{id}/revoke-key", post(h::revoke_key))
+        .route("/v1/admin/tenants/{id}/rotate-key", post(h::rotate_key))
+        .fallback(|| async { ApiError::NoRoute })
+        .method_not_allowed_fallback(|| async { ApiError::Method })
+        .layer(middleware::from_fn_with_state(
+            config.request_timeout,
+            timeout,
+        ))
+        .with_state(app)
+}
+
+async fn timeout(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Timeout.into_response(),
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then stops accepting and
+/// waits for the requests in flight (and so their calls) to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: App,
+    config: HttpConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with(app, config))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header.
+fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+/// The tenant a request is authenticated as.
+#[derive(Debug, Clone)]
+pub struct Tenant(pub TenantId);
+
+impl FromRequestParts<App> for Tenant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
+        Ok(Tenant(app.authenticate(bearer(parts)).await?))
+    }
+}
+
+/// A request made with the operator key.
+#[derive(Debug, Clone, Copy)]
+pub struct Operator;
+
+impl FromRequestParts<App> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
+        app.authorize_operator(bearer(parts))?;
+        Ok(Operator)
+    }
+}

@@ -1,0 +1,249 @@
+//! The one table that maps errors to the wire: an HTTP status and a stable machine code
+//! for each, in the body `{"error": {"code", "message", "details"?}}`.
+//!
+//! Client mistakes get the precise message of the error (and `details`: diagnostics or
+//! violations); server faults get a generic message, and the full error is logged.
+
+use axum::Json;
+use axum::extract::multipart::MultipartError;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::app::{AppError, retry_after_secs};
+use crate::registry::RegistryError;
+use crate::sandbox::SandboxError;
+use crate::schema::SchemaError;
+use crate::tenant::TenantError;
+
+/// An error answered over HTTP.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The app refused or failed.
+    #[error(transparent)]
+    App(#[from] AppError),
+    /// The JSON body is missing, malformed, of the wrong shape or too large.
+    #[error("{message}")]
+    Body {
+        /// The status axum chose for the rejection (400, 413, 415 or 422).
+        status: StatusCode,
+        /// What is wrong.
+        message: String,
+    },
+    /// The query string does not parse.
+    #[error("invalid query string: {0}")]
+    Query(String),
+    /// The multipart body is malformed, or lacks the `file` part.
+    #[error("{0}")]
+    Upload(String),
+    /// No route has this path.
+    #[error("no such endpoint: see /openapi.json")]
+    NoRoute,
+    /// The route exists, not with this method.
+    #[error("method not allowed for this endpoint: see /openapi.json")]
+    Method,
+    /// The request took longer than the service's request timeout.
+    #[error("the request timed out: retry, or use a smaller batch")]
+    Timeout,
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        ApiError::Body {
+            status: r.status(),
+            message: r.body_text(),
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::Query(r.body_text())
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(_: PathRejection) -> Self {
+        ApiError::NoRoute
+    }
+}
+
+impl From<MultipartError> for ApiError {
+    fn from(e: MultipartError) -> Self {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::Body {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: e.body_text(),
+            }
+        } else {
+            ApiError::Upload(format!("invalid multipart body: {}", e.body_text()))
+        }
+    }
+}
+
+/// How an error is answered.
+struct Wire {
+    status: StatusCode,
+    code: &'static str,
+    /// False for server faults: the message is generic and the error is logged.
+    client: bool,
+}
+
+const fn client(status: StatusCode, code: &'static str) -> Wire {
+    Wire {
+        status,
+        code,
+        client: true,
+    }
+}
+
+const SERVER: Wire = Wire {
+    status: StatusCode::INTERNAL_SERVER_ERROR,
+    code: "internal",
+    client: false,
+};
+
+impl ApiError {
+    /// The table.
+    fn wire(&self) -> Wire {
+        use StatusCode as S;
+        match self {
+            ApiError::Body { status, .. } => match *status {
+                S::PAYLOAD_TOO_LARGE => client(S::PAYLOAD_TOO_LARGE, "body_too_large"),
+                S::UNSUPPORTED_MEDIA_TYPE => client(S::UNSUPPORTED_MEDIA_TYPE, "not_json"),
+                S::UNPROCESSABLE_ENTITY => client(S::UNPROCESSABLE_ENTITY, "invalid_body"),
+                _ => client(S::BAD_REQUEST, "malformed_body"),
+            },
+            ApiError::Query(_) => client(S::BAD_REQUEST, "invalid_query"),
+            ApiError::Upload(_) => client(S::BAD_REQUEST, "invalid_upload"),
+            ApiError::NoRoute => client(S::NOT_FOUND, "not_found"),
+            ApiError::Method => client(S::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Timeout => client(S::SERVICE_UNAVAILABLE, "timeout"),
+            ApiError::App(e) => match e {
+                AppError::Unauthorized | AppError::OperatorUnauthorized => {
+                    client(S::UNAUTHORIZED, "unauthorized")
+                }
+                AppError::AdminDisabled => client(S::FORBIDDEN, "admin_disabled"),
+                AppError::InvalidSource(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_source"),
+                AppError::InvalidArguments(_) => {
+                    client(S::UNPROCESSABLE_ENTITY, "invalid_arguments")
+                }
+                AppError::ZeroLimit { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_limits"),
+                AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
+                AppError::RateLimited { .. } => client(S::TOO_MANY_REQUESTS, "rate_limited"),
+                AppError::BatchSize { .. } => client(S::UNPROCESSABLE_ENTITY, "batch_size"),
+                AppError::Registry(r) => registry(r),
+                AppError::Tenant(t) => tenant(t),
+                AppError::Manifest(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_manifest"),
+                AppError::Schema(SchemaError::Derive(_)) => {
+                    client(S::UNPROCESSABLE_ENTITY, "invalid_source")
+                }
+                AppError::Schema(SchemaError::UnknownFormat(_)) => {
+                    client(S::BAD_REQUEST, "unknown_format")
+                }
+                AppError::Schema(SchemaError::NoStrictVariant { .. }) => {
+                    client(S::UNPROCESSABLE_ENTITY, "no_strict_variant")
+                }
+                AppError::Schema(SchemaError::InvalidOption(_)) => {
+                    client(S::BAD_REQUEST, "invalid_option")
+                }
+                AppError::Sandbox(SandboxError::Grant(_)) => {
+                    client(S::UNPROCESSABLE_ENTITY, "grant_unavailable")
+                }
+                AppError::Sandbox(SandboxError::MemoryAboveMaximum { .. }) => {
+                    client(S::UNPROCESSABLE_ENTITY, "memory_above_maximum")
+                }
+                AppError::Sandbox(_) | AppError::ToolFile { .. } | AppError::Task(_) => SERVER,
+            },
+        }
+    }
+
+    /// Diagnostics or violations, for the errors that have them.
+    fn details(&self) -> Option<Value> {
+        match self {
+            ApiError::App(AppError::InvalidSource(d)) => Some(json!(d)),
+            ApiError::App(AppError::Schema(e @ SchemaError::Derive(_))) => {
+                Some(json!(e.diagnostics()))
+            }
+            ApiError::App(AppError::InvalidArguments(v)) => Some(json!(v)),
+            _ => None,
+        }
+    }
+
+    /// The status code this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.wire().status
+    }
+
+    /// The error's JSON body.
+    pub fn body(&self) -> Value {
+        let wire = self.wire();
+        let message = if wire.client {
+            self.to_string()
+        } else {
+            "internal error: the service logged the details; retry, and report it if it persists"
+                .to_owned()
+        };
+        let mut error = json!({ "code": wire.code, "message": message });
+        if let Some(details) = self.details() {
+            error["details"] = details;
+        }
+        json!({ "error": error })
+    }
+}
+
+fn registry(e: &RegistryError) -> Wire {
+    use StatusCode as S;
+    match e {
+        RegistryError::NotFound { .. } => client(S::NOT_FOUND, "not_found"),
+        RegistryError::Conflict { .. } => client(S::CONFLICT, "name_taken"),
+        RegistryError::Rename { .. } => client(S::UNPROCESSABLE_ENTITY, "rename"),
+        RegistryError::Manifest(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_manifest"),
+        RegistryError::Tenant(t) => tenant(t),
+        RegistryError::Open { .. }
+        | RegistryError::TooNew { .. }
+        | RegistryError::Corrupt { .. }
+        | RegistryError::Sqlite(_) => SERVER,
+    }
+}
+
+fn tenant(e: &TenantError) -> Wire {
+    use StatusCode as S;
+    match e {
+        TenantError::AboveCeiling { .. } => client(S::UNPROCESSABLE_ENTITY, "above_ceiling"),
+        TenantError::OutsideAllowedFolders { .. } | TenantError::RelativeHost(_) => {
+            client(S::UNPROCESSABLE_ENTITY, "grant_refused")
+        }
+        TenantError::Grant(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_grants"),
+        TenantError::TenantId(_) => client(S::NOT_FOUND, "not_found"),
+        TenantError::Name(_) | TenantError::RelativeFolder(_) | TenantError::ZeroRate => {
+            client(S::UNPROCESSABLE_ENTITY, "invalid_tenant")
+        }
+        TenantError::ApiKey => client(S::UNAUTHORIZED, "unauthorized"),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let wire = self.wire();
+        if wire.client {
+            tracing::debug!(code = wire.code, "refused: {self}");
+        } else {
+            tracing::error!(error = ?self, "request failed: {self}");
+        }
+        let mut response = (wire.status, Json(self.body())).into_response();
+        if let ApiError::App(AppError::RateLimited { retry_after }) = &self {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs(*retry_after)),
+            );
+        }
+        if matches!(self, ApiError::App(AppError::Unauthorized)) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

@@ -1,0 +1,176 @@
+//! The HTTP service: most tests through `router(app).oneshot(...)`, one against a real
+//! server on loopback. Every service here has its own registry file and tool folder
+//! and shares the run's sandbox.
+
+mod lifecycle;
+mod load;
+mod policy;
+mod tenancy;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use warden::app::{App, AppConfig};
+use warden::http::router;
+use warden::registry::Registry;
+
+use crate::support::shared_sandbox;
+
+pub const OPERATOR_KEY: &str = "test-operator-key";
+
+pub const ADD: &str =
+    "def add(a: int, b: int) -> int:\n    \"\"\"Add two integers.\"\"\"\n    return a + b\n";
+pub const SPIN: &str =
+    "def spin() -> None:\n    \"\"\"Loop forever.\"\"\"\n    while True:\n        pass\n";
+
+/// A service over a registry file in its own folder.
+pub struct Service {
+    pub dir: tempfile::TempDir,
+    pub registry: Arc<Registry>,
+    pub app: App,
+    pub router: Router,
+}
+
+impl Service {
+    pub fn start() -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        Service::open(dir)
+    }
+
+    /// A service over the registry file in `dir`, as after a restart.
+    pub fn open(dir: tempfile::TempDir) -> Service {
+        let registry = Arc::new(Registry::open(dir.path().join("warden.db")).unwrap());
+        let app = App::new(
+            Arc::clone(&registry),
+            Arc::clone(shared_sandbox()),
+            AppConfig {
+                tools_dir: dir.path().join("tools"),
+                operator_key: Some(OPERATOR_KEY.into()),
+            },
+        );
+        let router = router(app.clone());
+        Service {
+            dir,
+            registry,
+            app,
+            router,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Creates a tenant through the admin endpoint; returns its API key.
+    pub async fn tenant(&self, policy: Value) -> String {
+        let r = self
+            .send(
+                Method::POST,
+                "/v1/admin/tenants",
+                Some(OPERATOR_KEY),
+                Some(json!({"name": "t", "policy": policy})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+        r.json["api_key"].as_str().unwrap().to_owned()
+    }
+
+    /// Registers `source` for the tenant with `key`; returns the tool's id.
+    pub async fn register(&self, key: &str, spec: Value) -> String {
+        let r = self
+            .send(Method::POST, "/v1/tools", Some(key), Some(spec))
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+        r.json["tool"]["id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn run(&self, key: &str, tool: &str, arguments: Value) -> Reply {
+        self.send(
+            Method::POST,
+            &format!("/v1/tools/{tool}/run"),
+            Some(key),
+            Some(json!({ "arguments": arguments })),
+        )
+        .await
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        send_to(&self.router, method, path, key, body).await
+    }
+
+    pub async fn raw(&self, request: Request<Body>) -> Reply {
+        raw_to(&self.router, request).await
+    }
+}
+
+/// A JSON request to `router`.
+pub async fn send_to(
+    router: &Router,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> Reply {
+    let mut request = Request::builder().method(method).uri(path);
+    if let Some(key) = key {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+    }
+    let request = match body {
+        Some(body) => request
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string())),
+        None => request.body(Body::empty()),
+    }
+    .unwrap();
+    raw_to(router, request).await
+}
+
+/// Any request to `router`.
+pub async fn raw_to(router: &Router, request: Request<Body>) -> Reply {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Reply {
+        status,
+        headers,
+        json,
+    }
+}
+
+/// A response: status, headers and the body as JSON (or a JSON string of the text).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub json: Value,
+}
+
+impl Reply {
+    /// The machine code of an error body.
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+/// A folder under `root`, created.
+pub fn folder(root: &Path, name: &str) -> PathBuf {
+    let p = root.join(name);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}

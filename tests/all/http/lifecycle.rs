@@ -1,0 +1,414 @@
+//! A tool's life over HTTP, the error format, uploads, validation and the documents.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use serde_json::json;
+use warden::http::openapi::ROUTES;
+
+use super::{ADD, OPERATOR_KEY, Service};
+
+#[tokio::test]
+async fn a_tool_goes_through_its_whole_lifecycle() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let created = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": ADD, "tags": ["math"], "limits": {"fuel": 500_000_000}})),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    assert_eq!(created.json["tool"]["name"], "add");
+    assert_eq!(created.json["version"], 1);
+    assert_eq!(
+        created.json["manifest"]["schema"]["parameters"]["required"],
+        json!(["a", "b"])
+    );
+    assert_eq!(created.json["health"]["class"], "STRICT_COMPLIANT");
+    assert_eq!(created.json["manifest"]["limits"]["fuel"], 500_000_000);
+    let id = created.json["tool"]["id"].as_str().unwrap().to_owned();
+
+    let got = s
+        .send(Method::GET, &format!("/v1/tools/{id}"), Some(&key), None)
+        .await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.json["manifest"]["source"], ADD);
+
+    let listed = s
+        .send(Method::GET, "/v1/tools?tag=math", Some(&key), None)
+        .await;
+    assert_eq!(listed.json["items"][0]["id"], id.as_str());
+    let other_tag = s
+        .send(Method::GET, "/v1/tools?tag=text", Some(&key), None)
+        .await;
+    assert_eq!(other_tag.json["items"], json!([]));
+
+    let ran = s.run(&key, &id, json!({"a": 2, "b": 3})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.json);
+    assert_eq!(ran.json["status"], "ok");
+    assert_eq!(ran.json["value"], 5);
+    assert!(ran.json["fuel_used"].as_u64().unwrap() > 0);
+    assert!(ran.json["wall_time_us"].as_u64().unwrap() > 0);
+    assert!(ran.json["peak_memory_bytes"].as_u64().unwrap() > 0);
+
+    let times = ADD.replace("a + b", "a * b");
+    let updated = s
+        .send(
+            Method::PUT,
+            &format!("/v1/tools/{id}"),
+            Some(&key),
+            Some(json!({"source": times})),
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.json);
+    assert_eq!(updated.json["update"], "created");
+    assert_eq!(updated.json["version"], 2);
+    assert_eq!(
+        s.run(&key, &id, json!({"a": 2, "b": 3})).await.json["value"],
+        6
+    );
+
+    let versions = s
+        .send(
+            Method::GET,
+            &format!("/v1/tools/{id}/versions"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(versions.json["items"].as_array().unwrap().len(), 2);
+    assert_eq!(versions.json["items"][1]["current"], true);
+
+    let schema = s
+        .send(
+            Method::GET,
+            &format!("/v1/tools/{id}/schema?format=openai&strict=true"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(schema.status, StatusCode::OK, "{}", schema.json);
+    assert_eq!(schema.json["function"]["name"], "add");
+    assert_eq!(schema.json["function"]["strict"], true);
+    let unknown = s
+        .send(
+            Method::GET,
+            &format!("/v1/tools/{id}/schema?format=yaml"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (unknown.status, unknown.code()),
+        (StatusCode::BAD_REQUEST, "unknown_format")
+    );
+
+    let disabled = s
+        .send(
+            Method::POST,
+            &format!("/v1/tools/{id}/disable"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(disabled.json["tool"]["enabled"], false);
+    let refused = s.run(&key, &id, json!({"a": 1, "b": 1})).await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (StatusCode::CONFLICT, "tool_disabled")
+    );
+    s.send(
+        Method::POST,
+        &format!("/v1/tools/{id}/enable"),
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(
+        s.run(&key, &id, json!({"a": 1, "b": 1})).await.status,
+        StatusCode::OK
+    );
+
+    let deleted = s
+        .send(Method::DELETE, &format!("/v1/tools/{id}"), Some(&key), None)
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let gone = s
+        .send(Method::GET, &format!("/v1/tools/{id}"), Some(&key), None)
+        .await;
+    assert_eq!(
+        (gone.status, gone.code()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+
+    let audit = s.send(Method::GET, "/v1/audit", Some(&key), None).await;
+    let kinds: Vec<&str> = audit.json["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool_deleted",
+            "run",
+            "tool_enabled",
+            "tool_disabled",
+            "run",
+            "tool_updated",
+            "run",
+            "tool_created",
+            "tenant_created"
+        ]
+    );
+    let page = s
+        .send(Method::GET, "/v1/audit?limit=2", Some(&key), None)
+        .await;
+    assert_eq!(page.json["items"].as_array().unwrap().len(), 2);
+    let next = page.json["next"].as_u64().unwrap();
+    let rest = s
+        .send(
+            Method::GET,
+            &format!("/v1/audit?before={next}&limit=2"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(rest.json["items"][0]["event"]["kind"], "tool_enabled");
+}
+
+#[tokio::test]
+async fn invalid_source_is_422_with_every_diagnostic() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": "def f(x: Foo, y):\n    return x\n"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_source")
+    );
+    assert!(
+        r.json["error"]["details"].as_array().unwrap().len() >= 2,
+        "{}",
+        r.json
+    );
+    let listed = s.send(Method::GET, "/v1/tools", Some(&key), None).await;
+    assert_eq!(listed.json["items"], json!([]));
+}
+
+#[tokio::test]
+async fn validate_reports_the_schema_and_stores_nothing() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tools/validate",
+            Some(&key),
+            Some(json!({"source": ADD})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["valid"], true);
+    assert_eq!(r.json["schema"]["name"], "add");
+    let bad = s
+        .send(
+            Method::POST,
+            "/v1/tools/validate",
+            Some(&key),
+            Some(json!({"source": "def ("})),
+        )
+        .await;
+    assert_eq!(bad.json["valid"], false);
+    assert!(!bad.json["diagnostics"].as_array().unwrap().is_empty());
+    let listed = s.send(Method::GET, "/v1/tools", Some(&key), None).await;
+    assert_eq!(listed.json["items"], json!([]));
+}
+
+#[tokio::test]
+async fn an_upload_names_the_function_after_the_file_stem() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let source = "def helper() -> int:\n    return 1\n\ndef double(x: int) -> int:\n    \"\"\"Double x.\"\"\"\n    return 2 * x\n";
+    let boundary = "XwardenX";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"double.py\"\r\nContent-Type: text/x-python\r\n\r\n{source}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"spec\"\r\n\r\n{{\"tags\": [\"math\"]}}\r\n--{boundary}--\r\n"
+    );
+    let request = Request::post("/v1/tools/upload")
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .header(
+            header::CONTENT_TYPE,
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(Body::from(body))
+        .unwrap();
+    let r = s.raw(request).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["tool"]["name"], "double");
+    assert_eq!(r.json["manifest"]["function"], "double");
+    assert_eq!(r.json["tool"]["tags"], json!(["math"]));
+    let id = r.json["tool"]["id"].as_str().unwrap();
+    assert_eq!(s.run(&key, id, json!({"x": 21})).await.json["value"], 42);
+}
+
+#[tokio::test]
+async fn errors_are_json_with_stable_codes() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let no_key = s.send(Method::GET, "/v1/tools", None, None).await;
+    assert_eq!(
+        (no_key.status, no_key.code()),
+        (StatusCode::UNAUTHORIZED, "unauthorized")
+    );
+    let bad_key = s
+        .send(Method::GET, "/v1/tools", Some("wdn_nope"), None)
+        .await;
+    assert_eq!(bad_key.status, StatusCode::UNAUTHORIZED);
+    let unknown_field = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": ADD, "sauce": 1})),
+        )
+        .await;
+    assert_eq!(
+        (unknown_field.status, unknown_field.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_body")
+    );
+    assert!(
+        unknown_field.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sauce")
+    );
+    let malformed = s
+        .raw(
+            Request::post("/v1/tools")
+                .header(header::AUTHORIZATION, format!("Bearer {key}"))
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from("{"))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(
+        (malformed.status, malformed.code()),
+        (StatusCode::BAD_REQUEST, "malformed_body")
+    );
+    let no_route = s.send(Method::GET, "/v2/nothing", Some(&key), None).await;
+    assert_eq!(
+        (no_route.status, no_route.code()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    let method = s.send(Method::PATCH, "/v1/tools", Some(&key), None).await;
+    assert_eq!(method.code(), "method_not_allowed");
+    let malformed_id = s
+        .send(Method::GET, "/v1/tools/../etc", Some(&key), None)
+        .await;
+    assert_eq!(malformed_id.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_source_over_the_body_limit_is_413() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let huge = format!("{ADD}# {}\n", "x".repeat(5 * 1024 * 1024));
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": huge})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large")
+    );
+    let big = format!("{ADD}# {}\n", "x".repeat(1024 * 1024 + 10));
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": big})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_manifest")
+    );
+}
+
+#[tokio::test]
+async fn every_route_in_the_openapi_document_is_served() {
+    let s = Service::start();
+    let doc = s.send(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(doc.json["openapi"], "3.1.0");
+    for route in ROUTES {
+        assert!(
+            doc.json["paths"][route.path][route.method].is_object(),
+            "{} {} is not documented",
+            route.method,
+            route.path
+        );
+        let path = route
+            .path
+            .replace("{id}", "tool_00000000000000000000000000000000");
+        let method = Method::from_bytes(route.method.to_uppercase().as_bytes()).unwrap();
+        let r = s.send(method, &path, Some(OPERATOR_KEY), None).await;
+        assert_ne!(
+            r.code(),
+            "method_not_allowed",
+            "{} {}",
+            route.method,
+            route.path
+        );
+        assert!(
+            !(r.status == StatusCode::NOT_FOUND
+                && r.json["error"]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("no such endpoint")),
+            "{} {} is not routed",
+            route.method,
+            route.path
+        );
+    }
+    let paths = doc.json["paths"].as_object().unwrap();
+    let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
+    assert_eq!(documented, ROUTES.len());
+}
+
+#[tokio::test]
+async fn metrics_count_calls_by_status_in_prometheus_text() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    assert_eq!(
+        s.run(&key, &id, json!({"a": 1, "b": 2})).await.status,
+        StatusCode::OK
+    );
+    let health = s.send(Method::GET, "/healthz", None, None).await;
+    assert_eq!(health.json["status"], "ok");
+    let metrics = s.send(Method::GET, "/metrics", None, None).await;
+    let text = metrics.json.as_str().unwrap();
+    assert!(text.contains("warden_calls_total{tenant=\""), "{text}");
+    assert!(text.contains("status=\"ok\"} 1"), "{text}");
+    assert!(
+        text.contains("warden_call_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert!(text.contains("warden_fuel_used_total"), "{text}");
+    assert!(text.contains("warden_calls_in_flight{"), "{text}");
+}
