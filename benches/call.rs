@@ -13,15 +13,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use warden::app::{App, AppConfig};
 use warden::grants::Grants;
 use warden::limits::Limits;
 use warden::outcome::Status;
+use warden::registry::Registry;
 use warden::sandbox::{Call, Sandbox, SandboxConfig, ToolFolder};
 use warden::schema::{self, DeriveOptions};
+use warden::tenant::TenantPolicy;
 
 const TOOL: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
 const WARDEN_CALLS: usize = 2_000;
 const PYTHON_CALLS: usize = 200;
+const HTTP_CALLS: usize = 1_000;
 
 /// What a subprocess-based peer does per call: start python3, import the tool, call it,
 /// print JSON.
@@ -71,6 +76,111 @@ fn derive_time(path: &str, stem: &str) -> anyhow::Result<Duration> {
         std::hint::black_box(schema::derive(std::hint::black_box(&source), &options)?);
     }
     Ok(started.elapsed() / runs)
+}
+
+/// One HTTP/1.1 request on a kept-alive connection; returns the status and body.
+async fn request(
+    conn: &mut BufReader<tokio::net::TcpStream>,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: &Value,
+) -> anyhow::Result<(u16, Value)> {
+    let body = serde_json::to_vec(body)?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut message = head.into_bytes();
+    message.extend_from_slice(&body);
+    conn.get_mut().write_all(&message).await?;
+    let mut line = String::new();
+    conn.read_line(&mut line).await?;
+    let status: u16 = line.split(' ').nth(1).unwrap_or("0").parse()?;
+    let mut length = 0;
+    loop {
+        line.clear();
+        conn.read_line(&mut line).await?;
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse()?;
+        }
+    }
+    let mut buf = vec![0; length];
+    conn.read_exact(&mut buf).await?;
+    Ok((status, serde_json::from_slice(&buf)?))
+}
+
+/// The service path: a real server on loopback, one kept-alive connection, sequential
+/// `POST /v1/tools/{id}/run` calls.
+async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
+    let dir = tempfile::tempdir()?;
+    let registry = Arc::new(Registry::open(dir.path().join("warden.db"))?);
+    let policy = TenantPolicy {
+        calls_per_minute: 1_000_000,
+        ..TenantPolicy::default()
+    };
+    let (_, key) = registry.create_tenant("bench", &policy)?;
+    let key = key.expose().to_owned();
+    let app = App::new(
+        registry,
+        sandbox,
+        AppConfig {
+            tools_dir: dir.path().join("tools"),
+            operator_key: None,
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(warden::http::serve(
+        listener,
+        app,
+        Default::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let mut conn = BufReader::new(stream);
+    let (status, created) = request(
+        &mut conn,
+        "POST",
+        "/v1/tools",
+        &key,
+        &json!({"source": TOOL}),
+    )
+    .await?;
+    anyhow::ensure!(status == 201, "registering the tool failed: {created}");
+    let id = created["tool"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let path = format!("/v1/tools/{id}/run");
+    let body = json!({"arguments": {"a": 1, "b": 2}});
+    let mut samples = Vec::with_capacity(HTTP_CALLS);
+    for i in 0..HTTP_CALLS + 50 {
+        let t = Instant::now();
+        let (status, reply) = request(&mut conn, "POST", &path, &key, &body).await?;
+        if i >= 50 {
+            samples.push(t.elapsed());
+        }
+        anyhow::ensure!(
+            status == 200 && reply["value"] == json!(3),
+            "bad reply: {reply}"
+        );
+    }
+    drop(conn);
+    let _ = stop.send(());
+    server.await??;
+    Ok(stats(samples))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -186,9 +296,10 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let peer = stats(samples);
+    let service = rt.block_on(service_round_trips(sandbox.clone()))?;
 
     println!(
-        "small tool `add(a, b)`, {WARDEN_CALLS} Warden calls, {PYTHON_CALLS} subprocess calls"
+        "small tool `add(a, b)`, {WARDEN_CALLS} Warden calls, {PYTHON_CALLS} subprocess calls, {HTTP_CALLS} HTTP calls"
     );
     println!();
     println!("| path | p50 | p99 | mean | calls/s (1 task) |");
@@ -206,6 +317,13 @@ fn main() -> anyhow::Result<()> {
         ms(peer.p99),
         ms(peer.mean),
         1.0 / peer.mean.as_secs_f64()
+    );
+    println!(
+        "| Warden service, HTTP round trip (loopback, keep-alive) | {} | {} | {} | {:.0} |",
+        ms(service.p50),
+        ms(service.p99),
+        ms(service.mean),
+        1.0 / service.mean.as_secs_f64()
     );
     println!();
     println!("Warden with {workers} concurrent tasks: {parallel_rate:.0} calls/s");
