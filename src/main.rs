@@ -13,7 +13,11 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let code = match cli::Cli::parse().run() {
+    let cli = cli::Cli::parse();
+    if !matches!(cli.command, cli::Command::Serve(_)) {
+        die_quietly_on_broken_pipe();
+    }
+    let code = match cli.run() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -27,4 +31,19 @@ fn main() -> std::process::ExitCode {
         }
     };
     std::process::ExitCode::from(code as u8)
+}
+
+/// Lets `warden schema ... | head` end quietly, as Unix tools do, instead of panicking in
+/// `println!` when the reader goes away. Not for `serve`: there a client that hangs up
+/// must not kill the server.
+#[expect(
+    unsafe_code,
+    reason = "restoring the default SIGPIPE action needs libc"
+)]
+fn die_quietly_on_broken_pipe() {
+    // SAFETY: called once at start-up, before any thread is spawned; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }

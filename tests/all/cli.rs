@@ -230,3 +230,20 @@ fn null_for_a_parameter_with_a_default_uses_the_default() {
         "{result}"
     );
 }
+
+#[test]
+fn a_closed_stdout_ends_quietly_without_a_panic() {
+    use std::process::Stdio;
+    sandbox();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["schema", &path("csv_summary.py"), "--format", "letta"])
+        .env("WARDEN_HOME", home())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before warden writes anything (it is still starting up).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
