@@ -95,3 +95,20 @@ pub(crate) fn json_type(v: &Value) -> &'static str {
         Value::Object(_) => "object",
     }
 }
+
+/// `{"type": ..., "enum": values}`, typed by the values (one type, or the list of them).
+pub(super) fn values_enum(values: Vec<serde_json::Value>) -> serde_json::Value {
+    let mut types: Vec<&str> = Vec::new();
+    for v in &values {
+        let t = json_type(v);
+        if !types.contains(&t) {
+            types.push(t);
+        }
+    }
+    let ty = if types.len() == 1 {
+        serde_json::json!(types[0])
+    } else {
+        serde_json::json!(types)
+    };
+    serde_json::json!({"type": ty, "enum": values})
+}

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::diagnostic::Code;
 use super::docstring;
-use super::literal::{json_type, literal};
+use super::literal::{literal, values_enum};
 use super::source::{ClassKind, Resolved, docstring as body_docstring};
 use super::types::{Mapper, slice_args};
 
@@ -166,19 +166,7 @@ fn enum_schema(mapper: &mut Mapper<'_, '_>, class: &ast::StmtClassDef) -> Option
     if !ok {
         return None;
     }
-    let mut types: Vec<&str> = Vec::new();
-    for v in &values {
-        let t = json_type(v);
-        if !types.contains(&t) {
-            types.push(t);
-        }
-    }
-    let ty = if types.len() == 1 {
-        json!(types[0])
-    } else {
-        json!(types)
-    };
-    Some(json!({"type": ty, "enum": values}))
+    Some(values_enum(values))
 }
 
 struct Field {

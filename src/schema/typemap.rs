@@ -4,7 +4,7 @@ use rustpython_parser::ast::{Constant, Expr};
 use serde_json::{Value, json};
 
 use super::diagnostic::Code;
-use super::literal::{constant, json_type};
+use super::literal::{constant, values_enum};
 use super::types::{Mapper, slice_args};
 
 impl Mapper<'_, '_> {
@@ -75,19 +75,7 @@ impl Mapper<'_, '_> {
             );
             return None;
         }
-        let mut types: Vec<&str> = Vec::new();
-        for v in &values {
-            let t = json_type(v);
-            if !types.contains(&t) {
-                types.push(t);
-            }
-        }
-        let ty = if types.len() == 1 {
-            json!(types[0])
-        } else {
-            json!(types)
-        };
-        Some(json!({"type": ty, "enum": values}))
+        Some(values_enum(values))
     }
 }
 
