@@ -84,6 +84,13 @@ struct Inner {
     operator_key: Option<[u8; 32]>,
     gates: gate::Gates,
     metrics: metrics::Metrics,
+    /// Compiled argument validators, one per tool version (versions are immutable).
+    validators: std::sync::Mutex<
+        std::collections::HashMap<
+            crate::manifest::VersionId,
+            Arc<crate::schema::ArgumentValidator>,
+        >,
+    >,
 }
 
 impl std::fmt::Debug for App {
@@ -213,6 +220,7 @@ impl App {
                     .map(|k| Sha256::digest(k.as_bytes()).into()),
                 gates: gate::Gates::default(),
                 metrics: metrics::Metrics::new(),
+                validators: Default::default(),
             }),
         }
     }

@@ -12,7 +12,7 @@ use super::gate::Gate;
 use super::{App, AppError, tool_folder};
 use crate::grants::Grants;
 use crate::limits::Limits;
-use crate::manifest::VersionId;
+use crate::manifest::{Manifest, VersionId};
 use crate::outcome::CallResult;
 use crate::registry::{AuditEvent, ToolId};
 use crate::sandbox::{Call, ToolFolder};
@@ -141,7 +141,7 @@ impl App {
         if let Value::Object(map) = &mut arguments {
             schema::drop_nulls_for_defaults(&manifest.schema, map);
         }
-        ArgumentValidator::new(&manifest.schema)
+        self.validator(&version.id, &manifest)
             .validate(&arguments)
             .map_err(AppError::InvalidArguments)?;
         let Value::Object(arguments) = arguments else {
@@ -160,6 +160,21 @@ impl App {
             limits: manifest.limits.bounded_by(&policy.ceilings),
             gate,
         })
+    }
+
+    /// The compiled argument validator of a version, compiled on its first call only:
+    /// compiling a JSON Schema on every call would sit on the hot path.
+    fn validator(&self, version: &VersionId, manifest: &Manifest) -> Arc<ArgumentValidator> {
+        let mut cache = self
+            .inner
+            .validators
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            cache
+                .entry(version.clone())
+                .or_insert_with(|| Arc::new(ArgumentValidator::new(&manifest.schema))),
+        )
     }
 
     /// Waits for a permit, runs the call and audits it.

@@ -228,25 +228,27 @@ fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
     u64::try_from(n).map_err(|_| RegistryError::corrupt(what, format!("negative number {n}")))
 }
 
+/// The newest sequence number and hash of `tenant`'s chain, kept on its row.
+fn head(tx: &Transaction<'_>, tenant: &TenantId) -> Result<(i64, String), RegistryError> {
+    tx.query_row(
+        "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
+        [tenant.as_str()],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()?
+    .ok_or_else(|| RegistryError::NotFound {
+        kind: Kind::Tenant,
+        id: tenant.to_string(),
+    })
+}
+
 /// Appends `event` to `tenant`'s chain inside `tx`.
 pub(super) fn append(
     tx: &Transaction<'_>,
     tenant: &TenantId,
     event: &AuditEvent,
 ) -> Result<AuditRecord, RegistryError> {
-    let head: Option<(i64, String)> = tx
-        .query_row(
-            "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
-            [tenant.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let Some((last, prev_hash)) = head else {
-        return Err(RegistryError::NotFound {
-            kind: Kind::Tenant,
-            id: tenant.to_string(),
-        });
-    };
+    let (last, prev_hash) = head(tx, tenant)?;
     let seq = to_u64(last, "audit head")? + 1;
     let at_ms = now_ms();
     let event_json =
@@ -374,19 +376,7 @@ impl Registry {
     /// when the tenant does not exist or the database fails.
     pub fn verify_chain(&self, tenant: &TenantId) -> Result<ChainCheck, RegistryError> {
         self.read(|tx| {
-            let head: Option<(i64, String)> = tx
-                .query_row(
-                    "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
-                    [tenant.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let Some((head_seq, head_hash)) = head else {
-                return Err(RegistryError::NotFound {
-                    kind: Kind::Tenant,
-                    id: tenant.to_string(),
-                });
-            };
+            let (head_seq, head_hash) = head(tx, tenant)?;
             let mut stmt = tx.prepare(&format!(
                 "SELECT {ROW_COLUMNS} FROM audit_events WHERE tenant_id = ?1 ORDER BY seq"
             ))?;
