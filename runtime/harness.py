@@ -1,7 +1,11 @@
-# Warden's guest harness. It runs in a fresh interpreter instance, once per call. The
-# host compiles it once per sandbox (inside the guest, to the guest's own bytecode) and
-# each call's `turn` only loads that code object: compiling this file on every call
-# would cost ~70 million fuel. It reads one JSON request from stdin:
+# Warden's guest harness. It is loaded once, when Warden builds its own snapshot of the
+# runtime (src/sandbox/snapshot.rs): these definitions are then part of every instance's
+# memory, and each call's `turn` only runs `_warden_call()`. Loading or compiling this
+# file per call would cost fuel and time on every call. Nothing here may touch the file
+# system at load time: the snapshot must not remember the folders of the instance that
+# built it.
+#
+# Per call it reads one JSON request from stdin:
 #
 #   {"nonce": str, "module": "/tool/NAME.py", "function": str, "arguments": {...},
 #    "none_if_omitted": [str], "env": {str: str}, "return_char_limit": int}
@@ -21,9 +25,7 @@ def _warden_call():
     # time on every call. Modules a result may come from (decimal, uuid, numpy, ...)
     # are looked up in sys.modules: if the tool never imported one, no value is of it.
     import json
-    import math
     import os
-    import random
     import sys
 
     # Keep private references: the tool may replace module attributes.
@@ -76,11 +78,14 @@ def _warden_call():
             }
         )
 
-    # The environment is exactly the granted one, and `random` differs per call: both
-    # were frozen into the snapshot.
+    # The environment is exactly the granted one: the snapshot froze the environment of
+    # the instance that built it. `random` is not in the snapshot, so a tool that
+    # imports it seeds it from os.urandom; should a snapshot ever hold it, reseed it.
     os.environ.clear()
     os.environ.update(request["env"])
-    random.seed(os.urandom(32))
+    random = loaded("random")
+    if random is not None:
+        random.seed(os.urandom(32))
 
     name = request["function"]
     module = type(sys)("__warden_tool__")
@@ -289,7 +294,3 @@ def to_json(value, path, active, dumps, loaded):
         f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which has no JSON form;"
         " return str, int, float, bool, None, list, dict, a dataclass or a model with model_dump()"
     )
-
-
-_warden_call()
-del _warden_call, bind_problem, run_async, to_json, _Unserializable

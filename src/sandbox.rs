@@ -6,9 +6,10 @@
 //!   runtime uses them), fuel metering, epoch interruption, and the pooling allocator
 //!   with copy-on-write memory images, so a new instance maps the snapshot's memory
 //!   instead of copying ~100 MB.
-//! - One compiled [`wasmtime::Module`] of the pre-initialized snapshot, loaded from a
-//!   `.cwasm` cache keyed by the snapshot's hash, the wasmtime version and the engine's
-//!   compilation settings (see [`artifacts`] for how it is fetched and verified).
+//! - One compiled [`wasmtime::Module`]: Warden's snapshot, the pinned pre-initialized
+//!   runtime with the harness already loaded ([`snapshot`]), built once and cached as a
+//!   `.cwasm` keyed by what it is built from, the wasmtime version and the engine's
+//!   compilation settings ([`compiled`]; [`artifacts`] fetches and verifies the runtime).
 //! - One [`wasmtime::InstancePre`]: imports resolved once, shared by every call.
 //! - Per call, a new [`wasmtime::Store`] and instance. The store owns the call's WASI
 //!   context, its memory cap and its fuel; dropping it at the end of the call releases
@@ -23,8 +24,10 @@
 //! This module never sees schemas, the registry or HTTP.
 
 pub mod artifacts;
+pub mod compiled;
 mod pipe;
 pub mod protocol;
+pub mod snapshot;
 pub mod wasi;
 
 use std::path::{Path, PathBuf};
@@ -35,16 +38,16 @@ use std::time::{Duration, Instant};
 
 use bytesize::ByteSize;
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    Config, Enabled, Engine, Instance, InstanceAllocationStrategy, InstancePre, Linker,
     PoolingAllocationConfig, ResourceLimiter, Store, Trap, UpdateDeadline,
 };
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use artifacts::io_error;
 pub use artifacts::{Progress, RuntimeFiles};
-use artifacts::{Role, io_error};
 use pipe::CappedPipe;
-use protocol::{COMPILE_HARNESS, HARNESS, LOAD_HARNESS, Request, Response};
+use protocol::{CALL, Request, Response};
 
 use crate::grants::{GrantError, Grants, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
@@ -60,6 +63,21 @@ pub const WASMTIME_VERSION: &str = "48.0.8";
 /// Bytes of guest stdout set aside for the harness's response frame beyond the tool's
 /// own stdout cap: error text and framing.
 const FRAME_OVERHEAD: u64 = 256 * 1024;
+
+/// Bytes of a pool slot's dirty memory, table and stack reset in place rather than
+/// unmapped when the slot is reused (see [`engine`]). A call of a small tool dirties a
+/// few hundred pages of the snapshot.
+struct KeepResident {
+    memory: usize,
+    table: usize,
+    stack: usize,
+}
+
+const KEEP_RESIDENT: KeepResident = KeepResident {
+    memory: 16 << 20,
+    table: 1 << 20,
+    stack: 1 << 20,
+};
 
 /// Settings fixed for the life of a [`Sandbox`].
 #[derive(Debug, Clone)]
@@ -146,6 +164,12 @@ pub enum SandboxError {
     /// Compiling the runtime failed.
     #[error("compiling the Python runtime failed: {0:#}")]
     Compile(wasmtime::Error),
+    /// Building Warden's snapshot of the runtime failed.
+    #[error(
+        "pre-initializing the Python runtime with Warden's harness failed: {0:#}; \
+         run `warden runtime verify`, and report it if the runtime is intact"
+    )]
+    Snapshot(wasmtime::Error),
     /// The engine or linker could not be set up.
     #[error("setting up the WebAssembly engine failed: {0:#}")]
     Engine(wasmtime::Error),
@@ -304,8 +328,6 @@ pub struct Sandbox {
     engine: Engine,
     pre: InstancePre<Guest>,
     files: RuntimeFiles,
-    /// The harness compiled to the guest's bytecode (marshal format), loaded per call.
-    harness: Vec<u8>,
     max_memory: ByteSize,
     slots: tokio::sync::Semaphore,
     _ticker: Ticker,
@@ -318,7 +340,7 @@ impl Sandbox {
         let files = RuntimeFiles::at(&config.home)?;
         files.ensure(config.progress)?;
         let engine = engine(config)?;
-        let module = load_or_compile(&engine, &files, &config.home, config.progress)?;
+        let module = compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
         let mut linker: Linker<Guest> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
             .map_err(SandboxError::Engine)?;
@@ -332,16 +354,20 @@ impl Sandbox {
             .instantiate_pre(&module)
             .map_err(SandboxError::Engine)?;
         let ticker = Ticker::start(engine.clone())?;
-        let harness = compile_harness(&engine, &pre, &files)?;
         Ok(Sandbox {
             engine,
             pre,
             files,
-            harness,
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
             _ticker: ticker,
         })
+    }
+
+    /// Where the compiled runtime for `config` is cached (it may not exist yet).
+    pub fn compiled_path(config: &SandboxConfig) -> Result<PathBuf, SandboxError> {
+        let files = RuntimeFiles::at(&config.home)?;
+        compiled::path(&engine(config)?, &files, &config.home)
     }
 
     /// The runtime files in use.
@@ -375,7 +401,7 @@ impl Sandbox {
                 .collect(),
             return_char_limit: limits.return_chars.0,
         };
-        let stdin = protocol::stdin(&self.harness, &request)
+        let stdin = protocol::stdin(&request)
             .map_err(|e| SandboxError::Instantiate(wasmtime::Error::new(e)))?;
 
         let stdout_cap = limits.stdout.as_u64();
@@ -397,10 +423,7 @@ impl Sandbox {
         let deadline = started + limits.deadline;
         let mut store = new_store(&self.engine, ctx, limits, deadline)?;
 
-        let run = tokio::time::timeout_at(
-            deadline.into(),
-            run_turn(&self.pre, &mut store, LOAD_HARNESS),
-        );
+        let run = tokio::time::timeout_at(deadline.into(), run_call(&self.pre, &mut store));
         let ran = run.await;
         let wall_time = started.elapsed();
         let fuel_left = store.get_fuel().unwrap_or(0);
@@ -523,21 +546,23 @@ fn new_store(
     Ok(store)
 }
 
-/// Instantiates the runtime and runs `source` in its `__main__` with `turn`.
-async fn run_turn(
-    pre: &InstancePre<Guest>,
-    store: &mut Store<Guest>,
-    source: &str,
-) -> Result<i32, Failure> {
+/// Instantiates Warden's snapshot and runs one call's turn.
+async fn run_call(pre: &InstancePre<Guest>, store: &mut Store<Guest>) -> Result<i32, Failure> {
     let instance = pre
         .instantiate_async(&mut *store)
         .await
         .map_err(Failure::Instantiate)?;
-    let missing = |what: &str| {
-        Failure::Instantiate(wasmtime::Error::msg(format!(
-            "the runtime has no `{what}` export"
-        )))
-    };
+    turn(store, instance, CALL).await.map_err(Failure::Trap)
+}
+
+/// Runs `source` in the instance's `__main__` with the runtime's `turn` export; returns
+/// what `turn` returned (0: the source ran).
+async fn turn<T: Send>(
+    store: &mut Store<T>,
+    instance: Instance,
+    source: &str,
+) -> wasmtime::Result<i32> {
+    let missing = |what: &str| wasmtime::Error::msg(format!("the runtime has no `{what}` export"));
     let memory = instance
         .get_memory(&mut *store, "memory")
         .ok_or_else(|| missing("memory"))?;
@@ -547,67 +572,31 @@ async fn run_turn(
     let turn = instance
         .get_typed_func::<(i32, i32), i32>(&mut *store, "turn")
         .map_err(|_| missing("turn"))?;
-    let len = i32::try_from(source.len()).map_err(|e| Failure::Trap(wasmtime::Error::new(e)))?;
-    let ptr = host_alloc
-        .call_async(&mut *store, len)
-        .await
-        .map_err(Failure::Trap)?;
-    let at = usize::try_from(ptr).map_err(|e| Failure::Trap(wasmtime::Error::new(e)))?;
-    memory
-        .write(&mut *store, at, source.as_bytes())
-        .map_err(|e| Failure::Trap(wasmtime::Error::new(e)))?;
-    turn.call_async(&mut *store, (ptr, len))
-        .await
-        .map_err(Failure::Trap)
+    let len = i32::try_from(source.len())?;
+    let ptr = host_alloc.call_async(&mut *store, len).await?;
+    memory.write(&mut *store, usize::try_from(ptr)?, source.as_bytes())?;
+    turn.call_async(&mut *store, (ptr, len)).await
 }
 
-/// Compiles the harness inside one throwaway instance and returns its marshalled code.
-fn compile_harness(
-    engine: &Engine,
-    pre: &InstancePre<Guest>,
-    files: &RuntimeFiles,
-) -> Result<Vec<u8>, SandboxError> {
-    let limits = Limits::default();
-    let stdout = CappedPipe::new("stdout", 16 << 20);
-    let stderr = CappedPipe::new("stderr", 1 << 20);
-    let folders = wasi::RuntimeFolders {
-        empty_root: &files.empty_root,
-        stdlib: &files.stdlib_dir(),
-        tool: &files.empty_root,
-    };
-    let ctx = wasi::context(
-        &folders,
-        &Grants::default(),
-        HARNESS.as_bytes().to_vec(),
-        stdout.clone(),
-        stderr.clone(),
-    )
-    .map_err(SandboxError::Instantiate)?;
-    let mut store = new_store(engine, ctx, &limits, Instant::now() + limits.deadline)?;
-    // A runtime of its own on a thread of its own: `open` may be called from inside
-    // another async runtime, which cannot be blocked on.
-    let code = thread::scope(|scope| {
+/// Runs `work` to completion on a thread of its own with a runtime of its own: `open`
+/// may be called from inside another async runtime, which cannot be blocked on.
+fn on_own_thread<F>(work: F) -> Result<F::Output, SandboxError>
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    thread::scope(|scope| {
         scope
             .spawn(|| {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .map_err(|e| io_error(Path::new("tokio runtime"), e))?;
-                Ok(rt.block_on(run_turn(pre, &mut store, COMPILE_HARNESS)))
+                Ok(rt.block_on(work))
             })
             .join()
             .unwrap_or_else(|_| Err(SandboxError::Harness("its thread panicked".into())))
-    })?;
-    let (out, _) = stdout.take();
-    let (err, _) = stderr.take();
-    match code {
-        Ok(0) if !out.is_empty() => Ok(out),
-        Ok(code) => Err(SandboxError::Harness(format!(
-            "compiling it returned {code}: {}",
-            lossy(&err)
-        ))),
-        Err(Failure::Instantiate(e) | Failure::Trap(e)) => Err(SandboxError::Instantiate(e)),
-    }
+    })
 }
 
 fn classify_trap(e: &wasmtime::Error) -> Status {
@@ -717,6 +706,16 @@ fn engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
         // ~1.6 MB: both beyond the pool's defaults.
         .table_elements(65_536)
         .max_core_instance_size(8 << 20);
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        // On reuse, a slot's dirty pages are found with PAGEMAP_SCAN and reset by copying
+        // (up to these sizes) instead of being unmapped, so the next call does not fault
+        // on them again. Without the scan, keeping memory resident would mean copying
+        // the whole prefix on every reset, which costs more than it saves.
+        pool.pagemap_scan(Enabled::Yes)
+            .linear_memory_keep_resident(KEEP_RESIDENT.memory)
+            .table_keep_resident(KEEP_RESIDENT.table)
+            .async_stack_keep_resident(KEEP_RESIDENT.stack);
+    }
     let mut c = Config::new();
     c.wasm_exceptions(true)
         .consume_fuel(true)
@@ -726,71 +725,6 @@ fn engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
         .memory_init_cow(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     Engine::new(&c).map_err(SandboxError::Engine)
-}
-
-/// The `.cwasm` file for this engine and snapshot.
-pub fn compiled_path(
-    engine: &Engine,
-    files: &RuntimeFiles,
-    home: &Path,
-) -> Result<PathBuf, SandboxError> {
-    use std::hash::{DefaultHasher, Hash, Hasher};
-    let snapshot = files.manifest.artifact(Role::Snapshot)?;
-    let mut h = DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut h);
-    let key = format!(
-        "python-snapshot-{}-wasmtime-{WASMTIME_VERSION}-{:016x}",
-        &snapshot.sha256[..16],
-        h.finish()
-    );
-    Ok(home.join("compiled").join(format!("{key}.cwasm")))
-}
-
-#[expect(
-    unsafe_code,
-    reason = "loading a compiled module is unsafe in wasmtime; see the SAFETY notes"
-)]
-fn load_or_compile(
-    engine: &Engine,
-    files: &RuntimeFiles,
-    home: &Path,
-    progress: Progress,
-) -> Result<Module, SandboxError> {
-    let path = compiled_path(engine, files, home)?;
-    if path.is_file() {
-        // SAFETY: the file was produced by `Engine::precompile_module` with this
-        // engine's settings (the name carries their hash) and written by Warden into
-        // its own home folder, which only this user can write. wasmtime checks the
-        // header and compatibility before using it.
-        match unsafe { Module::deserialize_file(engine, &path) } {
-            Ok(module) => return Ok(module),
-            Err(e) => tracing::warn!(
-                "discarding unusable compiled runtime {}: {e:#}",
-                path.display()
-            ),
-        }
-    }
-    let dir = home.join("compiled");
-    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
-    let source = files.path(Role::Snapshot);
-    let bytes = std::fs::read(&source).map_err(|e| io_error(&source, e))?;
-    let spinner = progress.spinner(
-        "compiling the Python runtime for this machine; this happens once (about 2 minutes on 2 cores)"
-            .to_owned(),
-    );
-    let compiled = engine
-        .precompile_module(&bytes)
-        .map_err(SandboxError::Compile);
-    spinner.finish_and_clear();
-    let compiled = compiled?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| io_error(&dir, e))?;
-    std::io::Write::write_all(tmp.as_file_mut(), &compiled).map_err(|e| io_error(tmp.path(), e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| io_error(tmp.path(), e))?;
-    tmp.persist(&path).map_err(|e| io_error(&path, e.error))?;
-    // SAFETY: as above; the file was written just now from `precompile_module`.
-    unsafe { Module::deserialize_file(engine, &path) }.map_err(SandboxError::Compile)
 }
 
 /// Advances the engine's epoch every [`TICK`] until dropped.

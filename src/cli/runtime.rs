@@ -68,6 +68,13 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
                 );
             }
             println!("present:   {}", files.present());
+            let compiled = Sandbox::compiled_path(config)?;
+            let state = if compiled.is_file() {
+                "built"
+            } else {
+                "not built yet: the next command that runs a tool builds it"
+            };
+            println!("compiled:  {} ({state})", compiled.display());
         }
     }
     Ok(ExitCode::Ok)

@@ -13,25 +13,19 @@ use crate::outcome::{ToolError, Truncation};
 /// The harness's source.
 pub const HARNESS: &str = include_str!("../../runtime/harness.py");
 
-/// Turned once per sandbox, with the harness's source on stdin: writes the marshalled
-/// code object to stdout. Compiling inside the guest yields exactly the guest's own
-/// bytecode format.
-pub const COMPILE_HARNESS: &str = "import marshal, os, sys\n\
-view = memoryview(marshal.dumps(compile(sys.stdin.buffer.read(), '/warden/harness.py', 'exec')))\n\
-while view:\n    view = view[os.write(1, view):]\n";
+/// Turned once, while Warden builds its snapshot, with the harness's source on stdin:
+/// defines the harness in `__main__`. The file name makes the harness's frames readable
+/// in a crash report.
+pub const LOAD_HARNESS: &str = "import sys\n\
+exec(compile(sys.stdin.buffer.read(), '/warden/harness.py', 'exec'))\n";
 
-/// Turned per call: loads the compiled harness from the head of stdin and runs it; the
-/// harness then reads the request from the rest.
-pub const LOAD_HARNESS: &str = "import marshal, sys\n\
-exec(marshal.loads(sys.stdin.buffer.read(int.from_bytes(sys.stdin.buffer.read(8), 'little'))))\n";
+/// Turned per call: the harness reads the request from stdin. It returns None, so the
+/// reactor echoes nothing.
+pub const CALL: &str = "_warden_call()\n";
 
-/// A call's stdin: the compiled harness, length-prefixed, then the JSON request.
-pub fn stdin(harness: &[u8], request: &Request<'_>) -> Result<Vec<u8>, serde_json::Error> {
-    let mut bytes = Vec::with_capacity(8 + harness.len() + 512);
-    bytes.extend_from_slice(&(harness.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(harness);
-    serde_json::to_writer(&mut bytes, request)?;
-    Ok(bytes)
+/// A call's stdin: the JSON request.
+pub fn stdin(request: &Request<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(request)
 }
 
 /// What the harness is asked to do.

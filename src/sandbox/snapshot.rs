@@ -1,0 +1,164 @@
+//! Warden's own snapshot: the pinned runtime snapshot with the harness already loaded.
+//!
+//! The pinned `python-snapshot.wasm` is an interpreter caught just after start-up. Its
+//! first `turn` in any instance still sets up the session (environment, `exit`/`quit`,
+//! stdio), and a harness loaded per call costs its unmarshalling and definitions again:
+//! about a millisecond of every call, spent on work whose result is always the same.
+//! So Warden takes one more snapshot, once, with [`wasmtime_wizer`]:
+//!
+//! 1. instrument the verified snapshot (Wizer exports its globals and memory),
+//! 2. instantiate it and run one `turn` that defines the harness in `__main__`
+//!    ([`LOAD_HARNESS`], with `runtime/harness.py` on stdin),
+//! 3. write the instance's memory and globals back out as a new module.
+//!
+//! Every call then instantiates that module: a fresh instance whose first `turn` is a
+//! plain call of `_warden_call()`. The turn that builds it reads only stdin: no path is
+//! opened, so WASI's table of folders is still empty in the snapshot and each call's
+//! grants are read from its own instance.
+
+use wasmtime::{Config, Engine, Instance, Linker, Module, OptLevel, Store, Val};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
+
+use super::artifacts::{Role, io_error};
+use super::pipe::CappedPipe;
+use super::protocol::{HARNESS, LOAD_HARNESS};
+use super::{RuntimeFiles, SandboxError, on_own_thread, turn, wasi};
+use crate::grants::Grants;
+
+/// A string that changes whenever the snapshot Warden builds would change: the pinned
+/// runtime's hash, the harness and the tools that build it. Part of the compiled
+/// cache's key.
+pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
+    use sha2::{Digest, Sha256};
+    let runtime = files.manifest.artifact(Role::Snapshot)?;
+    let mut h = Sha256::new();
+    for part in [
+        runtime.sha256.as_str(),
+        HARNESS,
+        LOAD_HARNESS,
+        super::WASMTIME_VERSION,
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Builds Warden's snapshot from the verified runtime files. Blocking and slow (it
+/// compiles the instrumented runtime, without optimization, to run it once): the result
+/// is compiled and cached by the caller.
+pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
+    let source = files.path(Role::Snapshot);
+    let wasm = std::fs::read(&source).map_err(|e| io_error(&source, e))?;
+    let wizer = Wizer::new();
+    let (cx, instrumented) = wizer.instrument(&wasm).map_err(SandboxError::Snapshot)?;
+
+    // Runs once, on Warden's own code: no fuel, no deadline, and no optimization, which
+    // would take longer than the one turn it speeds up.
+    let mut config = Config::new();
+    config
+        .wasm_exceptions(true)
+        .cranelift_opt_level(OptLevel::None);
+    let engine = Engine::new(&config).map_err(SandboxError::Engine)?;
+    let module = Module::new(&engine, &instrumented).map_err(SandboxError::Snapshot)?;
+    drop(instrumented);
+
+    let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |ctx| ctx).map_err(SandboxError::Engine)?;
+    linker
+        .func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| -> i32 {
+            -1
+        })
+        .map_err(SandboxError::Engine)?;
+
+    let stdout = CappedPipe::new("stdout", 1 << 20);
+    let stderr = CappedPipe::new("stderr", 1 << 20);
+    let folders = wasi::RuntimeFolders {
+        empty_root: &files.empty_root,
+        stdlib: &files.stdlib_dir(),
+        tool: &files.empty_root,
+    };
+    let ctx = wasi::context(
+        &folders,
+        &Grants::default(),
+        HARNESS.as_bytes().to_vec(),
+        stdout.clone(),
+        stderr.clone(),
+    )
+    .map_err(SandboxError::Instantiate)?;
+    let mut store = Store::new(&engine, ctx);
+
+    on_own_thread(async {
+        let instance = linker
+            .instantiate_async(&mut store, &module)
+            .await
+            .map_err(SandboxError::Instantiate)?;
+        let code = turn(&mut store, instance, LOAD_HARNESS)
+            .await
+            .map_err(SandboxError::Snapshot)?;
+        let (out, _) = stdout.take();
+        let (err, _) = stderr.take();
+        if code != 0 || !out.is_empty() || !err.is_empty() {
+            return Err(SandboxError::Harness(format!(
+                "loading it returned {code}: {}{}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&err)
+            )));
+        }
+        let mut state = Loaded {
+            store: &mut store,
+            instance,
+            unreadable: None,
+        };
+        let snapshot = wizer
+            .snapshot(&cx, &mut state)
+            .await
+            .map_err(SandboxError::Snapshot)?;
+        match state.unreadable {
+            None => Ok(snapshot),
+            Some(what) => Err(SandboxError::Snapshot(wasmtime::Error::msg(format!(
+                "Wizer asked for {what}, which the instance does not export"
+            )))),
+        }
+    })?
+}
+
+/// The instance after the harness's turn, as Wizer reads it.
+struct Loaded<'a> {
+    store: &'a mut Store<WasiP1Ctx>,
+    instance: Instance,
+    /// Set when Wizer asked for a global or memory the instance lacks (a Wizer bug):
+    /// the snapshot is then discarded rather than written with a made-up value.
+    unreadable: Option<String>,
+}
+
+impl InstanceState for Loaded<'_> {
+    async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
+        let value = self
+            .instance
+            .get_global(&mut *self.store, name)
+            .map(|g| g.get(&mut *self.store));
+        match value {
+            Some(Val::I64(x)) => SnapshotVal::I64(x),
+            Some(Val::F32(x)) => SnapshotVal::F32(x),
+            Some(Val::F64(x)) => SnapshotVal::F64(x),
+            Some(Val::V128(x)) => SnapshotVal::V128(x.as_u128()),
+            Some(Val::I32(x)) => SnapshotVal::I32(x),
+            _ => {
+                self.unreadable = Some(format!("the global {name}"));
+                SnapshotVal::I32(0)
+            }
+        }
+    }
+
+    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
+        match self.instance.get_memory(&mut *self.store, name) {
+            Some(memory) => contents(memory.data(&*self.store)),
+            None => {
+                self.unreadable = Some(format!("the memory {name}"));
+                contents(&[]);
+            }
+        }
+    }
+}
