@@ -1,6 +1,7 @@
 //! `make bench`: per-call latency of a small tool on Warden's fresh-instance path, and
 //! of the same tool run the way subprocess-based peers run it (a native `python3`
-//! process per call).
+//! process per call); the same two for a realistic tool (`examples/csv_summary.py`),
+//! the service's HTTP round trip, and schema derivation.
 //!
 //! Every Warden call gets a new store and instance, exactly as in production. Figures
 //! are wall-clock per call, measured sequentially after a warm-up; throughput is also
@@ -24,6 +25,11 @@ use warden::schema::{self, DeriveOptions};
 use warden::tenant::TenantPolicy;
 
 const TOOL: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
+const CSV: &str = "item,price\napple,1.5\npear,2.25\nplum,0.8\nfig,3.1\nkiwi,1.2\n";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
 const WARDEN_CALLS: usize = 2_000;
 const PYTHON_CALLS: usize = 200;
 const HTTP_CALLS: usize = 1_000;
@@ -183,6 +189,100 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
     Ok(stats(samples))
 }
 
+/// Sequential Warden calls of `function` in `tool` after a warm-up; checks each result
+/// against `expected`. Returns the latencies and the fuel of the last call.
+fn warden_calls(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    tool: &ToolFolder,
+    function: &str,
+    arguments: &Value,
+    expected: &Value,
+    calls: usize,
+) -> anyhow::Result<(Stats, u64)> {
+    let Value::Object(arguments) = arguments else {
+        anyhow::bail!("arguments must be an object");
+    };
+    let (grants, limits) = (Grants::default(), Limits::default());
+    let one = || {
+        let call = Call {
+            tool,
+            function,
+            arguments,
+            none_if_omitted: &[],
+            grants: &grants,
+            limits: &limits,
+        };
+        rt.block_on(sandbox.call(call))
+    };
+    for _ in 0..calls.min(50) {
+        one()?;
+    }
+    let mut samples = Vec::with_capacity(calls);
+    let mut fuel = 0;
+    for _ in 0..calls {
+        let t = Instant::now();
+        let r = one()?;
+        samples.push(t.elapsed());
+        anyhow::ensure!(
+            r.status == Status::Ok && r.value.as_ref() == Some(expected),
+            "bad result: {r:?}"
+        );
+        fuel = r.fuel_used.0;
+    }
+    Ok((stats(samples), fuel))
+}
+
+/// Sequential runs of `function` in `module` the way subprocess-based peers run a tool
+/// (one native `python3` process per call), after a warm-up. Returns the latencies and
+/// the value the tool returned.
+fn python_calls(
+    module: &std::path::Path,
+    function: &str,
+    arguments: &Value,
+    calls: usize,
+) -> anyhow::Result<(Stats, Value)> {
+    let dir = tempfile::tempdir()?;
+    let runner = dir.path().join("runner.py");
+    std::fs::write(&runner, PEER_RUNNER)?;
+    let request = serde_json::to_vec(
+        &json!({"module": module, "function": function, "arguments": arguments}),
+    )?;
+    let mut samples = Vec::with_capacity(calls);
+    let mut value = Value::Null;
+    for i in 0..calls + 10 {
+        let t = Instant::now();
+        let mut child = Command::new("python3")
+            .arg(&runner)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdin"))?
+            .write_all(&request)?;
+        let out = child.wait_with_output()?;
+        if i >= 10 {
+            samples.push(t.elapsed());
+        }
+        anyhow::ensure!(out.status.success(), "the python3 peer failed");
+        let answer: Value = serde_json::from_slice(&out.stdout)?;
+        value = answer["value"].clone();
+    }
+    Ok((stats(samples), value))
+}
+
+fn row(name: &str, s: &Stats) {
+    println!(
+        "| {name} | {} | {} | {} | {:.0} |",
+        ms(s.p50),
+        ms(s.p99),
+        ms(s.mean),
+        1.0 / s.mean.as_secs_f64()
+    );
+}
+
 fn main() -> anyhow::Result<()> {
     let derive_small = derive_time("examples/csv_summary.py", "csv_summary")?;
     let derive_models = derive_time(
@@ -199,40 +299,19 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    let (warden, fuel) = warden_calls(
+        &rt,
+        &sandbox,
+        &tool,
+        "add",
+        &json!({"a": 1, "b": 2}),
+        &json!(3),
+        WARDEN_CALLS,
+    )?;
     let arguments: Map<String, Value> = match json!({"a": 1, "b": 2}) {
         Value::Object(m) => m,
         _ => unreachable!(),
     };
-    let grants = Grants::default();
-    let limits = Limits::default();
-
-    let one = |sandbox: &Sandbox, tool: &ToolFolder| {
-        let call = Call {
-            tool,
-            function: "add",
-            arguments: &arguments,
-            none_if_omitted: &[],
-            grants: &grants,
-            limits: &limits,
-        };
-        rt.block_on(sandbox.call(call))
-    };
-    for _ in 0..50 {
-        one(&sandbox, &tool)?;
-    }
-    let mut samples = Vec::with_capacity(WARDEN_CALLS);
-    let mut fuel = 0;
-    for _ in 0..WARDEN_CALLS {
-        let t = Instant::now();
-        let r = one(&sandbox, &tool)?;
-        samples.push(t.elapsed());
-        anyhow::ensure!(
-            r.status == Status::Ok && r.value == Some(json!(3)),
-            "bad result: {r:?}"
-        );
-        fuel = r.fuel_used.0;
-    }
-    let warden = stats(samples);
 
     // Throughput with one concurrent task per core.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -268,68 +347,52 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let module = dir.path().join("add.py");
     std::fs::write(&module, TOOL)?;
-    let runner = dir.path().join("runner.py");
-    std::fs::write(&runner, PEER_RUNNER)?;
-    let request = serde_json::to_vec(
-        &json!({"module": module, "function": "add", "arguments": {"a": 1, "b": 2}}),
+    let (peer, value) = python_calls(&module, "add", &json!({"a": 1, "b": 2}), PYTHON_CALLS)?;
+    anyhow::ensure!(value == json!(3), "the python3 peer answered {value}");
+
+    // A realistic tool: csv + statistics (both in Warden's snapshot).
+    let csv = root().join("examples/csv_summary.py");
+    let csv_arguments = json!({"csv_text": CSV, "column": "price"});
+    let (csv_peer, csv_value) = python_calls(&csv, "csv_summary", &csv_arguments, PYTHON_CALLS)?;
+    let csv_tool = ToolFolder::existing(root().join("examples"), "csv_summary.py");
+    let (csv_warden, csv_fuel) = warden_calls(
+        &rt,
+        &sandbox,
+        &csv_tool,
+        "csv_summary",
+        &csv_arguments,
+        &csv_value,
+        WARDEN_CALLS / 4,
     )?;
-    let mut samples = Vec::with_capacity(PYTHON_CALLS);
-    for i in 0..PYTHON_CALLS + 10 {
-        let t = Instant::now();
-        let mut child = Command::new("python3")
-            .arg(&runner)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
-        child
-            .stdin
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("no stdin"))?
-            .write_all(&request)?;
-        let out = child.wait_with_output()?;
-        if i >= 10 {
-            samples.push(t.elapsed());
-        }
-        anyhow::ensure!(
-            out.status.success() && out.stdout.starts_with(b"{\"value\": 3}"),
-            "peer failed"
-        );
-    }
-    let peer = stats(samples);
+
     let service = rt.block_on(service_round_trips(sandbox.clone()))?;
 
     println!(
-        "small tool `add(a, b)`, {WARDEN_CALLS} Warden calls, {PYTHON_CALLS} subprocess calls, {HTTP_CALLS} HTTP calls"
+        "small tool `add(a, b)`: {WARDEN_CALLS} Warden calls, {PYTHON_CALLS} subprocess calls, \
+         {HTTP_CALLS} HTTP calls; `csv_summary`: {} Warden calls, {PYTHON_CALLS} subprocess calls",
+        WARDEN_CALLS / 4
     );
     println!();
     println!("| path | p50 | p99 | mean | calls/s (1 task) |");
     println!("|---|---|---|---|---|");
-    println!(
-        "| Warden, fresh instance per call | {} | {} | {} | {:.0} |",
-        ms(warden.p50),
-        ms(warden.p99),
-        ms(warden.mean),
-        1.0 / warden.mean.as_secs_f64()
+    row("Warden, fresh instance per call", &warden);
+    row("native `python3` process per call", &peer);
+    row(
+        "Warden service, HTTP round trip (loopback, keep-alive)",
+        &service,
     );
-    println!(
-        "| native `python3` process per call | {} | {} | {} | {:.0} |",
-        ms(peer.p50),
-        ms(peer.p99),
-        ms(peer.mean),
-        1.0 / peer.mean.as_secs_f64()
-    );
-    println!(
-        "| Warden service, HTTP round trip (loopback, keep-alive) | {} | {} | {} | {:.0} |",
-        ms(service.p50),
-        ms(service.p99),
-        ms(service.mean),
-        1.0 / service.mean.as_secs_f64()
+    row("`csv_summary` (csv + statistics): Warden", &csv_warden);
+    row(
+        "`csv_summary` (csv + statistics): native `python3`",
+        &csv_peer,
     );
     println!();
     println!("Warden with {workers} concurrent tasks: {parallel_rate:.0} calls/s");
     println!(
-        "p50 ratio, subprocess / Warden: {:.1}x; fuel per Warden call: {fuel}",
-        peer.p50.as_secs_f64() / warden.p50.as_secs_f64()
+        "p50 ratio, subprocess / Warden: {:.1}x (add), {:.1}x (csv_summary); fuel per Warden \
+         call: {fuel} (add), {csv_fuel} (csv_summary)",
+        peer.p50.as_secs_f64() / warden.p50.as_secs_f64(),
+        csv_peer.p50.as_secs_f64() / csv_warden.p50.as_secs_f64()
     );
     println!();
     println!(

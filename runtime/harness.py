@@ -2,8 +2,7 @@
 # runtime (src/sandbox/snapshot.rs): these definitions are then part of every instance's
 # memory, and each call's `turn` only runs `_warden_call()`. Loading or compiling this
 # file per call would cost fuel and time on every call. Nothing here may touch the file
-# system at load time: the snapshot must not remember the folders of the instance that
-# built it.
+# system at load time: the instance that is snapshotted has no folders at all.
 #
 # Per call it reads one JSON request from stdin:
 #
@@ -85,7 +84,7 @@ def _warden_call():
     os.environ.update(request["env"])
     random = loaded("random")
     if random is not None:
-        random.seed(os.urandom(32))
+        random.seed()  # from os.urandom, in C
 
     name = request["function"]
     module = type(sys)("__warden_tool__")

@@ -340,7 +340,11 @@ impl Sandbox {
         let files = RuntimeFiles::at(&config.home)?;
         files.ensure(config.progress)?;
         let engine = engine(config)?;
-        let module = compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
+        let (module, pending) =
+            match compiled::load_or_build(&engine, &files, &config.home, config.progress)? {
+                compiled::Compiled::Cached(module) => (module, None),
+                compiled::Compiled::Built(module, pending) => (module, Some(pending)),
+            };
         let mut linker: Linker<Guest> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
             .map_err(SandboxError::Engine)?;
@@ -354,14 +358,63 @@ impl Sandbox {
             .instantiate_pre(&module)
             .map_err(SandboxError::Engine)?;
         let ticker = Ticker::start(engine.clone())?;
-        Ok(Sandbox {
+        let sandbox = Sandbox {
             engine,
             pre,
             files,
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
             _ticker: ticker,
-        })
+        };
+        if let Some(pending) = pending {
+            sandbox.check_new_snapshot()?;
+            pending.keep()?;
+        }
+        Ok(sandbox)
+    }
+
+    /// Runs one real call on a freshly built snapshot before it is cached: a tool reads
+    /// a folder and a variable granted to this call only. A snapshot that remembered
+    /// the folders or environment of the instance that built it would fail here.
+    fn check_new_snapshot(&self) -> Result<(), SandboxError> {
+        const TOOL: &str = "import os\n\
+def check() -> list:\n    \
+with open('/warden-check/probe.txt') as f:\n        \
+return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
+        let dir = tempfile::tempdir().map_err(|e| io_error(&std::env::temp_dir(), e))?;
+        let probe = dir.path().join("probe.txt");
+        std::fs::write(&probe, "mounted").map_err(|e| io_error(&probe, e))?;
+        let tool = ToolFolder::temporary("check.py", TOOL)?;
+        let grants = Grants {
+            mounts: vec![crate::grants::Mount {
+                host: dir.path().to_owned(),
+                guest: "/warden-check".parse()?,
+                access: crate::grants::Access::Ro,
+            }],
+            env: vec!["WARDEN_CHECK=granted".parse()?],
+        };
+        let call = Call {
+            tool: &tool,
+            function: "check",
+            arguments: &serde_json::Map::new(),
+            none_if_omitted: &[],
+            grants: &grants,
+            limits: &Limits::default(),
+        };
+        let result = on_own_thread(self.call(call))??;
+        if result.status == Status::Ok
+            && result.value == Some(serde_json::json!(["mounted", "granted"]))
+        {
+            return Ok(());
+        }
+        Err(SandboxError::Harness(format!(
+            "the snapshot built just now failed its check (a call reading a granted folder \
+             and variable): {} {} {} {}",
+            result.status,
+            result.message.unwrap_or_default(),
+            result.value.map(|v| v.to_string()).unwrap_or_default(),
+            result.stderr
+        )))
     }
 
     /// Where the compiled runtime for `config` is cached (it may not exist yet).

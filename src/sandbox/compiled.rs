@@ -27,8 +27,34 @@ pub fn path(engine: &Engine, files: &RuntimeFiles, home: &Path) -> Result<PathBu
     Ok(home.join("compiled").join(format!("{key}.cwasm")))
 }
 
-/// Loads the compiled snapshot, building and compiling it first if needed (minutes,
-/// once, with progress).
+/// The compiled snapshot, and whether it still has to pass its check.
+pub enum Compiled {
+    /// Loaded from the cache.
+    Cached(Module),
+    /// Built just now; cached once [`Pending::keep`] is called.
+    Built(Module, Pending),
+}
+
+/// A freshly compiled snapshot under a temporary name.
+pub struct Pending {
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+}
+
+impl Pending {
+    /// Moves the compiled snapshot to its cache name and removes older ones.
+    pub fn keep(self) -> Result<(), SandboxError> {
+        let Pending { tmp, path } = self;
+        tmp.persist(&path).map_err(|e| io_error(&path, e.error))?;
+        if let Some(dir) = path.parent() {
+            remove_stale(dir, &path);
+        }
+        Ok(())
+    }
+}
+
+/// Loads the compiled snapshot, or builds and compiles it (minutes, once, with
+/// progress); a new one is cached only after the caller has checked it.
 #[expect(
     unsafe_code,
     reason = "loading a compiled module is unsafe in wasmtime; see the SAFETY notes"
@@ -38,7 +64,7 @@ pub fn load_or_build(
     files: &RuntimeFiles,
     home: &Path,
     progress: Progress,
-) -> Result<Module, SandboxError> {
+) -> Result<Compiled, SandboxError> {
     let path = path(engine, files, home)?;
     if path.is_file() {
         // SAFETY: the file was produced by `Engine::precompile_module` with this
@@ -46,7 +72,7 @@ pub fn load_or_build(
         // its own home folder, which only this user can write. wasmtime checks the
         // header and compatibility before using it.
         match unsafe { Module::deserialize_file(engine, &path) } {
-            Ok(module) => return Ok(module),
+            Ok(module) => return Ok(Compiled::Cached(module)),
             Err(e) => tracing::warn!(
                 "discarding unusable compiled runtime {}: {e:#}",
                 path.display()
@@ -57,22 +83,22 @@ pub fn load_or_build(
     std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
     let spinner = progress.spinner(
         "preparing the Python runtime for this machine, step 1/2: loading Warden's harness \
-         into a snapshot; this happens once (about 3 minutes on 2 cores in all)"
+         into a snapshot; this happens once (about 2-3 minutes on 2 cores in all)"
             .to_owned(),
     );
     let built = snapshot::build(files);
     spinner.finish_and_clear();
+    let wasm = built?;
     let spinner = progress.spinner(
         "preparing the Python runtime for this machine, step 2/2: compiling it to native \
          code; this happens once"
             .to_owned(),
     );
-    let compiled = built.and_then(|wasm| {
-        engine
-            .precompile_module(&wasm)
-            .map_err(SandboxError::Compile)
-    });
+    let compiled = engine
+        .precompile_module(&wasm)
+        .map_err(SandboxError::Compile);
     spinner.finish_and_clear();
+    drop(wasm);
     let compiled = compiled?;
     let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| io_error(&dir, e))?;
     std::io::Write::write_all(tmp.as_file_mut(), &compiled).map_err(|e| io_error(tmp.path(), e))?;
@@ -80,10 +106,10 @@ pub fn load_or_build(
     tmp.as_file()
         .sync_all()
         .map_err(|e| io_error(tmp.path(), e))?;
-    tmp.persist(&path).map_err(|e| io_error(&path, e.error))?;
-    remove_stale(&dir, &path);
     // SAFETY: as above; the file was written just now from `precompile_module`.
-    unsafe { Module::deserialize_file(engine, &path) }.map_err(SandboxError::Compile)
+    let module =
+        unsafe { Module::deserialize_file(engine, tmp.path()) }.map_err(SandboxError::Compile)?;
+    Ok(Compiled::Built(module, Pending { tmp, path }))
 }
 
 /// Removes compiled runtimes other than `current` (earlier harnesses, settings or

@@ -2,19 +2,20 @@
 //!
 //! The pinned `python-snapshot.wasm` is an interpreter caught just after start-up. Its
 //! first `turn` in any instance still sets up the session (environment, `exit`/`quit`,
-//! stdio), and a harness loaded per call costs its unmarshalling and definitions again:
-//! about a millisecond of every call, spent on work whose result is always the same.
-//! So Warden takes one more snapshot, once, with [`wasmtime_wizer`]:
+//! stdio), and a harness loaded per call costs its definitions again: about a
+//! millisecond of every call, spent on work whose result is always the same. So Warden
+//! takes one more snapshot, once, with [`wasmtime_wizer`]:
 //!
-//! 1. instrument the verified snapshot (Wizer exports its globals and memory),
-//! 2. instantiate it and run one `turn` that defines the harness in `__main__`
-//!    ([`LOAD_HARNESS`], with `runtime/harness.py` on stdin),
-//! 3. write the instance's memory and globals back out as a new module.
+//! 1. instrument the verified snapshot (Wizer exports its globals and memory);
+//! 2. instantiate it **with no folders at all** and run one `turn` that defines the
+//!    harness in `__main__` ([`LOAD_HARNESS`], with `runtime/harness.py` on stdin);
+//! 3. write that instance's memory and globals back out as a new module.
 //!
 //! Every call then instantiates that module: a fresh instance whose first `turn` is a
-//! plain call of `_warden_call()`. The turn that builds it reads only stdin: no path is
-//! opened, so WASI's table of folders is still empty in the snapshot and each call's
-//! grants are read from its own instance.
+//! plain call of `_warden_call()`. Step 2 never opens a path (it has none to open), so
+//! WASI's table of folders is still unread in the snapshot and each call's grants are
+//! read from its own instance; [`super::compiled`] checks that on the compiled result
+//! before caching it.
 
 use wasmtime::{Config, Engine, Instance, Linker, Module, OptLevel, Store, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -24,11 +25,9 @@ use super::artifacts::{Role, io_error};
 use super::pipe::CappedPipe;
 use super::protocol::{HARNESS, LOAD_HARNESS};
 use super::{RuntimeFiles, SandboxError, on_own_thread, turn, wasi};
-use crate::grants::Grants;
 
 /// A string that changes whenever the snapshot Warden builds would change: the pinned
-/// runtime's hash, the harness and the tools that build it. Part of the compiled
-/// cache's key.
+/// runtime, the harness and the tools that build it. Part of the compiled cache's key.
 pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
     use sha2::{Digest, Sha256};
     let runtime = files.manifest.artifact(Role::Snapshot)?;
@@ -54,8 +53,8 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
     let wizer = Wizer::new();
     let (cx, instrumented) = wizer.instrument(&wasm).map_err(SandboxError::Snapshot)?;
 
-    // Runs once, on Warden's own code: no fuel, no deadline, and no optimization, which
-    // would take longer than the one turn it speeds up.
+    // Runs Warden's own code, once: no fuel, no deadline, and no optimization, which
+    // would take longer than the one turn it runs.
     let mut config = Config::new();
     config
         .wasm_exceptions(true)
@@ -63,7 +62,6 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
     let engine = Engine::new(&config).map_err(SandboxError::Engine)?;
     let module = Module::new(&engine, &instrumented).map_err(SandboxError::Snapshot)?;
     drop(instrumented);
-
     let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |ctx| ctx).map_err(SandboxError::Engine)?;
     linker
@@ -72,40 +70,16 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
         })
         .map_err(SandboxError::Engine)?;
 
-    let stdout = CappedPipe::new("stdout", 1 << 20);
-    let stderr = CappedPipe::new("stderr", 1 << 20);
-    let folders = wasi::RuntimeFolders {
-        empty_root: &files.empty_root,
-        stdlib: &files.stdlib_dir(),
-        tool: &files.empty_root,
-    };
-    let ctx = wasi::context(
-        &folders,
-        &Grants::default(),
-        HARNESS.as_bytes().to_vec(),
-        stdout.clone(),
-        stderr.clone(),
-    )
-    .map_err(SandboxError::Instantiate)?;
-    let mut store = Store::new(&engine, ctx);
-
     on_own_thread(async {
-        let instance = linker
-            .instantiate_async(&mut store, &module)
-            .await
-            .map_err(SandboxError::Instantiate)?;
-        let code = turn(&mut store, instance, LOAD_HARNESS)
-            .await
-            .map_err(SandboxError::Snapshot)?;
-        let (out, _) = stdout.take();
-        let (err, _) = stderr.take();
-        if code != 0 || !out.is_empty() || !err.is_empty() {
-            return Err(SandboxError::Harness(format!(
-                "loading it returned {code}: {}{}",
-                String::from_utf8_lossy(&out),
-                String::from_utf8_lossy(&err)
-            )));
-        }
+        let stdout = CappedPipe::new("stdout", 1 << 20);
+        let stderr = CappedPipe::new("stderr", 1 << 20);
+        let ctx =
+            wasi::without_folders(HARNESS.as_bytes().to_vec(), stdout.clone(), stderr.clone());
+        let mut store = Store::new(&engine, ctx);
+        let instance = instantiate(&linker, &mut store, &module).await?;
+        checked_turn(&mut store, instance, LOAD_HARNESS, &stdout, &stderr).await?;
+
+        // Step 3.
         let mut state = Loaded {
             store: &mut store,
             instance,
@@ -122,6 +96,40 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
             )))),
         }
     })?
+}
+
+async fn instantiate(
+    linker: &Linker<WasiP1Ctx>,
+    store: &mut Store<WasiP1Ctx>,
+    module: &Module,
+) -> Result<Instance, SandboxError> {
+    linker
+        .instantiate_async(store, module)
+        .await
+        .map_err(SandboxError::Instantiate)
+}
+
+/// Runs one build turn; anything printed or a non-zero return fails the build.
+async fn checked_turn(
+    store: &mut Store<WasiP1Ctx>,
+    instance: Instance,
+    source: &str,
+    stdout: &CappedPipe,
+    stderr: &CappedPipe,
+) -> Result<(), SandboxError> {
+    let code = turn(store, instance, source)
+        .await
+        .map_err(SandboxError::Snapshot)?;
+    let (out, _) = stdout.take();
+    let (err, _) = stderr.take();
+    if code != 0 || !out.is_empty() || !err.is_empty() {
+        return Err(SandboxError::Harness(format!(
+            "loading it returned {code}: {}{}",
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&err)
+        )));
+    }
+    Ok(())
 }
 
 /// The instance after the harness's turn, as Wizer reads it.

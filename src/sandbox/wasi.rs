@@ -16,6 +16,9 @@
 //! Nothing is inherited from the host process: not its environment, its stdio, its
 //! working directory or its network. TCP, UDP and name lookup stay disabled. wasmtime's
 //! preopen confinement (cap-std) stops `..` and symlink escapes from every folder.
+//!
+//! The instance that builds Warden's snapshot (once, see `snapshot.rs`) gets the same
+//! with the harness on stdin and no folder at all.
 
 use std::path::Path;
 
@@ -43,6 +46,13 @@ pub struct RuntimeFolders<'a> {
     pub tool: &'a Path,
 }
 
+/// The context of the instance Warden snapshots (see `snapshot.rs`): the same as a
+/// call's, but with no folder at all, so that nothing in the snapshot can depend on one.
+pub fn without_folders(stdin: Vec<u8>, stdout: CappedPipe, stderr: CappedPipe) -> WasiP1Ctx {
+    let mut b = base(stdin, stdout, stderr);
+    b.build_p1()
+}
+
 /// Builds the WASI context of one call. Mount host paths must already be canonical.
 pub fn context(
     folders: &RuntimeFolders<'_>,
@@ -51,21 +61,7 @@ pub fn context(
     stdout: CappedPipe,
     stderr: CappedPipe,
 ) -> wasmtime::Result<WasiP1Ctx> {
-    let mut b = WasiCtxBuilder::new();
-    // File operations run on the calling thread instead of a blocking pool: a guest
-    // already occupies its thread while it runs, and local reads (the stdlib zip, the
-    // tool) are short; the pool's round trip per operation dominated small calls.
-    b.allow_blocking_current_thread(true);
-    for (key, value) in BASE_ENV {
-        b.env(key, value);
-    }
-    b.args(&["/usr/local/bin/python.wasm"])
-        .stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(stdin))
-        .stdout(stdout)
-        .stderr(stderr)
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
+    let mut b = base(stdin, stdout, stderr);
     for var in &grants.env {
         b.env(&var.key, &var.value);
     }
@@ -81,4 +77,24 @@ pub fn context(
         b.preopened_dir(&mount.host, mount.guest.as_str(), perms)?;
     }
     Ok(b.build_p1())
+}
+
+/// Arguments, the base environment, stdio and no network: what every instance gets.
+fn base(stdin: Vec<u8>, stdout: CappedPipe, stderr: CappedPipe) -> WasiCtxBuilder {
+    let mut b = WasiCtxBuilder::new();
+    // File operations run on the calling thread instead of a blocking pool: a guest
+    // already occupies its thread while it runs, and local reads (the stdlib zip, the
+    // tool) are short; the pool's round trip per operation dominated small calls.
+    b.allow_blocking_current_thread(true);
+    for (key, value) in BASE_ENV {
+        b.env(key, value);
+    }
+    b.args(&["/usr/local/bin/python.wasm"])
+        .stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(stdin))
+        .stdout(stdout)
+        .stderr(stderr)
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false);
+    b
 }

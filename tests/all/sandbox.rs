@@ -190,6 +190,15 @@ async fn random_differs_between_calls() {
 }
 
 #[tokio::test]
+async fn logging_clock_starts_with_the_call_not_the_snapshot() {
+    let r = Run::new("log_clock.py", "log_clock", json!({}))
+        .call()
+        .await;
+    let ms = ok_value(&r).as_f64().expect("a number");
+    assert!((0.0..10_000.0).contains(&ms), "relativeCreated {ms} ms");
+}
+
+#[tokio::test]
 async fn async_tool_is_awaited() {
     let r = Run::new("async_tool.py", "async_tool", json!({"name": "Ada"}))
         .call()
