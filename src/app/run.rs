@@ -128,11 +128,6 @@ impl App {
                 Ok((policy, tool, version, folder))
             })
             .await?;
-        let gate = self.inner.gates.get(tenant, &policy);
-        if let Err(retry_after) = gate.take() {
-            self.inner.metrics.rate_limited(tenant);
-            return Err(AppError::RateLimited { retry_after });
-        }
         if !tool.enabled {
             return Err(AppError::Disabled { tool: tool.id });
         }
@@ -148,6 +143,12 @@ impl App {
             // The validator refuses anything but an object.
             return Err(AppError::InvalidArguments(Vec::new()));
         };
+        // Last: a call refused above (disabled tool, bad arguments) spends no token.
+        let gate = self.inner.gates.get(tenant, &policy);
+        if let Err(retry_after) = gate.take() {
+            self.inner.metrics.rate_limited(tenant);
+            return Err(AppError::RateLimited { retry_after });
+        }
         Ok(Admitted {
             tenant: tenant.clone(),
             tool: tool.id,

@@ -138,6 +138,25 @@ async fn past_the_rate_limit_calls_are_429_with_retry_after() {
 }
 
 #[tokio::test]
+async fn a_refused_call_spends_no_rate_limit_token() {
+    let s = Service::start();
+    let key = s.tenant(json!({"calls_per_minute": 1})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    for _ in 0..3 {
+        let r = s.run(&key, &id, json!({"a": "one"})).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+    assert_eq!(
+        s.run(&key, &id, json!({"a": 1, "b": 1})).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        s.run(&key, &id, json!({"a": 1, "b": 1})).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
 async fn a_lowered_ceiling_bounds_tools_registered_before_it() {
     let s = Service::start();
     let key = s.tenant(json!({})).await;
