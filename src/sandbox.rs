@@ -38,8 +38,8 @@ use std::time::{Duration, Instant};
 
 use bytesize::ByteSize;
 use wasmtime::{
-    Config, Enabled, Engine, Instance, InstanceAllocationStrategy, InstancePre, Linker,
-    PoolingAllocationConfig, ResourceLimiter, Store, Trap, UpdateDeadline,
+    Config, Enabled, Engine, Instance, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    ModuleExport, PoolingAllocationConfig, ResourceLimiter, Store, Trap, UpdateDeadline,
 };
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -327,6 +327,7 @@ struct DeadlineHit;
 pub struct Sandbox {
     engine: Engine,
     pre: InstancePre<Guest>,
+    exports: Exports,
     files: RuntimeFiles,
     max_memory: ByteSize,
     slots: tokio::sync::Semaphore,
@@ -341,10 +342,8 @@ impl Sandbox {
         files.ensure(config.progress)?;
         let engine = engine(config)?;
         let (module, pending) =
-            match compiled::load_or_build(&engine, &files, &config.home, config.progress)? {
-                compiled::Compiled::Cached(module) => (module, None),
-                compiled::Compiled::Built(module, pending) => (module, Some(pending)),
-            };
+            compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
+        let exports = Exports::of(&module)?;
         let mut linker: Linker<Guest> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
             .map_err(SandboxError::Engine)?;
@@ -361,6 +360,7 @@ impl Sandbox {
         let sandbox = Sandbox {
             engine,
             pre,
+            exports,
             files,
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
@@ -476,7 +476,10 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let deadline = started + limits.deadline;
         let mut store = new_store(&self.engine, ctx, limits, deadline)?;
 
-        let run = tokio::time::timeout_at(deadline.into(), run_call(&self.pre, &mut store));
+        let run = tokio::time::timeout_at(
+            deadline.into(),
+            run_call(&self.pre, &self.exports, &mut store),
+        );
         let ran = run.await;
         let wall_time = started.elapsed();
         let fuel_left = store.get_fuel().unwrap_or(0);
@@ -600,12 +603,43 @@ fn new_store(
 }
 
 /// Instantiates Warden's snapshot and runs one call's turn.
-async fn run_call(pre: &InstancePre<Guest>, store: &mut Store<Guest>) -> Result<i32, Failure> {
+async fn run_call(
+    pre: &InstancePre<Guest>,
+    exports: &Exports,
+    store: &mut Store<Guest>,
+) -> Result<i32, Failure> {
     let instance = pre
         .instantiate_async(&mut *store)
         .await
         .map_err(Failure::Instantiate)?;
-    turn(store, instance, CALL).await.map_err(Failure::Trap)
+    turn(store, instance, exports, CALL)
+        .await
+        .map_err(Failure::Trap)
+}
+
+/// The runtime's exports a turn uses, looked up once per module rather than by name on
+/// every call.
+struct Exports {
+    memory: ModuleExport,
+    host_alloc: ModuleExport,
+    turn: ModuleExport,
+}
+
+impl Exports {
+    fn of(module: &Module) -> Result<Exports, SandboxError> {
+        let export = |name: &str| {
+            module.get_export_index(name).ok_or_else(|| {
+                SandboxError::Engine(wasmtime::Error::msg(format!(
+                    "the runtime has no `{name}` export; run `warden runtime verify`"
+                )))
+            })
+        };
+        Ok(Exports {
+            memory: export("memory")?,
+            host_alloc: export("host_alloc")?,
+            turn: export("turn")?,
+        })
+    }
 }
 
 /// Runs `source` in the instance's `__main__` with the runtime's `turn` export; returns
@@ -613,18 +647,30 @@ async fn run_call(pre: &InstancePre<Guest>, store: &mut Store<Guest>) -> Result<
 async fn turn<T: Send>(
     store: &mut Store<T>,
     instance: Instance,
+    exports: &Exports,
     source: &str,
 ) -> wasmtime::Result<i32> {
-    let missing = |what: &str| wasmtime::Error::msg(format!("the runtime has no `{what}` export"));
-    let memory = instance
-        .get_memory(&mut *store, "memory")
-        .ok_or_else(|| missing("memory"))?;
-    let host_alloc = instance
-        .get_typed_func::<i32, i32>(&mut *store, "host_alloc")
-        .map_err(|_| missing("host_alloc"))?;
-    let turn = instance
-        .get_typed_func::<(i32, i32), i32>(&mut *store, "turn")
-        .map_err(|_| missing("turn"))?;
+    let mut get = |export: &ModuleExport| {
+        instance
+            .get_module_export(&mut *store, export)
+            .ok_or_else(|| wasmtime::Error::msg("the instance lacks an export of its module"))
+    };
+    let (memory, host_alloc, turn) = (
+        get(&exports.memory)?,
+        get(&exports.host_alloc)?,
+        get(&exports.turn)?,
+    );
+    let memory = memory
+        .into_memory()
+        .ok_or_else(|| wasmtime::Error::msg("`memory` is not a memory"))?;
+    let host_alloc = host_alloc
+        .into_func()
+        .ok_or_else(|| wasmtime::Error::msg("`host_alloc` is not a function"))?
+        .typed::<i32, i32>(&*store)?;
+    let turn = turn
+        .into_func()
+        .ok_or_else(|| wasmtime::Error::msg("`turn` is not a function"))?
+        .typed::<(i32, i32), i32>(&*store)?;
     let len = i32::try_from(source.len())?;
     let ptr = host_alloc.call_async(&mut *store, len).await?;
     memory.write(&mut *store, usize::try_from(ptr)?, source.as_bytes())?;

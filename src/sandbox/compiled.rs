@@ -27,14 +27,6 @@ pub fn path(engine: &Engine, files: &RuntimeFiles, home: &Path) -> Result<PathBu
     Ok(home.join("compiled").join(format!("{key}.cwasm")))
 }
 
-/// The compiled snapshot, and whether it still has to pass its check.
-pub enum Compiled {
-    /// Loaded from the cache.
-    Cached(Module),
-    /// Built just now; cached once [`Pending::keep`] is called.
-    Built(Module, Pending),
-}
-
 /// A freshly compiled snapshot under a temporary name.
 pub struct Pending {
     tmp: tempfile::NamedTempFile,
@@ -54,7 +46,8 @@ impl Pending {
 }
 
 /// Loads the compiled snapshot, or builds and compiles it (minutes, once, with
-/// progress); a new one is cached only after the caller has checked it.
+/// progress). A new one comes with its [`Pending`] cache entry, kept only after the
+/// caller has checked it.
 #[expect(
     unsafe_code,
     reason = "loading a compiled module is unsafe in wasmtime; see the SAFETY notes"
@@ -64,7 +57,7 @@ pub fn load_or_build(
     files: &RuntimeFiles,
     home: &Path,
     progress: Progress,
-) -> Result<Compiled, SandboxError> {
+) -> Result<(Module, Option<Pending>), SandboxError> {
     let path = path(engine, files, home)?;
     if path.is_file() {
         // SAFETY: the file was produced by `Engine::precompile_module` with this
@@ -72,7 +65,7 @@ pub fn load_or_build(
         // its own home folder, which only this user can write. wasmtime checks the
         // header and compatibility before using it.
         match unsafe { Module::deserialize_file(engine, &path) } {
-            Ok(module) => return Ok(Compiled::Cached(module)),
+            Ok(module) => return Ok((module, None)),
             Err(e) => tracing::warn!(
                 "discarding unusable compiled runtime {}: {e:#}",
                 path.display()
@@ -109,7 +102,7 @@ pub fn load_or_build(
     // SAFETY: as above; the file was written just now from `precompile_module`.
     let module =
         unsafe { Module::deserialize_file(engine, tmp.path()) }.map_err(SandboxError::Compile)?;
-    Ok(Compiled::Built(module, Pending { tmp, path }))
+    Ok((module, Some(Pending { tmp, path })))
 }
 
 /// Removes compiled runtimes other than `current` (earlier harnesses, settings or

@@ -24,7 +24,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 use super::artifacts::{Role, io_error};
 use super::pipe::CappedPipe;
 use super::protocol::{HARNESS, LOAD_HARNESS};
-use super::{RuntimeFiles, SandboxError, on_own_thread, turn, wasi};
+use super::{Exports, RuntimeFiles, SandboxError, on_own_thread, turn, wasi};
 
 /// A string that changes whenever the snapshot Warden builds would change: the pinned
 /// runtime, the harness and the tools that build it. Part of the compiled cache's key.
@@ -62,6 +62,7 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
     let engine = Engine::new(&config).map_err(SandboxError::Engine)?;
     let module = Module::new(&engine, &instrumented).map_err(SandboxError::Snapshot)?;
     drop(instrumented);
+    let exports = Exports::of(&module)?;
     let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |ctx| ctx).map_err(SandboxError::Engine)?;
     linker
@@ -76,8 +77,22 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
         let ctx =
             wasi::without_folders(HARNESS.as_bytes().to_vec(), stdout.clone(), stderr.clone());
         let mut store = Store::new(&engine, ctx);
-        let instance = instantiate(&linker, &mut store, &module).await?;
-        checked_turn(&mut store, instance, LOAD_HARNESS, &stdout, &stderr).await?;
+        let instance = linker
+            .instantiate_async(&mut store, &module)
+            .await
+            .map_err(SandboxError::Instantiate)?;
+        let code = turn(&mut store, instance, &exports, LOAD_HARNESS)
+            .await
+            .map_err(SandboxError::Snapshot)?;
+        let (out, _) = stdout.take();
+        let (err, _) = stderr.take();
+        if code != 0 || !out.is_empty() || !err.is_empty() {
+            return Err(SandboxError::Harness(format!(
+                "loading it returned {code}: {}{}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&err)
+            )));
+        }
 
         // Step 3.
         let mut state = Loaded {
@@ -96,40 +111,6 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
             )))),
         }
     })?
-}
-
-async fn instantiate(
-    linker: &Linker<WasiP1Ctx>,
-    store: &mut Store<WasiP1Ctx>,
-    module: &Module,
-) -> Result<Instance, SandboxError> {
-    linker
-        .instantiate_async(store, module)
-        .await
-        .map_err(SandboxError::Instantiate)
-}
-
-/// Runs one build turn; anything printed or a non-zero return fails the build.
-async fn checked_turn(
-    store: &mut Store<WasiP1Ctx>,
-    instance: Instance,
-    source: &str,
-    stdout: &CappedPipe,
-    stderr: &CappedPipe,
-) -> Result<(), SandboxError> {
-    let code = turn(store, instance, source)
-        .await
-        .map_err(SandboxError::Snapshot)?;
-    let (out, _) = stdout.take();
-    let (err, _) = stderr.take();
-    if code != 0 || !out.is_empty() || !err.is_empty() {
-        return Err(SandboxError::Harness(format!(
-            "loading it returned {code}: {}{}",
-            String::from_utf8_lossy(&out),
-            String::from_utf8_lossy(&err)
-        )));
-    }
-    Ok(())
 }
 
 /// The instance after the harness's turn, as Wizer reads it.
