@@ -17,6 +17,10 @@
 # Whatever the tool printed comes before the frame and is returned to the caller as the
 # tool's stdout; the host trusts only the frame that ends the stream and carries the
 # nonce. Status, fuel, time and memory are measured by the host, never taken from here.
+#
+# The tool runs in this same interpreter and can change anything here once its code has
+# run, so a frame can only ever say "ok" or "tool_error": the host decides every other
+# status itself, re-checks return_char_limit and bounds the result's nesting.
 
 
 def _warden_call():
@@ -32,6 +36,7 @@ def _warden_call():
     dumps = json.dumps
     loaded = sys.modules.get
     MAX_TEXT = 16_000  # characters kept of an error message or traceback
+    MAX_DEPTH = 100  # nesting of lists and dicts in a result (protocol::MAX_RESULT_DEPTH)
 
     request = json.loads(sys.stdin.buffer.read())
     nonce = request["nonce"]
@@ -51,8 +56,15 @@ def _warden_call():
     def clip(text):
         return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "\n... [cut]"
 
-    def invalid(message):
-        emit({"status": "invalid_request", "message": message})
+    def bind_error(message):
+        # The host checked the arguments against the tool's schema before the call, so a
+        # function that is missing or does not bind at run time is the tool's own doing.
+        emit(
+            {
+                "status": "tool_error",
+                "error": {"type": "BindError", "message": clip(message), "traceback": ""},
+            }
+        )
 
     module_path = request["module"]
 
@@ -104,7 +116,7 @@ def _warden_call():
             if type(v).__name__ == "function" and not n.startswith("_")
             and v.__module__ == "__warden_tool__"
         )
-        return invalid(
+        return bind_error(
             f"the tool has no function {name!r}; its public functions: {', '.join(public) or 'none'}"
         )
 
@@ -119,7 +131,7 @@ def _warden_call():
             arguments[parameter] = None
     problem = bind_problem(function, arguments)
     if problem:
-        return invalid(f"arguments do not fit {name}(): {problem}")
+        return bind_error(f"arguments do not fit {name}(): {problem}")
 
     try:
         result = function(**arguments)
@@ -129,12 +141,13 @@ def _warden_call():
         return tool_error(exc)
 
     try:
-        value = to_json(result, "result", set(), dumps, loaded)
+        value = to_json(result, "result", set(), dumps, loaded, MAX_DEPTH)
     except _Unserializable as exc:
         return tool_error(exc, "UnserializableResult")
     except BaseException as exc:
         return tool_error(exc)
 
+    # Measured as the host measures it: json.dumps's text, or the string itself.
     limit = request["return_char_limit"]
     text = value if isinstance(value, str) else dumps(value, ensure_ascii=False, allow_nan=False)
     if len(text) > limit:
@@ -226,8 +239,9 @@ class _Unserializable(Exception):
     pass
 
 
-def to_json(value, path, active, dumps, loaded):
-    """The documented conversion of a result to JSON; see the README."""
+def to_json(value, path, active, dumps, loaded, depth):
+    """The documented conversion of a result to JSON; see the README. `depth` is how many
+    more levels of lists and dicts may open below this one."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -242,7 +256,7 @@ def to_json(value, path, active, dumps, loaded):
         return binascii.b2a_base64(bytes(value), newline=False).decode("ascii")
     enum = loaded("enum")
     if enum and isinstance(value, enum.Enum):
-        return to_json(value.value, path, active, dumps, loaded)
+        return to_json(value.value, path, active, dumps, loaded, depth)
     datetime = loaded("datetime")
     if datetime:
         if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
@@ -255,6 +269,8 @@ def to_json(value, path, active, dumps, loaded):
             return str(value)
     if id(value) in active:
         raise _Unserializable(f"{path} refers back to itself")
+    if depth <= 0:
+        raise _Unserializable(f"{path} nests deeper than the result may (100 levels); flatten it")
     active.add(id(value))
     try:
         if isinstance(value, dict):
@@ -266,12 +282,15 @@ def to_json(value, path, active, dumps, loaded):
                     text = dumps(key)
                 else:
                     raise _Unserializable(f"{path} has a key of type {type(key).__name__}; use str keys")
-                out[text] = to_json(item, f"{path}[{text!r}]", active, dumps, loaded)
+                out[text] = to_json(item, f"{path}[{text!r}]", active, dumps, loaded, depth - 1)
             return out
         if isinstance(value, (list, tuple)):
-            return [to_json(v, f"{path}[{i}]", active, dumps, loaded) for i, v in enumerate(value)]
+            return [
+                to_json(v, f"{path}[{i}]", active, dumps, loaded, depth - 1)
+                for i, v in enumerate(value)
+            ]
         if isinstance(value, (set, frozenset)):
-            items = [to_json(v, f"{path}{{}}", active, dumps, loaded) for v in value]
+            items = [to_json(v, f"{path}{{}}", active, dumps, loaded, depth - 1) for v in value]
             try:
                 return sorted(items)
             except TypeError:
@@ -279,14 +298,16 @@ def to_json(value, path, active, dumps, loaded):
         dataclasses = loaded("dataclasses")
         if dataclasses and dataclasses.is_dataclass(value) and not isinstance(value, type):
             return {
-                f.name: to_json(getattr(value, f.name), f"{path}.{f.name}", active, dumps, loaded)
+                f.name: to_json(
+                    getattr(value, f.name), f"{path}.{f.name}", active, dumps, loaded, depth - 1
+                )
                 for f in dataclasses.fields(value)
             }
         dump = getattr(value, "model_dump", None)
         if callable(dump):
-            return to_json(dump(), path, active, dumps, loaded)
+            return to_json(dump(), path, active, dumps, loaded, depth)
         if type(value).__module__.split(".")[0] == "numpy" and hasattr(value, "tolist"):
-            return to_json(value.tolist(), path, active, dumps, loaded)
+            return to_json(value.tolist(), path, active, dumps, loaded, depth)
     finally:
         active.discard(id(value))
     raise _Unserializable(

@@ -68,6 +68,29 @@ impl fmt::Display for CharLimit {
     }
 }
 
+/// A number of files: descriptors open at once, or files and folders created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FileCount(pub u32);
+
+impl fmt::Display for FileCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl FromStr for FileCount {
+    type Err = LimitError;
+
+    /// Accepts a positive whole number such as `256`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().replace('_', "").parse::<u32>() {
+            Ok(n) if n > 0 => Ok(FileCount(n)),
+            _ => Err(LimitError::Count(s.to_owned())),
+        }
+    }
+}
+
 /// CPU budget of a call. Default: 2 billion units, a few seconds of pure-Python work.
 pub const DEFAULT_FUEL: Fuel = Fuel(2_000_000_000);
 /// Wall-clock deadline of a call, measured from the start of instantiation. Default: 10 s.
@@ -81,6 +104,14 @@ pub const DEFAULT_STDERR: ByteSize = ByteSize::mib(1);
 /// Characters of the JSON-serialized return value kept before truncation. Default:
 /// 50,000, as in Letta's Tool schema.
 pub const DEFAULT_RETURN_CHARS: CharLimit = CharLimit(50_000);
+/// Files the guest may hold open at once, folders included (the runtime's own
+/// standard-library and tool folders count too). Default: 256.
+pub const DEFAULT_OPEN_FILES: FileCount = FileCount(256);
+/// Bytes the guest may write to its read-write grants in one call. Default: 64 MiB.
+pub const DEFAULT_DISK_WRITE: ByteSize = ByteSize::mib(64);
+/// Files and folders the guest may create in its read-write grants in one call.
+/// Default: 1,000.
+pub const DEFAULT_FILES_CREATED: FileCount = FileCount(1_000);
 
 /// Every limit that applies to one call.
 ///
@@ -111,6 +142,53 @@ pub struct Limits {
     /// longer result is truncated, the call stays `ok` and says so in `truncated`.
     #[serde(rename = "return_char_limit")]
     pub return_chars: CharLimit,
+    /// Files the guest may hold open at once ([`DEFAULT_OPEN_FILES`]); one more `open`
+    /// fails inside the guest with `OSError` `EMFILE` ("Too many open files").
+    #[serde(
+        default = "default_open_files",
+        skip_serializing_if = "is_default_open_files"
+    )]
+    pub open_files: FileCount,
+    /// Bytes the guest may write to read-write grants in one call
+    /// ([`DEFAULT_DISK_WRITE`]), counting writes and growth by truncate or allocate; a
+    /// write that would pass it fails inside the guest with `OSError` `EDQUOT` ("Disk
+    /// quota exceeded").
+    #[serde(
+        rename = "disk_write_bytes",
+        with = "bytes",
+        default = "default_disk_write",
+        skip_serializing_if = "is_default_disk_write"
+    )]
+    pub disk_write: ByteSize,
+    /// Files and folders the guest may create in one call ([`DEFAULT_FILES_CREATED`]);
+    /// one more fails inside the guest with `OSError` `EDQUOT`.
+    #[serde(
+        default = "default_files_created",
+        skip_serializing_if = "is_default_files_created"
+    )]
+    pub files_created: FileCount,
+}
+
+// The three file limits came after the first tool versions were stored: a stored
+// manifest without them means the defaults, and a manifest at the defaults serializes
+// (and so hashes) exactly as it did before they existed.
+fn default_open_files() -> FileCount {
+    DEFAULT_OPEN_FILES
+}
+fn is_default_open_files(n: &FileCount) -> bool {
+    *n == DEFAULT_OPEN_FILES
+}
+fn default_disk_write() -> ByteSize {
+    DEFAULT_DISK_WRITE
+}
+fn is_default_disk_write(n: &ByteSize) -> bool {
+    *n == DEFAULT_DISK_WRITE
+}
+fn default_files_created() -> FileCount {
+    DEFAULT_FILES_CREATED
+}
+fn is_default_files_created(n: &FileCount) -> bool {
+    *n == DEFAULT_FILES_CREATED
 }
 
 impl Default for Limits {
@@ -122,6 +200,9 @@ impl Default for Limits {
             stdout: DEFAULT_STDOUT,
             stderr: DEFAULT_STDERR,
             return_chars: DEFAULT_RETURN_CHARS,
+            open_files: DEFAULT_OPEN_FILES,
+            disk_write: DEFAULT_DISK_WRITE,
+            files_created: DEFAULT_FILES_CREATED,
         }
     }
 }
@@ -136,6 +217,9 @@ impl Limits {
             stdout: self.stdout.min(ceilings.stdout),
             stderr: self.stderr.min(ceilings.stderr),
             return_chars: self.return_chars.min(ceilings.return_chars),
+            open_files: self.open_files.min(ceilings.open_files),
+            disk_write: self.disk_write.min(ceilings.disk_write),
+            files_created: self.files_created.min(ceilings.files_created),
         }
     }
 }
@@ -154,6 +238,9 @@ pub enum LimitError {
     /// Not a duration.
     #[error("invalid duration {0:?}: give a duration such as 5s, 500ms or 1m")]
     Duration(String),
+    /// Not a positive whole number of files.
+    #[error("invalid count {0:?}: give a positive whole number such as 256")]
+    Count(String),
 }
 
 /// Parses a byte size such as `256MiB`, `64 KiB` or `1048576`. Zero is refused.

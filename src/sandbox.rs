@@ -25,9 +25,11 @@
 
 pub mod artifacts;
 pub mod compiled;
+mod ending;
 mod pipe;
 pub mod protocol;
 pub mod snapshot;
+pub mod syscalls;
 pub mod wasi;
 
 use std::path::{Path, PathBuf};
@@ -46,12 +48,13 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 
 use artifacts::io_error;
 pub use artifacts::{Progress, RuntimeFiles};
+use ending::{Ended, Observed, TrapKind};
 use pipe::CappedPipe;
-use protocol::{CALL, Request, Response};
+use protocol::{CALL, Request};
 
 use crate::grants::{GrantError, Grants, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
-use crate::outcome::{CallResult, Status, Truncation};
+use crate::outcome::{CallResult, Status};
 
 /// How often the engine's epoch advances: the deadline's resolution and the longest a
 /// guest runs without yielding to the executor.
@@ -206,10 +209,13 @@ enum ToolDir {
 }
 
 impl ToolFolder {
-    /// A private temporary folder holding `source` as `file_name` (removed on drop).
+    /// A private temporary folder holding `source` as `file_name`, removed on drop (a
+    /// call that times out drops it too). Its name carries this process's id, so that
+    /// folders left by a killed process are found and removed by the next
+    /// [`Sandbox::open`].
     pub fn temporary(file_name: &str, source: &str) -> Result<ToolFolder, SandboxError> {
         let dir = tempfile::Builder::new()
-            .prefix("warden-tool-")
+            .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| io_error(&std::env::temp_dir(), e))?;
         let file_name = sanitize_file_name(file_name);
@@ -240,6 +246,45 @@ impl ToolFolder {
     pub fn guest_path(&self) -> String {
         format!("{}/{}", wasi::TOOL_GUEST, self.file_name)
     }
+}
+
+/// The start of a temporary tool folder's name; the owning process's id follows.
+const TEMP_PREFIX: &str = "warden-tool-";
+
+/// Removes temporary tool folders whose process is gone (killed before it could clean
+/// up). Best effort: a folder that cannot be removed is logged and left.
+fn sweep_orphaned_tool_folders(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TEMP_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || process_alive(pid) {
+            continue;
+        }
+        match std::fs::remove_dir_all(entry.path()) {
+            Ok(()) => tracing::info!(
+                "removed {} left by a process that died",
+                entry.path().display()
+            ),
+            Err(e) => tracing::warn!("cannot remove {}: {e}", entry.path().display()),
+        }
+    }
+}
+
+/// Whether a process with this id runs. Where `/proc` is missing, every process counts
+/// as alive, so nothing is removed.
+fn process_alive(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.is_dir() || proc.join(pid.to_string()).exists()
 }
 
 fn sanitize_file_name(name: &str) -> String {
@@ -283,6 +328,13 @@ pub struct Call<'a> {
 struct Guest {
     wasi: WasiP1Ctx,
     memory: MemoryCap,
+    files: syscalls::FileLedger,
+}
+
+impl syscalls::Checked for Guest {
+    fn parts(&mut self) -> (&mut WasiP1Ctx, &mut syscalls::FileLedger) {
+        (&mut self.wasi, &mut self.files)
+    }
 }
 
 /// The memory cap, and what the guest asked of it.
@@ -340,6 +392,7 @@ impl Sandbox {
     pub fn open(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
         let files = RuntimeFiles::at(&config.home)?;
         files.ensure(config.progress)?;
+        sweep_orphaned_tool_folders(&std::env::temp_dir());
         let engine = engine(config)?;
         let (module, pending) =
             compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
@@ -347,6 +400,7 @@ impl Sandbox {
         let mut linker: Linker<Guest> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
             .map_err(SandboxError::Engine)?;
+        syscalls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
         // The runtime's door for host functions: nothing is offered through it.
         linker
             .func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| -> i32 {
@@ -489,85 +543,46 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
 
         let (out, out_overflow) = stdout.take();
         let (err, err_overflow) = stderr.take();
-        let mut result = CallResult {
-            status: Status::Crashed,
-            value: None,
-            truncated: None,
-            error: None,
-            message: None,
-            stdout: String::new(),
+        let stdout_cap = to_usize(stdout_cap);
+        let ended = match ran {
+            Err(_elapsed) => Ended::TimedOut,
+            Ok(Err(Failure::Instantiate(e))) if !memory_hit => {
+                return Err(SandboxError::Instantiate(e));
+            }
+            // The snapshot's memory alone is above the cap.
+            Ok(Err(Failure::Instantiate(_))) => Ended::Trapped(TrapKind::Other(
+                "the runtime needs more memory than the cap".into(),
+            )),
+            Ok(Err(Failure::Trap(e))) => Ended::Trapped(trap_kind(&e)),
+            Ok(Ok(code)) => Ended::Returned(code),
+        };
+        // The answer is read only once the guest has stopped running for good.
+        let (tool_out, answer) = match ended {
+            Ended::Returned(0) => protocol::split_stdout(&out, &nonce),
+            _ => (&out[..], protocol::Answer::Missing),
+        };
+        let verdict = ending::decide(
+            Observed {
+                ended,
+                output_over: out_overflow || err_overflow || tool_out.len() > stdout_cap,
+                memory_hit,
+                answer,
+            },
+            limits,
+        );
+        Ok(CallResult {
+            status: verdict.status,
+            value: verdict.value,
+            truncated: verdict.truncated,
+            error: verdict.error,
+            message: verdict.message,
+            stdout: lossy(&tool_out[..tool_out.len().min(stdout_cap)]),
             stderr: lossy(&err),
             fuel_used: Fuel(limits.fuel.0.saturating_sub(fuel_left)),
             wall_time,
             peak_memory_bytes: peak,
-        };
-
-        let ended = match ran {
-            Err(_elapsed) => Ended::Stopped(Status::Timeout),
-            Ok(Err(Failure::Instantiate(e))) if !memory_hit => {
-                return Err(SandboxError::Instantiate(e));
-            }
-            Ok(Err(Failure::Instantiate(_))) => Ended::Stopped(Status::MemoryLimit),
-            Ok(Err(Failure::Trap(e))) => Ended::Trapped(e),
-            Ok(Ok(code)) => Ended::Returned(code),
-        };
-        let response = match ended {
-            Ended::Returned(0) => {
-                let (tool_out, response) = protocol::split_stdout(&out, &nonce);
-                result.stdout = lossy(&tool_out[..tool_out.len().min(to_usize(stdout_cap))]);
-                if tool_out.len() as u64 > stdout_cap {
-                    result.status = Status::OutputLimit;
-                }
-                response
-            }
-            _ => {
-                result.stdout = lossy(&out[..out.len().min(to_usize(stdout_cap))]);
-                None
-            }
-        };
-
-        // Classify: output and memory caps first (a guest that hit one may then fail in
-        // any number of ways), then the way the call ended.
-        let status = if out_overflow || err_overflow || result.status == Status::OutputLimit {
-            Status::OutputLimit
-        } else if memory_hit && !matches!(response, Some(Response::Ok { .. })) {
-            Status::MemoryLimit
-        } else {
-            match (&ended, response) {
-                (Ended::Stopped(s), _) => *s,
-                (Ended::Trapped(e), _) => classify_trap(e),
-                (Ended::Returned(_), Some(Response::Ok { value, truncated })) => {
-                    let (value, truncated) = enforce_char_limit(value, truncated, limits);
-                    result.value = Some(value);
-                    result.truncated = truncated;
-                    Status::Ok
-                }
-                (Ended::Returned(_), Some(Response::ToolError { error })) => {
-                    result.error = Some(error);
-                    Status::ToolError
-                }
-                (Ended::Returned(_), Some(Response::InvalidRequest { message })) => {
-                    result.message = Some(message);
-                    Status::InvalidRequest
-                }
-                (Ended::Returned(_), None) => Status::Crashed,
-            }
-        };
-        result.status = status;
-        if result.message.is_none() {
-            result.message = describe(status, &ended, limits, &result);
-        }
-        Ok(result)
+        })
     }
-}
-
-enum Ended {
-    /// `turn` returned this code.
-    Returned(i32),
-    /// The guest trapped or exited.
-    Trapped(wasmtime::Error),
-    /// The host stopped the call.
-    Stopped(Status),
 }
 
 enum Failure {
@@ -586,7 +601,15 @@ fn new_store(
         peak: 0,
         hit: false,
     };
-    let mut store = Store::new(engine, Guest { wasi, memory });
+    let files = syscalls::FileLedger::new(limits);
+    let mut store = Store::new(
+        engine,
+        Guest {
+            wasi,
+            memory,
+            files,
+        },
+    );
     store.limiter(|g| &mut g.memory);
     store
         .set_fuel(limits.fuel.0)
@@ -698,81 +721,19 @@ where
     })
 }
 
-fn classify_trap(e: &wasmtime::Error) -> Status {
+/// Classifies a trap by the type it was raised with, never by its text.
+fn trap_kind(e: &wasmtime::Error) -> TrapKind {
     if e.downcast_ref::<DeadlineHit>().is_some() {
-        return Status::Timeout;
+        return TrapKind::Deadline;
+    }
+    if let Some(I32Exit(code)) = e.downcast_ref::<I32Exit>() {
+        return TrapKind::Exit(*code);
     }
     match e.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => Status::OutOfFuel,
-        Some(Trap::Interrupt) => Status::Timeout,
-        _ => Status::Crashed,
-    }
-}
-
-fn describe(status: Status, ended: &Ended, limits: &Limits, result: &CallResult) -> Option<String> {
-    Some(match status {
-        Status::Ok => return result.truncated.map(|t| {
-            format!(
-                "the result was {} characters long and was cut to its first {} (return_char_limit)",
-                t.original_chars, t.kept_chars
-            )
-        }),
-        Status::ToolError | Status::InvalidRequest => return None,
-        Status::Timeout => format!(
-            "the call passed its deadline of {}",
-            humantime::format_duration(limits.deadline)
-        ),
-        Status::OutOfFuel => format!("the call used up its fuel budget of {}", limits.fuel),
-        Status::MemoryLimit => format!(
-            "the guest tried to grow its memory past the cap of {}",
-            limits.memory
-        ),
-        Status::OutputLimit => format!(
-            "the tool wrote more than its output cap (stdout {}, stderr {})",
-            limits.stdout, limits.stderr
-        ),
-        Status::Crashed => match ended {
-            Ended::Trapped(e) => match e.downcast_ref::<I32Exit>() {
-                Some(I32Exit(code)) => {
-                    format!("the tool ended the interpreter with exit code {code}")
-                }
-                None => format!("the guest trapped: {}", first_line(e)),
-            },
-            Ended::Returned(0) => "the guest returned no well-formed response".to_owned(),
-            Ended::Returned(code) => format!("the harness failed (code {code}); see stderr"),
-            Ended::Stopped(_) => "the guest was stopped".to_owned(),
-        },
-    })
-}
-
-fn first_line(e: &wasmtime::Error) -> String {
-    match e.downcast_ref::<Trap>() {
-        Some(trap) => trap.to_string(),
-        None => format!("{e}"),
-    }
-}
-
-/// The host's own check of `return_char_limit`, for string results the harness should
-/// already have cut.
-fn enforce_char_limit(
-    value: serde_json::Value,
-    truncated: Option<Truncation>,
-    limits: &Limits,
-) -> (serde_json::Value, Option<Truncation>) {
-    let limit = limits.return_chars.0 as usize;
-    match value {
-        serde_json::Value::String(s) if truncated.is_none() && s.chars().nth(limit).is_some() => {
-            let original = s.chars().count() as u64;
-            let kept: String = s.chars().take(limit).collect();
-            (
-                kept.into(),
-                Some(Truncation {
-                    original_chars: original,
-                    kept_chars: limit as u64,
-                }),
-            )
-        }
-        other => (other, truncated),
+        Some(Trap::OutOfFuel) => TrapKind::OutOfFuel,
+        Some(Trap::Interrupt) => TrapKind::Deadline,
+        Some(trap) => TrapKind::Other(trap.to_string()),
+        None => TrapKind::Other(format!("{e}")),
     }
 }
 
@@ -851,5 +812,29 @@ impl Ticker {
 impl Drop for Ticker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folders_of_dead_processes_are_swept_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Above Linux's largest pid, so never alive.
+        let orphan = tmp.path().join(format!("{TEMP_PREFIX}4294967295-abc"));
+        let mine = tmp
+            .path()
+            .join(format!("{TEMP_PREFIX}{}-def", std::process::id()));
+        let unrelated = tmp.path().join("something-else");
+        for dir in [&orphan, &mine, &unrelated] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("tool.py"), "x = 1\n").unwrap();
+        }
+        sweep_orphaned_tool_folders(tmp.path());
+        assert!(!orphan.exists() || !Path::new("/proc").is_dir());
+        assert!(mine.exists());
+        assert!(unrelated.exists());
     }
 }

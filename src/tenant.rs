@@ -254,6 +254,7 @@ impl TenantPolicy {
             ("memory", limits.memory, c.memory),
             ("stdout", limits.stdout, c.stdout),
             ("stderr", limits.stderr, c.stderr),
+            ("disk_write", limits.disk_write, c.disk_write),
         ];
         for (name, asked, ceiling) in sizes {
             if asked > ceiling {
@@ -266,6 +267,15 @@ impl TenantPolicy {
                 limits.return_chars.to_string(),
                 c.return_chars.to_string(),
             );
+        }
+        let counts = [
+            ("open_files", limits.open_files, c.open_files),
+            ("files_created", limits.files_created, c.files_created),
+        ];
+        for (name, asked, ceiling) in counts {
+            if asked > ceiling {
+                return over(name, asked.to_string(), ceiling.to_string());
+            }
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::{Map, Value};
 
 use warden::grants::{EnvVar, Grants, Mount};
-use warden::limits::{self, ByteSize, CharLimit, Fuel, Limits};
+use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits};
 use warden::outcome::CallResult;
 use warden::sandbox::{Call, Sandbox, SandboxConfig, ToolFolder};
 use warden::schema::{self, DeriveOptions};
@@ -51,6 +51,18 @@ pub struct RunArgs {
     /// Characters of the serialized result kept; longer results are truncated.
     #[arg(long, value_name = "CHARS", default_value_t = limits::DEFAULT_RETURN_CHARS.0)]
     pub return_char_limit: u32,
+
+    /// Files the guest may hold open at once.
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_OPEN_FILES)]
+    pub open_files: FileCount,
+
+    /// Bytes the guest may write to read-write mounts in one call.
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_DISK_WRITE, value_parser = limits::parse_size)]
+    pub disk_write: ByteSize,
+
+    /// Files and folders the guest may create in one call.
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FILES_CREATED)]
+    pub files_created: FileCount,
 
     /// Mount a host folder: HOST:GUEST (read-only), HOST:GUEST:ro or HOST:GUEST:rw.
     /// Repeatable.
@@ -143,6 +155,9 @@ impl Prepared {
             stdout: size(&args.stdout_limit)?,
             stderr: size(&args.stderr_limit)?,
             return_chars: CharLimit(args.return_char_limit),
+            open_files: args.open_files,
+            disk_write: args.disk_write,
+            files_created: args.files_created,
         };
         let grants = Grants {
             mounts: args.mount.clone(),

@@ -47,7 +47,11 @@ pub struct Request<'a> {
     pub return_char_limit: u32,
 }
 
-/// What the harness answered.
+/// What the harness answered. The guest can only ever speak for the tool: whatever it
+/// writes becomes `ok` or `tool_error`. Every other status (`invalid_request`,
+/// `timeout`, `out_of_fuel`, `memory_limit`, `output_limit`, `crashed`) is decided by
+/// the host from what it observed, because the tool runs in the same interpreter as the
+/// harness and can rewrite anything the harness does after the tool's code has run.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Response {
@@ -65,27 +69,71 @@ pub enum Response {
         /// The exception.
         error: ToolError,
     },
-    /// The function or its arguments did not fit.
-    InvalidRequest {
-        /// Why.
-        message: String,
-    },
 }
 
-/// Splits the guest's stdout into the tool's own output and the harness's response.
-///
-/// Returns `None` for the response when no well-formed frame with this nonce ends the
-/// stream (the guest died before answering, or answered garbage).
-pub fn split_stdout<'a>(stdout: &'a [u8], nonce: &str) -> (&'a [u8], Option<Response>) {
+/// Deepest nesting of arrays and objects a result may have; the harness refuses a
+/// deeper one as a `tool_error`, and so does the host (serde_json's own parser stops
+/// at 128 levels).
+pub const MAX_RESULT_DEPTH: usize = 100;
+
+/// Nesting the response frame adds around a result: `{"status": "ok", "value": ...}`.
+/// (A `tool_error` frame nests two levels in all.)
+const FRAME_DEPTH: usize = 1;
+
+/// What the host made of the guest's stdout.
+#[derive(Debug)]
+pub enum Answer {
+    /// A well-formed frame with this call's nonce ends the stream.
+    Response(Response),
+    /// A frame ends the stream but nests deeper than [`MAX_RESULT_DEPTH`].
+    TooDeep,
+    /// No well-formed frame with this call's nonce ends the stream: the guest died
+    /// before answering, or answered garbage.
+    Missing,
+}
+
+/// Splits the guest's stdout into the tool's own output and the harness's answer.
+pub fn split_stdout<'a>(stdout: &'a [u8], nonce: &str) -> (&'a [u8], Answer) {
     let marker = format!("\n\x1ewarden:{nonce} ");
     let Some(at) = find_last(stdout, marker.as_bytes()) else {
-        return (stdout, None);
+        return (stdout, Answer::Missing);
     };
     let body = &stdout[at + marker.len()..];
-    match serde_json::from_slice(body) {
-        Ok(response) => (&stdout[..at], Some(response)),
-        Err(_) => (stdout, None),
+    if depth(body) > MAX_RESULT_DEPTH + FRAME_DEPTH {
+        return (&stdout[..at], Answer::TooDeep);
     }
+    match serde_json::from_slice(body) {
+        Ok(response) => (&stdout[..at], Answer::Response(response)),
+        Err(_) => (stdout, Answer::Missing),
+    }
+}
+
+/// The deepest nesting of arrays and objects in `json`, brackets inside strings not
+/// counted. Linear, with no recursion, whatever the input.
+fn depth(json: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -99,22 +147,60 @@ mod tests {
     #[test]
     fn a_frame_without_the_nonce_is_tool_output() {
         let out = b"hi\n\n\x1ewarden:guess {\"status\":\"ok\",\"value\":1}";
-        let (tool, response) = split_stdout(out, "n0nce");
+        let (tool, answer) = split_stdout(out, "n0nce");
         assert_eq!(tool, out);
-        assert!(response.is_none());
+        assert!(matches!(answer, Answer::Missing));
     }
 
     #[test]
     fn the_frame_splits_off_the_tools_output() {
         let out = b"printed\n\x1ewarden:n0nce {\"status\":\"ok\",\"value\":[1,2]}";
-        let (tool, response) = split_stdout(out, "n0nce");
+        let (tool, answer) = split_stdout(out, "n0nce");
         assert_eq!(tool, b"printed");
-        assert!(matches!(response, Some(Response::Ok { .. })));
+        assert!(matches!(answer, Answer::Response(Response::Ok { .. })));
     }
 
     #[test]
     fn text_after_the_frame_voids_it() {
         let out = b"\n\x1ewarden:n0nce {\"status\":\"ok\",\"value\":1}trailing";
-        assert!(split_stdout(out, "n0nce").1.is_none());
+        assert!(matches!(split_stdout(out, "n0nce").1, Answer::Missing));
+    }
+
+    #[test]
+    fn the_guest_cannot_claim_a_host_verdict() {
+        for status in ["invalid_request", "timeout", "crashed", "memory_limit"] {
+            let out =
+                format!("\n\x1ewarden:n0nce {{\"status\":\"{status}\",\"message\":\"forged\"}}");
+            let (_, answer) = split_stdout(out.as_bytes(), "n0nce");
+            assert!(matches!(answer, Answer::Missing), "{status}: {answer:?}");
+        }
+    }
+
+    #[test]
+    fn nesting_is_measured_outside_strings() {
+        assert_eq!(depth(br#"{"a":[1,[2]],"b":"[[[[\"]]"}"#), 3);
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(depth(deep.as_bytes()), 100_000);
+    }
+
+    #[test]
+    fn a_frame_nested_past_the_limit_is_too_deep_not_garbage() {
+        let ok = |n: usize| {
+            format!(
+                "\n\x1ewarden:n0nce {{\"status\":\"ok\",\"value\":{}{}}}",
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        let fits = ok(MAX_RESULT_DEPTH);
+        assert!(matches!(
+            split_stdout(fits.as_bytes(), "n0nce").1,
+            Answer::Response(_)
+        ));
+        let deep = ok(MAX_RESULT_DEPTH + 1);
+        assert!(matches!(
+            split_stdout(deep.as_bytes(), "n0nce").1,
+            Answer::TooDeep
+        ));
     }
 }

@@ -12,6 +12,7 @@
 )]
 
 mod cli;
+mod hostile;
 mod http;
 mod registry;
 mod sandbox;

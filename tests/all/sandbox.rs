@@ -242,24 +242,26 @@ async fn exiting_the_interpreter_is_a_crash() {
     assert!(r.message.unwrap_or_default().contains("exit code 3"));
 }
 
+/// The host checks a call against the tool's schema before it runs (see `app` and
+/// `warden run`); a guest that then finds no such function, or arguments that do not
+/// bind, reports it as the tool's error: only the host decides `invalid_request`.
 #[tokio::test]
-async fn unknown_function_and_unfit_arguments_are_invalid_requests() {
+async fn unknown_function_and_unfit_arguments_found_by_the_guest_are_tool_errors() {
     let r = Run::new("add.py", "nope", json!({})).call().await;
-    assert_eq!(r.status, Status::InvalidRequest);
-    assert!(
-        r.message
-            .unwrap_or_default()
-            .contains("public functions: add")
-    );
+    assert_eq!(r.status, Status::ToolError, "{r:#?}");
+    let e = r.error.unwrap();
+    assert_eq!(e.kind, "BindError");
+    assert!(e.message.contains("public functions: add"), "{}", e.message);
 
     let r = Run::new("add.py", "add", json!({"a": 1, "c": 2}))
         .call()
         .await;
-    assert_eq!(r.status, Status::InvalidRequest);
+    assert_eq!(r.status, Status::ToolError, "{r:#?}");
+    let e = r.error.unwrap();
     assert!(
-        r.message
-            .unwrap_or_default()
-            .contains("arguments do not fit add()")
+        e.message.contains("arguments do not fit add()"),
+        "{}",
+        e.message
     );
 }
 

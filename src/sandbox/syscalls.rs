@@ -1,0 +1,540 @@
+//! The WASI calls Warden checks before wasmtime-wasi carries them out.
+//!
+//! [`wasi`](super::wasi) decides what a guest can reach; this file decides how much of
+//! it one call may use, and keeps every blocking call within the call's deadline. Each
+//! function below shadows the wasmtime-wasi implementation of the same WASI preview-1
+//! import, checks its arguments, and then runs the original unchanged:
+//!
+//! - `path_open` refuses anything that is not a regular file or a folder (a FIFO would
+//!   block the host thread in `open(2)` forever, a device could stream without end),
+//!   refuses a descriptor past [`Limits::open_files`], and counts created files
+//!   against [`Limits::files_created`];
+//! - `fd_write`, `fd_pwrite`, `fd_filestat_set_size` and `fd_allocate` on files the
+//!   guest opened count the bytes they add against [`Limits::disk_write`];
+//! - `path_create_directory`, `path_link` and `path_symlink` count against
+//!   [`Limits::files_created`]; `path_symlink` also refuses a target that is absolute
+//!   or climbs with `..`, so no link the guest leaves in a read-write grant points
+//!   outside it (other programs will follow it later, without the sandbox's
+//!   confinement);
+//! - `poll_oneoff` with a single relative timer (Python's `select.select([], [], [], t)`
+//!   and `select.poll().poll(t)`) sleeps on the async runtime, where the call's
+//!   deadline can cut it short; wasmtime-wasi would sleep on the host thread itself.
+//!
+//! What the guest sees when refused: an ordinary `OSError` with the matching errno
+//! (`EACCES` for a special file, `EMFILE` for too many open files, `EDQUOT` for a
+//! quota, `EPERM` for a symlink out of its folder). A known gap: `path_open` checks the
+//! file's type and then opens it, so a host process that swaps a regular file for a
+//! FIFO between the two can still make one open block; the guest cannot create FIFOs.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use wasmtime::{AsContextMut, Caller, Extern, Linker};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p1::types::{self, Errno, Filetype};
+use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1};
+use wiggle::{GuestMemory, GuestPtr};
+
+use crate::limits::Limits;
+
+/// What one call has used of its file limits.
+#[derive(Debug)]
+pub struct FileLedger {
+    /// Descriptors the guest opened with `path_open` and has not closed.
+    opened: HashSet<u32>,
+    open_cap: usize,
+    written: u64,
+    write_cap: u64,
+    created: u32,
+    create_cap: u32,
+}
+
+impl FileLedger {
+    /// A ledger with nothing used, capped by `limits`.
+    pub fn new(limits: &Limits) -> FileLedger {
+        FileLedger {
+            opened: HashSet::new(),
+            open_cap: usize::try_from(limits.open_files.0).unwrap_or(usize::MAX),
+            written: 0,
+            write_cap: limits.disk_write.as_u64(),
+            created: 0,
+            create_cap: limits.files_created.0,
+        }
+    }
+
+    fn may_create(&self) -> Result<(), Errno> {
+        if self.created >= self.create_cap {
+            return Err(Errno::Dquot);
+        }
+        Ok(())
+    }
+
+    fn may_write(&self, bytes: u64) -> Result<(), Errno> {
+        if self.written.saturating_add(bytes) > self.write_cap {
+            return Err(Errno::Dquot);
+        }
+        Ok(())
+    }
+}
+
+/// The part of a store's data these checks need.
+pub trait Checked: Send + 'static {
+    /// The call's WASI context and its ledger.
+    fn parts(&mut self) -> (&mut WasiP1Ctx, &mut FileLedger);
+}
+
+/// Most buffers one `fd_write` or `fd_pwrite` may pass, as POSIX's `IOV_MAX`.
+const MAX_IOVS: u32 = 1024;
+
+/// Shadows the WASI imports listed in the module docs. Call after
+/// `wasmtime_wasi::p1::add_to_linker_async`.
+pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_open",
+        |mut caller: Caller<'_, T>,
+         (dirfd, dirflags, path, path_len, oflags, base, inheriting, fdflags, opened): (
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i64,
+            i64,
+            i32,
+            i32,
+        )| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    if ledger.opened.len() >= ledger.open_cap {
+                        return Ok(errno(Errno::Mfile));
+                    }
+                    let lookup = types::Lookupflags::from_bits_truncate(dirflags as u32);
+                    let target = GuestPtr::<str>::new((path as u32, path_len as u32));
+                    let creates = match ctx.path_filestat_get(mem, fd(dirfd), lookup, target).await
+                    {
+                        Ok(stat) if !openable(stat.filetype) => return Ok(errno(Errno::Acces)),
+                        Ok(_) => false,
+                        Err(_) => {
+                            // Missing (or unreadable): the original reports it, or
+                            // creates the file if asked to.
+                            let create = types::Oflags::from_bits_truncate(oflags as u16)
+                                .contains(types::Oflags::CREAT);
+                            if create && let Err(e) = ledger.may_create() {
+                                return Ok(errno(e));
+                            }
+                            create
+                        }
+                    };
+                    let code = p1::path_open(
+                        ctx, mem, dirfd, dirflags, path, path_len, oflags, base, inheriting,
+                        fdflags, opened,
+                    )
+                    .await?;
+                    if code == 0 {
+                        let new = mem.read(GuestPtr::<u32>::new(opened as u32))?;
+                        ledger.opened.insert(new);
+                        if creates {
+                            ledger.created += 1;
+                        }
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_close",
+        |mut caller: Caller<'_, T>, (descriptor,): (i32,)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    let code = p1::fd_close(ctx, mem, descriptor).await?;
+                    if code == 0 {
+                        ledger.opened.remove(&(descriptor as u32));
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_renumber",
+        |mut caller: Caller<'_, T>, (from, to): (i32, i32)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    let code = p1::fd_renumber(ctx, mem, from, to).await?;
+                    if code == 0 {
+                        // `to` was closed and `from` now lives under its number.
+                        let was_file = ledger.opened.remove(&(from as u32));
+                        ledger.opened.remove(&(to as u32));
+                        if was_file {
+                            ledger.opened.insert(to as u32);
+                        }
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_write",
+        |mut caller: Caller<'_, T>, (descriptor, iovs, iovs_len, written): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    if !ledger.opened.contains(&(descriptor as u32)) {
+                        return p1::fd_write(ctx, mem, descriptor, iovs, iovs_len, written).await;
+                    }
+                    let bytes = match iov_bytes(mem, iovs, iovs_len) {
+                        Ok(bytes) => bytes,
+                        Err(e) => return Ok(errno(e)),
+                    };
+                    if let Err(e) = ledger.may_write(bytes) {
+                        return Ok(errno(e));
+                    }
+                    let code = p1::fd_write(ctx, mem, descriptor, iovs, iovs_len, written).await?;
+                    if code == 0 {
+                        let n = mem.read(GuestPtr::<u32>::new(written as u32))?;
+                        ledger.written += u64::from(n);
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_pwrite",
+        |mut caller: Caller<'_, T>,
+         (descriptor, iovs, iovs_len, offset, written): (i32, i32, i32, i64, i32)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    if !ledger.opened.contains(&(descriptor as u32)) {
+                        return p1::fd_pwrite(
+                            ctx, mem, descriptor, iovs, iovs_len, offset, written,
+                        )
+                        .await;
+                    }
+                    let bytes = match iov_bytes(mem, iovs, iovs_len) {
+                        Ok(bytes) => bytes,
+                        Err(e) => return Ok(errno(e)),
+                    };
+                    // Writing past the end also fills the gap before `offset`.
+                    let size = file_size(ctx, mem, descriptor).await;
+                    let gap = (offset as u64).saturating_sub(size);
+                    if let Err(e) = ledger.may_write(bytes.saturating_add(gap)) {
+                        return Ok(errno(e));
+                    }
+                    let code = p1::fd_pwrite(ctx, mem, descriptor, iovs, iovs_len, offset, written)
+                        .await?;
+                    if code == 0 {
+                        let n = mem.read(GuestPtr::<u32>::new(written as u32))?;
+                        ledger.written += u64::from(n) + gap;
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_filestat_set_size",
+        |mut caller: Caller<'_, T>, (descriptor, size): (i32, i64)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    let growth = if ledger.opened.contains(&(descriptor as u32)) {
+                        (size as u64).saturating_sub(file_size(ctx, mem, descriptor).await)
+                    } else {
+                        0
+                    };
+                    if let Err(e) = ledger.may_write(growth) {
+                        return Ok(errno(e));
+                    }
+                    let code = p1::fd_filestat_set_size(ctx, mem, descriptor, size).await?;
+                    if code == 0 {
+                        ledger.written += growth;
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_allocate",
+        |mut caller: Caller<'_, T>, (descriptor, offset, len): (i32, i64, i64)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    let end = (offset as u64).saturating_add(len as u64);
+                    let growth = if ledger.opened.contains(&(descriptor as u32)) {
+                        end.saturating_sub(file_size(ctx, mem, descriptor).await)
+                    } else {
+                        0
+                    };
+                    if let Err(e) = ledger.may_write(growth) {
+                        return Ok(errno(e));
+                    }
+                    let code = p1::fd_allocate(ctx, mem, descriptor, offset, len)?;
+                    if code == 0 {
+                        ledger.written += growth;
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_create_directory",
+        |mut caller: Caller<'_, T>, (dirfd, path, path_len): (i32, i32, i32)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    if let Err(e) = ledger.may_create() {
+                        return Ok(errno(e));
+                    }
+                    let code = p1::path_create_directory(ctx, mem, dirfd, path, path_len).await?;
+                    if code == 0 {
+                        ledger.created += 1;
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_link",
+        |mut caller: Caller<'_, T>,
+         (old_fd, flags, old, old_len, new_fd, new, new_len): (
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+        )| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    if let Err(e) = ledger.may_create() {
+                        return Ok(errno(e));
+                    }
+                    let code =
+                        p1::path_link(ctx, mem, old_fd, flags, old, old_len, new_fd, new, new_len)
+                            .await?;
+                    if code == 0 {
+                        ledger.created += 1;
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_symlink",
+        |mut caller: Caller<'_, T>,
+         (old, old_len, dirfd, new, new_len): (i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    let target =
+                        mem.as_cow_str(GuestPtr::<str>::new((old as u32, old_len as u32)))?;
+                    if !stays_inside(&target) {
+                        return Ok(errno(Errno::Perm));
+                    }
+                    if let Err(e) = ledger.may_create() {
+                        return Ok(errno(e));
+                    }
+                    let code =
+                        p1::path_symlink(ctx, mem, old, old_len, dirfd, new, new_len).await?;
+                    if code == 0 {
+                        ledger.created += 1;
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "poll_oneoff",
+        |mut caller: Caller<'_, T>, (subs, events, count, ready): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                let sleep = with_guest(&mut caller, async |_, _, mem| {
+                    Ok(lone_relative_timer(mem, subs, count))
+                })
+                .await?;
+                let Some((userdata, timeout)) = sleep else {
+                    return with_guest(&mut caller, async |ctx, _, mem| {
+                        p1::poll_oneoff(ctx, mem, subs, events, count, ready).await
+                    })
+                    .await;
+                };
+                // Sleep here, outside the store, where the call's deadline can end it.
+                tokio::time::sleep(timeout).await;
+                with_guest(&mut caller, async |_, _, mem| {
+                    let event = types::Event {
+                        userdata,
+                        error: Errno::Success,
+                        type_: types::Eventtype::Clock,
+                        fd_readwrite: types::EventFdReadwrite {
+                            nbytes: 0,
+                            flags: types::Eventrwflags::empty(),
+                        },
+                    };
+                    mem.write(GuestPtr::<types::Event>::new(events as u32), event)?;
+                    mem.write(GuestPtr::<u32>::new(ready as u32), 1)?;
+                    Ok(0)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// Runs `f` with the guest's WASI context, ledger and memory, as wasmtime-wasi's own
+/// glue does (including handing over the host-call fuel that WASI charges for arrays).
+async fn with_guest<T, R>(
+    caller: &mut Caller<'_, T>,
+    f: impl AsyncFnOnce(&mut WasiP1Ctx, &mut FileLedger, &mut GuestMemory<'_>) -> wasmtime::Result<R>,
+) -> wasmtime::Result<R>
+where
+    T: Checked,
+{
+    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+        return Err(wasmtime::Error::msg("the guest exports no memory"));
+    };
+    let fuel = caller.as_context_mut().hostcall_fuel();
+    let (bytes, data) = memory.data_and_store_mut(&mut *caller);
+    let (ctx, ledger) = data.parts();
+    ctx.set_hostcall_fuel(fuel);
+    let mut mem = GuestMemory::Unshared(bytes);
+    f(ctx, ledger, &mut mem).await
+}
+
+fn errno(e: Errno) -> i32 {
+    i32::from(u16::from(e))
+}
+
+fn fd(raw: i32) -> types::Fd {
+    types::Fd::from(raw as u32)
+}
+
+/// Regular files and folders; never FIFOs, sockets or devices. A symbolic link is let
+/// through: opened without following it fails by itself.
+fn openable(kind: Filetype) -> bool {
+    matches!(
+        kind,
+        Filetype::RegularFile | Filetype::Directory | Filetype::SymbolicLink
+    )
+}
+
+/// A symlink target that resolves inside the link's own folder: relative, and never
+/// climbing with `..`.
+fn stays_inside(target: &str) -> bool {
+    !target.is_empty() && !target.starts_with('/') && !target.split('/').any(|part| part == "..")
+}
+
+/// Bytes an `fd_write` or `fd_pwrite` asks to write.
+fn iov_bytes(mem: &GuestMemory<'_>, iovs: i32, count: i32) -> Result<u64, Errno> {
+    let count = count as u32;
+    if count > MAX_IOVS {
+        return Err(Errno::Inval);
+    }
+    let iovs = GuestPtr::<types::Ciovec>::new(iovs as u32).as_array(count);
+    let mut total = 0u64;
+    for iov in iovs.iter() {
+        let iov = iov.and_then(|p| mem.read(p)).map_err(|_| Errno::Fault)?;
+        total = total.saturating_add(u64::from(iov.buf_len));
+    }
+    Ok(total)
+}
+
+/// The size of an open file, or 0 when it cannot be read (the original call will then
+/// report the problem itself).
+async fn file_size(ctx: &mut WasiP1Ctx, mem: &mut GuestMemory<'_>, descriptor: i32) -> u64 {
+    match ctx.fd_filestat_get(mem, fd(descriptor)).await {
+        Ok(stat) => stat.size,
+        Err(_) => 0,
+    }
+}
+
+/// The user data and duration of a `poll_oneoff` that waits on one relative timer and
+/// nothing else; `None` for anything else.
+fn lone_relative_timer(mem: &GuestMemory<'_>, subs: i32, count: i32) -> Option<(u64, Duration)> {
+    if count != 1 {
+        return None;
+    }
+    let sub = mem
+        .read(GuestPtr::<types::Subscription>::new(subs as u32))
+        .ok()?;
+    let types::SubscriptionU::Clock(clock) = sub.u else {
+        return None;
+    };
+    let relative = !clock
+        .flags
+        .contains(types::Subclockflags::SUBSCRIPTION_CLOCK_ABSTIME);
+    let wall_or_monotonic = matches!(
+        clock.id,
+        types::Clockid::Monotonic | types::Clockid::Realtime
+    );
+    (relative && wall_or_monotonic).then(|| (sub.userdata, Duration::from_nanos(clock.timeout)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_targets_must_stay_in_their_folder() {
+        assert!(stays_inside("data.txt"));
+        assert!(stays_inside("sub/dir/data.txt"));
+        assert!(stays_inside("./data.txt"));
+        assert!(!stays_inside("/etc/passwd"));
+        assert!(!stays_inside("../outside"));
+        assert!(!stays_inside("sub/../../outside"));
+        assert!(!stays_inside(""));
+    }
+
+    #[test]
+    fn only_files_and_folders_open() {
+        assert!(openable(Filetype::RegularFile));
+        assert!(openable(Filetype::Directory));
+        for special in [
+            Filetype::Unknown,
+            Filetype::CharacterDevice,
+            Filetype::BlockDevice,
+            Filetype::SocketStream,
+            Filetype::SocketDgram,
+        ] {
+            assert!(!openable(special), "{special:?}");
+        }
+    }
+}
