@@ -325,4 +325,23 @@ mod tests {
         assert_eq!(bounded.fuel, Fuel(10));
         assert_eq!(bounded.memory, ByteSize::mib(64));
     }
+
+    #[test]
+    fn limits_stored_before_the_file_limits_read_back_unchanged() {
+        let stored = r#"{"fuel":2000000000,"deadline_ms":10000,"memory_bytes":268435456,"stdout_bytes":1048576,"stderr_bytes":1048576,"return_char_limit":50000}"#;
+        let limits: Limits = serde_json::from_str(stored).unwrap();
+        assert_eq!(limits, Limits::default());
+        assert_eq!(serde_json::to_string(&limits).unwrap(), stored);
+        let raised = Limits {
+            open_files: FileCount(512),
+            ..Limits::default()
+        };
+        assert!(
+            serde_json::to_string(&raised)
+                .unwrap()
+                .contains(r#""open_files":512"#)
+        );
+        assert!("0".parse::<FileCount>().is_err());
+        assert_eq!("1_000".parse(), Ok(FileCount(1000)));
+    }
 }
