@@ -132,11 +132,22 @@ impl Cli {
 
 /// The arguments do not match the tool's schema: exit code 11, as `invalid_request`.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InvalidArguments(pub String);
+#[error("{message}")]
+pub struct InvalidArguments {
+    /// The whole explanation, every violation included.
+    pub message: String,
+    /// Each violation, `/pointer: what is wrong`.
+    pub violations: Vec<String>,
+}
 
 /// A usage error carrying every diagnostic of a tool whose schema cannot be derived.
-fn render_failure(e: &warden::schema::SchemaError, source: &str, path: &Path) -> anyhow::Error {
+/// `purpose` says why the schema was needed, when that is not the command's own job.
+fn render_failure(
+    e: &warden::schema::SchemaError,
+    source: &str,
+    path: &Path,
+    purpose: Option<&str>,
+) -> anyhow::Error {
     let shown = path.display().to_string();
     let rendered: Vec<String> = e
         .diagnostics()
@@ -146,8 +157,9 @@ fn render_failure(e: &warden::schema::SchemaError, source: &str, path: &Path) ->
     if rendered.is_empty() {
         return usage(e.to_string());
     }
+    let purpose = purpose.map(|p| format!(" ({p})")).unwrap_or_default();
     usage(format!(
-        "cannot derive the schema of {shown} (needed to check arguments before running):\n\n{}",
+        "cannot derive the schema of {shown}{purpose}:\n\n{}",
         rendered.join("\n")
     ))
 }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// Units of wasmtime fuel: roughly one per WebAssembly instruction executed.
 ///
-/// A fresh call of a trivial tool costs about 2.6 million units (the harness's own
+/// A fresh call of a trivial tool costs about 1.4 million units (the harness's own
 /// work included); `import numpy` costs far more. When the guest runs out, it traps
 /// at once and the call ends with status `out_of_fuel`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

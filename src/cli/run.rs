@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use warden::grants::{EnvVar, Grants, Mount};
 use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits};
-use warden::outcome::CallResult;
+use warden::outcome::{CallResult, Status};
 use warden::sandbox::{Call, Sandbox, SandboxConfig, ToolFolder};
 use warden::schema::{self, DeriveOptions};
 
@@ -80,7 +80,18 @@ pub struct RunArgs {
 }
 
 pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
-    let prepared = Prepared::from_args(&args)?;
+    let prepared = match Prepared::from_args(&args) {
+        Ok(prepared) => prepared,
+        // With --json, arguments refused before running are a result like any other,
+        // so that scripts never parse stderr.
+        Err(e) if args.json && e.downcast_ref::<InvalidArguments>().is_some() => {
+            if let Some(invalid) = e.downcast_ref::<InvalidArguments>() {
+                println!("{}", serde_json::to_string_pretty(&refused(invalid))?);
+            }
+            return Ok(ExitCode::InvalidRequest);
+        }
+        Err(e) => return Err(e),
+    };
     let sandbox = Sandbox::open(config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -102,6 +113,24 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
     Ok(result.status.into())
 }
 
+/// The `--json` result of a call refused before running: the fields of a
+/// [`CallResult`], plus every violation.
+fn refused(invalid: &InvalidArguments) -> Value {
+    serde_json::json!({
+        "status": Status::InvalidRequest,
+        "value": null,
+        "truncated": null,
+        "error": null,
+        "message": invalid.message,
+        "violations": invalid.violations,
+        "stdout": "",
+        "stderr": "",
+        "fuel_used": 0,
+        "wall_time_us": 0,
+        "peak_memory_bytes": 0,
+    })
+}
+
 /// Everything `warden run` needs, checked before any sandbox starts.
 struct Prepared {
     tool: ToolFolder,
@@ -119,8 +148,14 @@ impl Prepared {
             file_stem: file_stem(&args.tool),
             function: args.function.clone(),
         };
-        let derived = schema::derive(&source, &options)
-            .map_err(|e| render_failure(&e, &source, &args.tool))?;
+        let derived = schema::derive(&source, &options).map_err(|e| {
+            render_failure(
+                &e,
+                &source,
+                &args.tool,
+                Some("needed to check arguments before running"),
+            )
+        })?;
         let function = derived.schema.name.clone();
         let mut arguments = match serde_json::from_str::<Value>(&args.args) {
             Ok(Value::Object(map)) => map,
@@ -136,12 +171,16 @@ impl Prepared {
         if let Err(violations) =
             schema::validate_arguments(&derived.schema, &Value::Object(arguments.clone()))
         {
+            let violations: Vec<String> = violations.iter().map(ToString::to_string).collect();
             let lines: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
-            return Err(InvalidArguments(format!(
-                "the arguments do not match the schema of {function}():\n{}\nsee `warden schema {}`",
-                lines.join("\n"),
-                args.tool.display()
-            ))
+            return Err(InvalidArguments {
+                message: format!(
+                    "the arguments do not match the schema of {function}():\n{}\nsee `warden schema {}`",
+                    lines.join("\n"),
+                    args.tool.display()
+                ),
+                violations,
+            }
             .into());
         }
         let none_if_omitted = schema::none_if_omitted(&derived.schema);

@@ -60,8 +60,8 @@ pub(super) fn schema(args: SchemaArgs) -> Result<ExitCode> {
         file_stem: file_stem(&args.tool),
         function: args.function,
     };
-    let derived =
-        schema::derive(&source, &options).map_err(|e| render_failure(&e, &source, &args.tool))?;
+    let derived = schema::derive(&source, &options)
+        .map_err(|e| render_failure(&e, &source, &args.tool, None))?;
     let shown = args.tool.display().to_string();
     for d in &derived.diagnostics {
         eprintln!("{}", d.render(&source, &shown));

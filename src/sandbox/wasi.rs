@@ -8,6 +8,7 @@
 //! - the granted environment variables, plus `HOME=/tmp`, `TMPDIR=/tmp` and an empty
 //!   `PYTHONTZPATH` (the runtime's expected setting);
 //! - stdin: the call's JSON request; stdout and stderr: capped in-memory pipes;
+//! - the WASI calls checked in `syscalls.rs` (special files, file ceilings, timers);
 //! - read-only folders: an empty folder at `/` (so every path outside the grants is
 //!   simply absent), the standard library at `/usr/local/lib`, the tool's folder at
 //!   `/tool`;
@@ -36,6 +37,23 @@ pub const TOOL_GUEST: &str = "/tool";
 pub const BASE_ENV: [(&str, &str); 3] =
     [("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("PYTHONTZPATH", "")];
 
+/// The guest's whole environment: the base variables, then the granted ones (which may
+/// override them). The harness also sets `os.environ` to exactly this, because the
+/// snapshot froze the environment of the instance that built it.
+pub fn environment(grants: &Grants) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = BASE_ENV
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    for var in &grants.env {
+        match env.iter_mut().find(|(k, _)| *k == var.key) {
+            Some(slot) => slot.1.clone_from(&var.value),
+            None => env.push((var.key.clone(), var.value.clone())),
+        }
+    }
+    env
+}
+
 /// The host folders Warden itself mounts for every call.
 pub struct RuntimeFolders<'a> {
     /// An empty folder, mounted read-only at `/`.
@@ -50,6 +68,9 @@ pub struct RuntimeFolders<'a> {
 /// call's, but with no folder at all, so that nothing in the snapshot can depend on one.
 pub fn without_folders(stdin: Vec<u8>, stdout: CappedPipe, stderr: CappedPipe) -> WasiP1Ctx {
     let mut b = base(stdin, stdout, stderr);
+    for (key, value) in BASE_ENV {
+        b.env(key, value);
+    }
     b.build_p1()
 }
 
@@ -62,8 +83,8 @@ pub fn context(
     stderr: CappedPipe,
 ) -> wasmtime::Result<WasiP1Ctx> {
     let mut b = base(stdin, stdout, stderr);
-    for var in &grants.env {
-        b.env(&var.key, &var.value);
+    for (key, value) in environment(grants) {
+        b.env(key, value);
     }
 
     b.preopened_dir(folders.empty_root, "/", FsPerms::ReadOnly)?;
@@ -86,9 +107,6 @@ fn base(stdin: Vec<u8>, stdout: CappedPipe, stderr: CappedPipe) -> WasiCtxBuilde
     // already occupies its thread while it runs, and local reads (the stdlib zip, the
     // tool) are short; the pool's round trip per operation dominated small calls.
     b.allow_blocking_current_thread(true);
-    for (key, value) in BASE_ENV {
-        b.env(key, value);
-    }
     b.args(&["/usr/local/bin/python.wasm"])
         .stdin(wasmtime_wasi::p2::pipe::MemoryInputPipe::new(stdin))
         .stdout(stdout)

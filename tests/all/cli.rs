@@ -142,6 +142,42 @@ fn arguments_are_checked_against_the_schema_before_running() {
 }
 
 #[test]
+fn run_json_reports_arguments_refused_before_running_as_a_result() {
+    let o = warden(&[
+        "run",
+        &path("add.py"),
+        "--json",
+        "--args",
+        r#"{"a": "one", "c": 3}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(v["status"], "invalid_request");
+    let violations = v["violations"].as_array().expect("violations").clone();
+    assert!(violations.len() >= 2, "{v}");
+    assert!(
+        violations
+            .iter()
+            .any(|x| x.as_str().unwrap().starts_with("/a")),
+        "{v}"
+    );
+}
+
+#[test]
+fn schema_errors_say_what_could_not_be_derived_without_mentioning_a_run() {
+    let bad = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/schema/err_variadic.py");
+    let o = warden(&["schema", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot derive the schema of"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("before running"), "{}", stderr(&o));
+}
+
+#[test]
 fn an_omitted_optional_parameter_is_passed_none() {
     let o = warden(&[
         "run",

@@ -11,11 +11,19 @@
     reason = "tests fail loudly"
 )]
 
+/// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
+/// A hostile guest: blocking calls, file ceilings, special files, forged answers.
 mod hostile;
+/// The HTTP service through its router and on a real socket: lifecycle, tenancy, load.
 mod http;
+/// SQLite storage: versions, migrations, the hash-chained audit trail, restarts.
 mod registry;
+/// The executor core: one call in a fresh instance, its limits and its grants.
 mod sandbox;
+/// Schema derivation: fixture corpus, exports, health, argument checks, properties.
 mod schema;
+/// The shared sandbox of this run and helpers to call fixture tools.
 mod support;
+/// Tenants, keys and policy admission.
 mod tenant;

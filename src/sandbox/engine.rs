@@ -1,0 +1,94 @@
+//! The engine, configured once per [`Sandbox`](super::Sandbox), and the epoch ticker
+//! that drives every call's deadline.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::{SandboxConfig, SandboxError, to_usize};
+
+/// How often the engine's epoch advances: the deadline's resolution and the longest a
+/// guest runs without yielding to the executor.
+pub const TICK: Duration = Duration::from_millis(2);
+
+/// Bytes of a pool slot's dirty memory, table and stack reset in place rather than
+/// unmapped when the slot is reused (see [`engine`]). A call of a small tool dirties a
+/// few hundred pages of the snapshot.
+struct KeepResident {
+    memory: usize,
+    table: usize,
+    stack: usize,
+}
+
+const KEEP_RESIDENT: KeepResident = KeepResident {
+    memory: 16 << 20,
+    table: 1 << 20,
+    stack: 1 << 20,
+};
+
+pub(super) fn engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
+    let instances = config.max_instances.max(1);
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(instances)
+        .total_memories(instances)
+        .total_tables(instances)
+        .total_stacks(instances)
+        .max_memory_size(to_usize(config.max_memory.as_u64()))
+        // The runtime's function table has ~47,000 entries and its instance state is
+        // ~1.6 MB: both beyond the pool's defaults.
+        .table_elements(65_536)
+        .max_core_instance_size(8 << 20);
+    if PoolingAllocationConfig::is_pagemap_scan_available() {
+        // On reuse, a slot's dirty pages are found with PAGEMAP_SCAN and reset by copying
+        // (up to these sizes) instead of being unmapped, so the next call does not fault
+        // on them again. Without the scan, keeping memory resident would mean copying
+        // the whole prefix on every reset, which costs more than it saves.
+        pool.pagemap_scan(Enabled::Yes)
+            .linear_memory_keep_resident(KEEP_RESIDENT.memory)
+            .table_keep_resident(KEEP_RESIDENT.table)
+            .async_stack_keep_resident(KEEP_RESIDENT.stack);
+    }
+    let mut c = Config::new();
+    c.wasm_exceptions(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(4 << 20)
+        .async_stack_size(5 << 20)
+        .memory_init_cow(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&c).map_err(SandboxError::Engine)
+}
+
+/// Advances the engine's epoch every [`TICK`] until dropped.
+pub(super) struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Ticker {
+    pub(super) fn start(engine: Engine) -> Result<Ticker, SandboxError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        thread::Builder::new()
+            .name("warden-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    thread::sleep(TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .map_err(|source| SandboxError::Start {
+                what: "epoch ticker thread",
+                source,
+            })?;
+        Ok(Ticker { stop })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,198 @@
+//! One call's store: the WASI context, the memory cap, the file ledger, the deadline;
+//! and the runtime's `turn` ABI that runs Python source in an instance.
+
+use std::time::Instant;
+
+use wasmtime::{
+    Engine, Instance, InstancePre, Module, ModuleExport, ResourceLimiter, Store, Trap,
+    UpdateDeadline,
+};
+use wasmtime_wasi::I32Exit;
+use wasmtime_wasi::p1::WasiP1Ctx;
+
+use super::ending::TrapKind;
+use super::protocol::CALL;
+use super::{SandboxError, syscalls, to_usize};
+use crate::limits::Limits;
+
+/// The per-call store data.
+pub(super) struct Guest {
+    pub(super) wasi: WasiP1Ctx,
+    pub(super) memory: MemoryCap,
+    files: syscalls::FileLedger,
+}
+
+impl syscalls::Checked for Guest {
+    fn parts(&mut self) -> (&mut WasiP1Ctx, &mut syscalls::FileLedger) {
+        (&mut self.wasi, &mut self.files)
+    }
+}
+
+/// The memory cap, and what the guest asked of it.
+pub(super) struct MemoryCap {
+    cap: usize,
+    pub(super) peak: usize,
+    pub(super) hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.cap {
+            self.hit = true;
+            return Ok(false);
+        }
+        self.peak = self.peak.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables are bounded by the pool's `table_elements`.
+        Ok(true)
+    }
+}
+
+/// The deadline passed while the guest was running.
+#[derive(Debug, thiserror::Error)]
+#[error("the wall-clock deadline passed")]
+pub(super) struct DeadlineHit;
+
+pub(super) enum Failure {
+    Instantiate(wasmtime::Error),
+    Trap(wasmtime::Error),
+}
+
+pub(super) fn new_store(
+    engine: &Engine,
+    wasi: WasiP1Ctx,
+    limits: &Limits,
+    deadline: Instant,
+) -> Result<Store<Guest>, SandboxError> {
+    let memory = MemoryCap {
+        cap: to_usize(limits.memory.as_u64()),
+        peak: 0,
+        hit: false,
+    };
+    let files = syscalls::FileLedger::new(limits);
+    let mut store = Store::new(
+        engine,
+        Guest {
+            wasi,
+            memory,
+            files,
+        },
+    );
+    store.limiter(|g| &mut g.memory);
+    store
+        .set_fuel(limits.fuel.0)
+        .map_err(SandboxError::Engine)?;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Err(wasmtime::Error::new(DeadlineHit))
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+    Ok(store)
+}
+
+/// Instantiates Warden's snapshot and runs one call's turn.
+pub(super) async fn run_call(
+    pre: &InstancePre<Guest>,
+    exports: &Exports,
+    store: &mut Store<Guest>,
+) -> Result<i32, Failure> {
+    let instance = pre
+        .instantiate_async(&mut *store)
+        .await
+        .map_err(Failure::Instantiate)?;
+    turn(store, instance, exports, CALL)
+        .await
+        .map_err(Failure::Trap)
+}
+
+/// The runtime's exports a turn uses, looked up once per module rather than by name on
+/// every call.
+pub(super) struct Exports {
+    memory: ModuleExport,
+    host_alloc: ModuleExport,
+    turn: ModuleExport,
+}
+
+impl Exports {
+    pub(super) fn of(module: &Module) -> Result<Exports, SandboxError> {
+        let export = |name: &str| {
+            module.get_export_index(name).ok_or_else(|| {
+                SandboxError::Engine(wasmtime::Error::msg(format!(
+                    "the runtime has no `{name}` export; run `warden runtime verify`"
+                )))
+            })
+        };
+        Ok(Exports {
+            memory: export("memory")?,
+            host_alloc: export("host_alloc")?,
+            turn: export("turn")?,
+        })
+    }
+}
+
+/// Runs `source` in the instance's `__main__` with the runtime's `turn` export; returns
+/// what `turn` returned (0: the source ran).
+pub(super) async fn turn<T: Send>(
+    store: &mut Store<T>,
+    instance: Instance,
+    exports: &Exports,
+    source: &str,
+) -> wasmtime::Result<i32> {
+    let mut get = |export: &ModuleExport| {
+        instance
+            .get_module_export(&mut *store, export)
+            .ok_or_else(|| wasmtime::Error::msg("the instance lacks an export of its module"))
+    };
+    let (memory, host_alloc, turn) = (
+        get(&exports.memory)?,
+        get(&exports.host_alloc)?,
+        get(&exports.turn)?,
+    );
+    let memory = memory
+        .into_memory()
+        .ok_or_else(|| wasmtime::Error::msg("`memory` is not a memory"))?;
+    let host_alloc = host_alloc
+        .into_func()
+        .ok_or_else(|| wasmtime::Error::msg("`host_alloc` is not a function"))?
+        .typed::<i32, i32>(&*store)?;
+    let turn = turn
+        .into_func()
+        .ok_or_else(|| wasmtime::Error::msg("`turn` is not a function"))?
+        .typed::<(i32, i32), i32>(&*store)?;
+    let len = i32::try_from(source.len())?;
+    let ptr = host_alloc.call_async(&mut *store, len).await?;
+    memory.write(&mut *store, usize::try_from(ptr)?, source.as_bytes())?;
+    turn.call_async(&mut *store, (ptr, len)).await
+}
+
+/// Classifies a trap by the type it was raised with, never by its text.
+pub(super) fn trap_kind(e: &wasmtime::Error) -> TrapKind {
+    if e.downcast_ref::<DeadlineHit>().is_some() {
+        return TrapKind::Deadline;
+    }
+    if let Some(I32Exit(code)) = e.downcast_ref::<I32Exit>() {
+        return TrapKind::Exit(*code);
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => TrapKind::OutOfFuel,
+        Some(Trap::Interrupt) => TrapKind::Deadline,
+        Some(trap) => TrapKind::Other(trap.to_string()),
+        None => TrapKind::Other(format!("{e}")),
+    }
+}
