@@ -32,14 +32,31 @@ pub struct ServeArgs {
     /// Longest a request may take (e.g. 120s).
     #[arg(long, value_name = "DURATION", default_value = "120s")]
     pub request_timeout: String,
+    /// Longest to wait for a request's head, on a new connection or between requests
+    /// of a kept-alive one; then the connection is closed (slowloris, idle clients).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub header_read_timeout: String,
+    /// Longest a request's body may take to arrive; then the answer is 408.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub body_read_timeout: String,
+    /// On SIGTERM or Ctrl-C, longest the requests in flight get to finish; connections
+    /// still open then are closed and the server exits.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub shutdown_grace: String,
     /// Most sandbox instances alive at once, over all tenants.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_instances: u32,
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
-    let request_timeout =
-        limits::parse_duration(&args.request_timeout).map_err(|e| usage(e.to_string()))?;
+    let duration = |s: &str| limits::parse_duration(s).map_err(|e| usage(e.to_string()));
+    let http_config = HttpConfig {
+        request_timeout: duration(&args.request_timeout)?,
+        header_read_timeout: duration(&args.header_read_timeout)?,
+        body_read_timeout: duration(&args.body_read_timeout)?,
+        shutdown_grace: duration(&args.shutdown_grace)?,
+        ..HttpConfig::default()
+    };
     let operator_key = std::env::var(&args.operator_key_env)
         .ok()
         .filter(|k| !k.is_empty());
@@ -62,10 +79,6 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             operator_key,
         },
     );
-    let http_config = HttpConfig {
-        request_timeout,
-        ..HttpConfig::default()
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -80,7 +93,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             db.display()
         );
         http::serve(listener, app, http_config, shutdown_signal()).await?;
-        eprintln!("warden stopped: every request in flight was answered");
+        eprintln!("warden stopped");
         anyhow::Ok(())
     })?;
     Ok(ExitCode::Ok)
@@ -106,5 +119,5 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    eprintln!("warden: shutting down, finishing requests in flight");
+    eprintln!("warden: shutting down, finishing the requests in flight");
 }

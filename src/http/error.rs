@@ -46,6 +46,15 @@ pub enum ApiError {
     /// The request took longer than the service's request timeout.
     #[error("the request timed out: retry, or use a smaller batch")]
     Timeout,
+    /// The request's body did not arrive within the body-read timeout.
+    #[error(
+        "the request body did not arrive within {}: send it at once, or a smaller one",
+        humantime::format_duration(*.limit)
+    )]
+    BodyTimeout {
+        /// The body-read timeout.
+        limit: std::time::Duration,
+    },
 }
 
 impl From<JsonRejection> for ApiError {
@@ -120,6 +129,7 @@ impl ApiError {
             ApiError::NoRoute => client(S::NOT_FOUND, "not_found"),
             ApiError::Method => client(S::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Timeout => client(S::SERVICE_UNAVAILABLE, "timeout"),
+            ApiError::BodyTimeout { .. } => client(S::REQUEST_TIMEOUT, "body_timeout"),
             ApiError::App(e) => match e {
                 AppError::Unauthorized | AppError::OperatorUnauthorized => {
                     client(S::UNAUTHORIZED, "unauthorized")

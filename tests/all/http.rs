@@ -5,6 +5,7 @@
 mod lifecycle;
 mod load;
 mod policy;
+mod server;
 mod tenancy;
 
 use std::path::{Path, PathBuf};
