@@ -10,6 +10,7 @@
 //! document served at `/openapi.json`.
 
 pub mod error;
+mod extract;
 mod handlers;
 pub mod openapi;
 mod server;

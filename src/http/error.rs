@@ -6,7 +6,7 @@
 
 use axum::Json;
 use axum::extract::multipart::MultipartError;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -34,6 +34,9 @@ pub enum ApiError {
     /// The query string does not parse.
     #[error("invalid query string: {0}")]
     Query(String),
+    /// A path parameter does not parse (not UTF-8 once percent-decoded, most likely).
+    #[error("invalid path: {0}")]
+    Path(String),
     /// The multipart body is malformed, or lacks the `file` part.
     #[error("{0}")]
     Upload(String),
@@ -69,12 +72,6 @@ impl From<JsonRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
         ApiError::Query(r.body_text())
-    }
-}
-
-impl From<PathRejection> for ApiError {
-    fn from(_: PathRejection) -> Self {
-        ApiError::NoRoute
     }
 }
 
@@ -125,6 +122,7 @@ impl ApiError {
                 _ => client(S::BAD_REQUEST, "malformed_body"),
             },
             ApiError::Query(_) => client(S::BAD_REQUEST, "invalid_query"),
+            ApiError::Path(_) => client(S::BAD_REQUEST, "invalid_path"),
             ApiError::Upload(_) => client(S::BAD_REQUEST, "invalid_upload"),
             ApiError::NoRoute => client(S::NOT_FOUND, "not_found"),
             ApiError::Method => client(S::METHOD_NOT_ALLOWED, "method_not_allowed"),

@@ -5,6 +5,7 @@
 mod lifecycle;
 mod load;
 mod policy;
+mod rejections;
 mod server;
 mod tenancy;
 
