@@ -130,7 +130,9 @@ pub enum AppError {
     #[error("missing or invalid operator key: send `Authorization: Bearer <operator key>`")]
     OperatorUnauthorized,
     /// The service was started without an operator key.
-    #[error("tenant administration is disabled: start the service with an operator key")]
+    #[error(
+        "the operator endpoints (tenant administration, metrics) are disabled: start the service with an operator key"
+    )]
     AdminDisabled,
     /// The source has errors; every diagnostic is kept.
     #[error("{}", SchemaError::Derive(.0.clone()))]

@@ -90,7 +90,7 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
     let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
     Router::new()
         .route("/healthz", get(h::healthz))
-        .route("/metrics", get(h::metrics))
+        .route("/metrics", get(h::operator_metrics))
         .route("/openapi.json", get(h::openapi))
         .route(
             "/v1/tools",
@@ -134,6 +134,16 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
         .with_state(app)
 }
 
+/// Only `GET /metrics`, without a key: for a separate address that only the metrics
+/// scraper can reach (`warden serve --metrics-listen`). Every other path is 404.
+pub fn metrics_router(app: App) -> Router {
+    Router::new()
+        .route("/metrics", get(handlers::metrics))
+        .fallback(|| async { ApiError::NoRoute })
+        .method_not_allowed_fallback(|| async { ApiError::Method })
+        .with_state(app)
+}
+
 async fn timeout(State(limit): State<Duration>, request: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(request)).await {
         Ok(response) => response,
@@ -151,6 +161,17 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     server::run(listener, router_with(app, config), config, shutdown).await
+}
+
+/// Serves [`metrics_router`] on `listener` until `shutdown` completes, with the same
+/// timeouts as [`serve`].
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    app: App,
+    config: HttpConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    server::run(listener, metrics_router(app), config, shutdown).await
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header.

@@ -22,8 +22,13 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// The environment variable holding the operator key, which manages tenants over
-    /// HTTP. Unset or empty: the admin endpoints are disabled.
+    /// Also serve `GET /metrics` here, without a key, for a scraper (bind it to an
+    /// address only the scraper can reach). On `--listen`, /metrics needs the
+    /// operator key.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// The environment variable holding the operator key, which manages tenants and
+    /// reads /metrics over HTTP. Unset or empty: those endpoints are disabled.
     #[arg(long, value_name = "VAR", default_value = "WARDEN_OPERATOR_KEY")]
     pub operator_key_env: String,
     /// The registry database. Default: $WARDEN_HOME/warden.db.
@@ -62,7 +67,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         .filter(|k| !k.is_empty());
     if operator_key.is_none() {
         eprintln!(
-            "note: ${} is not set: the admin endpoints are disabled (use `warden tenant`)",
+            "note: ${} is not set: the admin endpoints and /metrics are disabled (use `warden tenant`, --metrics-listen)",
             args.operator_key_env
         );
     }
@@ -92,7 +97,43 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             "warden listening on http://{addr} (registry {})",
             db.display()
         );
-        http::serve(listener, app, http_config, shutdown_signal()).await?;
+        let metrics_listener = match args.metrics_listen {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+                eprintln!(
+                    "warden serving /metrics without a key on http://{}",
+                    listener.local_addr()?
+                );
+                Some(listener)
+            }
+            None => None,
+        };
+        // One signal stops both servers.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop.send(true);
+        });
+        let until_stopped = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|s| *s).await.map(|_| ());
+            }
+        };
+        let metrics = async {
+            match metrics_listener {
+                Some(l) => http::serve_metrics(l, app.clone(), http_config, until_stopped()).await,
+                None => Ok(()),
+            }
+        };
+        let (served, metrics) = tokio::join!(
+            http::serve(listener, app.clone(), http_config, until_stopped()),
+            metrics
+        );
+        served?;
+        metrics?;
         eprintln!("warden stopped");
         anyhow::Ok(())
     })?;

@@ -29,6 +29,12 @@ pub(super) async fn healthz(State(app): State<App>) -> Answer<Json<Value>> {
     Ok(Json(json!({ "status": "ok" })))
 }
 
+/// The metrics name every tenant: on the service's own address, only the operator may
+/// read them (a `--metrics-listen` address serves [`metrics`] without a key).
+pub(super) async fn operator_metrics(State(app): State<App>, _: Operator) -> impl IntoResponse {
+    metrics(State(app)).await
+}
+
 pub(super) async fn metrics(State(app): State<App>) -> impl IntoResponse {
     (
         [(
