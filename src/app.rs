@@ -140,6 +140,14 @@ pub enum AppError {
     /// The arguments do not match the tool's schema.
     #[error("the arguments do not match the tool's schema: {}", list(.0))]
     InvalidArguments(Vec<Violation>),
+    /// An explicit schema cannot check arguments.
+    #[error(
+        "the explicit schema is not usable: {reason}; fix it, or leave `schema` out to derive it from the source"
+    )]
+    InvalidSchema {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A limit was given as zero.
     #[error("{limit} must be at least 1: raise it, or leave it out for the default")]
     ZeroLimit {

@@ -184,8 +184,8 @@ impl Default for TenantPolicy {
 }
 
 impl TenantPolicy {
-    /// Checks the policy itself: allowed folders are absolute UTF-8 paths, rates are
-    /// positive.
+    /// Checks the policy itself: allowed folders are absolute UTF-8 paths, rates and
+    /// ceilings are positive.
     pub fn check(&self) -> Result<(), TenantError> {
         for p in &self.allowed_folders {
             if !p.is_absolute() || p.to_str().is_none() {
@@ -194,6 +194,19 @@ impl TenantPolicy {
         }
         if self.max_concurrent_calls == 0 || self.calls_per_minute == 0 {
             return Err(TenantError::ZeroRate);
+        }
+        // A zero ceiling would make every tool fail (or truncate every result to nothing).
+        let c = &self.ceilings;
+        let zero = [
+            ("fuel", c.fuel.0 == 0),
+            ("deadline_ms", c.deadline.is_zero()),
+            ("memory_bytes", c.memory.as_u64() == 0),
+            ("stdout_bytes", c.stdout.as_u64() == 0),
+            ("stderr_bytes", c.stderr.as_u64() == 0),
+            ("return_char_limit", c.return_chars.0 == 0),
+        ];
+        if let Some((limit, _)) = zero.into_iter().find(|(_, is_zero)| *is_zero) {
+            return Err(TenantError::ZeroCeiling { limit });
         }
         Ok(())
     }
@@ -291,6 +304,14 @@ pub enum TenantError {
     /// A policy rate is zero.
     #[error("max_concurrent_calls and calls_per_minute must be at least 1: raise them")]
     ZeroRate,
+    /// A ceiling is zero.
+    #[error(
+        "the ceiling {limit} must be at least 1: raise it, or leave the ceilings out for the defaults"
+    )]
+    ZeroCeiling {
+        /// Which ceiling.
+        limit: &'static str,
+    },
     /// A mount's host path is relative, so it would depend on the service's directory.
     #[error("mount source {} is relative: give an absolute path", .0.display())]
     RelativeHost(PathBuf),

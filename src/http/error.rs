@@ -138,6 +138,7 @@ impl ApiError {
                     client(S::UNPROCESSABLE_ENTITY, "invalid_arguments")
                 }
                 AppError::ZeroLimit { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_limits"),
+                AppError::InvalidSchema { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_schema"),
                 AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
                 AppError::RateLimited { .. } => client(S::TOO_MANY_REQUESTS, "rate_limited"),
                 AppError::BatchSize { .. } => client(S::UNPROCESSABLE_ENTITY, "batch_size"),
@@ -225,9 +226,10 @@ fn tenant(e: &TenantError) -> Wire {
         }
         TenantError::Grant(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_grants"),
         TenantError::TenantId(_) => client(S::NOT_FOUND, "not_found"),
-        TenantError::Name(_) | TenantError::RelativeFolder(_) | TenantError::ZeroRate => {
-            client(S::UNPROCESSABLE_ENTITY, "invalid_tenant")
-        }
+        TenantError::Name(_)
+        | TenantError::RelativeFolder(_)
+        | TenantError::ZeroRate
+        | TenantError::ZeroCeiling { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_tenant"),
         TenantError::ApiKey => client(S::UNAUTHORIZED, "unauthorized"),
     }
 }

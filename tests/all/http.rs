@@ -5,6 +5,7 @@
 mod lifecycle;
 mod load;
 mod policy;
+mod registration;
 mod rejections;
 mod server;
 mod tenancy;
