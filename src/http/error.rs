@@ -221,9 +221,9 @@ fn tenant(e: &TenantError) -> Wire {
     use StatusCode as S;
     match e {
         TenantError::AboveCeiling { .. } => client(S::UNPROCESSABLE_ENTITY, "above_ceiling"),
-        TenantError::OutsideAllowedFolders { .. } | TenantError::RelativeHost(_) => {
-            client(S::UNPROCESSABLE_ENTITY, "grant_refused")
-        }
+        TenantError::OutsideAllowedFolders { .. }
+        | TenantError::ReadOnlyFolder { .. }
+        | TenantError::RelativeHost(_) => client(S::UNPROCESSABLE_ENTITY, "grant_refused"),
         TenantError::Grant(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_grants"),
         TenantError::TenantId(_) => client(S::NOT_FOUND, "not_found"),
         TenantError::Name(_)

@@ -5,7 +5,7 @@ use serde_json::json;
 use warden::limits::Fuel;
 use warden::tenant::TenantId;
 
-use super::{ADD, SPIN, Service, folder};
+use super::{ADD, OPERATOR_KEY, SPIN, Service, folder};
 
 #[tokio::test]
 async fn limits_above_the_ceiling_are_refused() {
@@ -78,6 +78,57 @@ async fn grants_outside_the_allowed_folders_are_refused() {
         (r.status, r.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "grant_refused")
     );
+}
+
+#[tokio::test]
+async fn a_tenant_restricted_to_read_only_cannot_mount_rw() {
+    let s = Service::start();
+    let shared = folder(s.path(), "shared");
+    let scratch = folder(s.path(), "scratch");
+    let key = s
+        .tenant(json!({"allowed_folders": [{"path": shared, "mode": "ro"}, scratch]}))
+        .await;
+    let tenants = s
+        .send(Method::GET, "/v1/admin/tenants", Some(OPERATOR_KEY), None)
+        .await;
+    assert_eq!(
+        tenants.json["items"][0]["policy"]["allowed_folders"],
+        json!([{"path": shared, "mode": "ro"}, scratch])
+    );
+    let mount = |host: &std::path::Path, access: &str| json!({"source": ADD, "grants": {"mounts": [{"host": host, "guest": "/data", "access": access}]}});
+    let refused = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(mount(&shared, "rw")),
+        )
+        .await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "grant_refused")
+    );
+    let message = refused.json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(shared.to_str().unwrap()) && message.contains("mode ro"),
+        "{message}"
+    );
+    let id = s.register(&key, mount(&shared, "ro")).await;
+    let put = s
+        .send(
+            Method::PUT,
+            &format!("/v1/tools/{id}"),
+            Some(&key),
+            Some(mount(&shared, "rw")),
+        )
+        .await;
+    assert_eq!(put.code(), "grant_refused");
+    // A bare folder allows read-write mounts, as before folders had a mode.
+    s.register(
+        &key,
+        json!({"source": ADD.replace("add", "plus"), "grants": {"mounts": [{"host": scratch, "guest": "/data", "access": "rw"}]}}),
+    )
+    .await;
 }
 
 #[tokio::test]
