@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Map, Value};
 
+use warden::app::MAX_VIOLATIONS;
 use warden::grants::{EnvVar, Grants, Mount};
 use warden::limits::{self, ByteSize, CharLimit, Fuel, Limits};
 use warden::outcome::CallResult;
@@ -124,7 +125,19 @@ impl Prepared {
         if let Err(violations) =
             schema::validate_arguments(&derived.schema, &Value::Object(arguments.clone()))
         {
-            let lines: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
+            // As the service does: the first MAX_VIOLATIONS, and how many in all.
+            let mut lines: Vec<String> = violations
+                .iter()
+                .take(MAX_VIOLATIONS)
+                .map(|v| format!("  {v}"))
+                .collect();
+            if violations.len() > MAX_VIOLATIONS {
+                lines.push(format!(
+                    "  ... and {} more ({} in all)",
+                    violations.len() - MAX_VIOLATIONS,
+                    violations.len()
+                ));
+            }
             return Err(InvalidArguments(format!(
                 "the arguments do not match the schema of {function}():\n{}\nsee `warden schema {}`",
                 lines.join("\n"),

@@ -134,7 +134,7 @@ impl ApiError {
                 }
                 AppError::AdminDisabled => client(S::FORBIDDEN, "admin_disabled"),
                 AppError::InvalidSource(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_source"),
-                AppError::InvalidArguments(_) => {
+                AppError::InvalidArguments { .. } => {
                     client(S::UNPROCESSABLE_ENTITY, "invalid_arguments")
                 }
                 AppError::ZeroLimit { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_limits"),
@@ -175,7 +175,7 @@ impl ApiError {
             ApiError::App(AppError::Schema(e @ SchemaError::Derive(_))) => {
                 Some(json!(e.diagnostics()))
             }
-            ApiError::App(AppError::InvalidArguments(v)) => Some(json!(v)),
+            ApiError::App(AppError::InvalidArguments { violations, .. }) => Some(json!(violations)),
             _ => None,
         }
     }

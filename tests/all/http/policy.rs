@@ -158,6 +158,42 @@ async fn arguments_are_checked_before_the_sandbox_with_every_violation() {
 }
 
 #[tokio::test]
+async fn a_hundred_thousand_unknown_arguments_get_a_bounded_422() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    // Short keys (upper-case base 36), so the request fits the 1 MiB run body.
+    let base36 = |mut i: u32| {
+        let mut key = Vec::new();
+        loop {
+            key.push(char::from_digit(i % 36, 36).unwrap().to_ascii_uppercase());
+            i /= 36;
+            if i == 0 {
+                break key.into_iter().rev().collect::<String>();
+            }
+        }
+    };
+    let mut arguments = serde_json::Map::new();
+    for i in 0..100_000 {
+        arguments.insert(base36(i), json!(0));
+    }
+    let request_bytes = json!({ "arguments": arguments }).to_string().len();
+    let r = s.run(&key, &id, serde_json::Value::Object(arguments)).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_arguments")
+    );
+    assert_eq!(r.json["error"]["details"].as_array().unwrap().len(), 100);
+    let message = r.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("100002 violations in all"), "{message}");
+    let answer_bytes = r.json.to_string().len();
+    assert!(
+        answer_bytes < 16 * 1024 && answer_bytes < request_bytes / 50,
+        "{answer_bytes} bytes answer {request_bytes} bytes"
+    );
+}
+
+#[tokio::test]
 async fn past_the_rate_limit_calls_are_429_with_retry_after() {
     let s = Service::start();
     let key = s.tenant(json!({"calls_per_minute": 2})).await;
