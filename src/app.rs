@@ -8,7 +8,8 @@
 //! re-admits its grants (a folder may have become a symlink since registration), takes
 //! a token from the tenant's calls-per-minute bucket ([`AppError::RateLimited`] when
 //! empty), refuses a disabled tool ([`AppError::Disabled`]), validates the arguments
-//! against the schema ([`AppError::InvalidArguments`], every violation at once), then
+//! against the schema ([`AppError::InvalidArguments`]: every violation at once, up to
+//! [`MAX_VIOLATIONS`] of them, and their count), then
 //! waits for one of the tenant's `max_concurrent_calls` permits and runs with the tool's
 //! limits bounded by the tenant's ceilings.
 //!
@@ -130,14 +131,29 @@ pub enum AppError {
     #[error("missing or invalid operator key: send `Authorization: Bearer <operator key>`")]
     OperatorUnauthorized,
     /// The service was started without an operator key.
-    #[error("tenant administration is disabled: start the service with an operator key")]
+    #[error(
+        "the operator endpoints (tenant administration, metrics) are disabled: start the service with an operator key"
+    )]
     AdminDisabled,
     /// The source has errors; every diagnostic is kept.
     #[error("{}", SchemaError::Derive(.0.clone()))]
     InvalidSource(Vec<Diagnostic>),
     /// The arguments do not match the tool's schema.
-    #[error("the arguments do not match the tool's schema: {}", list(.0))]
-    InvalidArguments(Vec<Violation>),
+    #[error("the arguments do not match the tool's schema: {}", list(.violations, *.total))]
+    InvalidArguments {
+        /// The first [`MAX_VIOLATIONS`] violations, in the validator's order.
+        violations: Vec<Violation>,
+        /// How many there were in all.
+        total: usize,
+    },
+    /// An explicit schema cannot check arguments.
+    #[error(
+        "the explicit schema is not usable: {reason}; fix it, or leave `schema` out to derive it from the source"
+    )]
+    InvalidSchema {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A limit was given as zero.
     #[error("{limit} must be at least 1: raise it, or leave it out for the default")]
     ZeroLimit {
@@ -192,12 +208,41 @@ pub enum AppError {
     Task(String),
 }
 
-fn list(violations: &[Violation]) -> String {
-    violations
+/// Most argument violations one refusal carries: 100. A request can hold as many
+/// violations as it has bytes (100,000 unknown keys in 1 MiB); the refusal stays small
+/// and says how many there were.
+pub const MAX_VIOLATIONS: usize = 100;
+
+/// Most violations spelled out in the message of a refusal: 10; the rest are in its
+/// violations, up to [`MAX_VIOLATIONS`].
+const MESSAGE_VIOLATIONS: usize = 10;
+
+impl AppError {
+    /// The refusal of arguments with `violations`: the first [`MAX_VIOLATIONS`] and
+    /// their count.
+    pub fn invalid_arguments(mut violations: Vec<Violation>) -> AppError {
+        let total = violations.len();
+        violations.truncate(MAX_VIOLATIONS);
+        AppError::InvalidArguments { violations, total }
+    }
+}
+
+fn list(violations: &[Violation], total: usize) -> String {
+    let mut out = violations
         .iter()
+        .take(MESSAGE_VIOLATIONS)
         .map(ToString::to_string)
         .collect::<Vec<_>>()
-        .join("; ")
+        .join("; ");
+    let shown = violations.len().min(MESSAGE_VIOLATIONS);
+    if total > shown {
+        out.push_str(&format!(
+            " (and {} more: {total} violations in all, the first {} listed in details)",
+            total - shown,
+            violations.len()
+        ));
+    }
+    out
 }
 
 /// Whole seconds to wait, at least 1: the `Retry-After` value.

@@ -1,6 +1,6 @@
 //! The HTTP surface: [`router`] maps each endpoint to one [`App`] operation, testable
 //! without a socket (`router(app).oneshot(request)`); [`serve`] runs it on a listener
-//! with graceful shutdown.
+//! with timeouts for slow clients and a bounded graceful shutdown (`http/server.rs`).
 //!
 //! What lives here: routing, authentication (`Authorization: Bearer ...`, a tenant's
 //! API key or the operator key), request body limits, the request timeout, and the
@@ -10,8 +10,10 @@
 //! document served at `/openapi.json`.
 
 pub mod error;
+mod extract;
 mod handlers;
 pub mod openapi;
+mod server;
 
 use std::future::Future;
 use std::time::Duration;
@@ -35,6 +37,16 @@ pub struct HttpConfig {
     /// Longest a request may take before it is answered 503 `timeout` (a call already
     /// running finishes and is audited anyway). Default: 120 s.
     pub request_timeout: Duration,
+    /// Longest the server waits for a request's head, on a new connection or between
+    /// the requests of a keep-alive one; then it closes the connection without an
+    /// answer. Bounds slowloris clients and idle connections. Default: 10 s.
+    pub header_read_timeout: Duration,
+    /// Longest a request's body may take to arrive, from the end of its head; then the
+    /// answer is 408 `body_timeout`. Default: 30 s.
+    pub body_read_timeout: Duration,
+    /// On shutdown, longest the requests in flight get to be answered; connections
+    /// still open then are closed. Default: 10 s.
+    pub shutdown_grace: Duration,
     /// Largest body of a tool registration, update, upload or validation. Default:
     /// 4 MiB (the source itself is capped at 1 MiB; JSON escaping may double it).
     pub max_tool_body_bytes: usize,
@@ -48,12 +60,22 @@ impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
             request_timeout: Duration::from_secs(120),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_tool_body_bytes: 4 * 1024 * 1024,
             max_run_body_bytes: 1024 * 1024,
             max_batch_body_bytes: 8 * 1024 * 1024,
         }
     }
 }
+
+/// Default of [`HttpConfig::header_read_timeout`]: 10 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of [`HttpConfig::body_read_timeout`]: 30 s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default of [`HttpConfig::shutdown_grace`]: 10 s.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// The service's routes with default limits.
 pub fn router(app: App) -> Router {
@@ -68,7 +90,7 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
     let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
     Router::new()
         .route("/healthz", get(h::healthz))
-        .route("/metrics", get(h::metrics))
+        .route("/metrics", get(h::operator_metrics))
         .route("/openapi.json", get(h::openapi))
         .route(
             "/v1/tools",
@@ -105,6 +127,20 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
             config.request_timeout,
             timeout,
         ))
+        .layer(middleware::from_fn_with_state(
+            config.body_read_timeout,
+            server::body_deadline,
+        ))
+        .with_state(app)
+}
+
+/// Only `GET /metrics`, without a key: for a separate address that only the metrics
+/// scraper can reach (`warden serve --metrics-listen`). Every other path is 404.
+pub fn metrics_router(app: App) -> Router {
+    Router::new()
+        .route("/metrics", get(handlers::metrics))
+        .fallback(|| async { ApiError::NoRoute })
+        .method_not_allowed_fallback(|| async { ApiError::Method })
         .with_state(app)
 }
 
@@ -115,17 +151,27 @@ async fn timeout(State(limit): State<Duration>, request: Request, next: Next) ->
     }
 }
 
-/// Serves `app` on `listener` until `shutdown` completes, then stops accepting and
-/// waits for the requests in flight (and so their calls) to finish.
+/// Serves `app` on `listener` until `shutdown` completes, then stops accepting, closes
+/// idle connections and gives the requests in flight (and so their calls) up to
+/// [`HttpConfig::shutdown_grace`] to finish. The timeouts are [`HttpConfig`]'s.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: App,
     config: HttpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router_with(app, config))
-        .with_graceful_shutdown(shutdown)
-        .await
+    server::run(listener, router_with(app, config), config, shutdown).await
+}
+
+/// Serves [`metrics_router`] on `listener` until `shutdown` completes, with the same
+/// timeouts as [`serve`].
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    app: App,
+    config: HttpConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    server::run(listener, metrics_router(app), config, shutdown).await
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header.

@@ -115,6 +115,11 @@ impl Manifest {
                 bytes: self.source.len(),
             });
         }
+        if let Some(at) = self.source.find('\0') {
+            // CPython refuses to compile such a source: every call would fail.
+            let line = self.source[..at].matches('\n').count() + 1;
+            return Err(ManifestError::NulInSource { line });
+        }
         if self.tags.len() > MAX_TAGS {
             return Err(ManifestError::TooManyTags {
                 count: self.tags.len(),
@@ -328,6 +333,12 @@ pub enum ManifestError {
     SourceTooLarge {
         /// Its size.
         bytes: usize,
+    },
+    /// The source holds a NUL byte, which Python refuses to compile.
+    #[error("the source has a NUL byte on line {line}: Python cannot compile it; remove the byte")]
+    NulInSource {
+        /// The 1-based line of the first NUL byte.
+        line: usize,
     },
     /// The description is too long.
     #[error("the description is too long: keep it under {MAX_DESCRIPTION_BYTES} bytes")]

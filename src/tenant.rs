@@ -15,11 +15,12 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use rand::RngCore;
+use serde::de::{MapAccess, Visitor, value::MapAccessDeserializer};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::grants::{GrantError, Grants, canonical_host_folder};
+use crate::grants::{Access, GrantError, Grants, canonical_host_folder};
 use crate::limits::Limits;
 
 /// Prefix of every API key, so that leaked keys are easy to find by secret scanners.
@@ -167,9 +168,125 @@ pub struct TenantPolicy {
     pub max_concurrent_calls: u32,
     /// Calls started per minute. Default: [`DEFAULT_CALLS_PER_MINUTE`].
     pub calls_per_minute: u32,
-    /// Absolute host folders under which mounts may sit. Default: none, so no tool of
-    /// the tenant may mount anything.
-    pub allowed_folders: Vec<PathBuf>,
+    /// Absolute host folders under which mounts may sit, each read-only or read-write.
+    /// Default: none, so no tool of the tenant may mount anything.
+    pub allowed_folders: Vec<AllowedFolder>,
+}
+
+/// A host folder under which a tenant's tools may mount folders, and how.
+///
+/// Written in a policy as `{"path": "/srv/data", "mode": "ro"}` (or `"rw"`), or as a bare
+/// path, `"/srv/data"`, which allows read-write mounts: what every allowed folder meant
+/// before folders had a mode, so policies stored then keep their meaning. A read-write
+/// folder is written back as a bare path, exactly as before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedFolder {
+    /// The absolute host folder.
+    pub path: PathBuf,
+    /// `ro`: mounts under it must be read-only; `rw`: they may be either.
+    pub mode: Access,
+}
+
+impl AllowedFolder {
+    /// Mounts under `path` may be read-only or read-write.
+    pub fn read_write(path: impl Into<PathBuf>) -> AllowedFolder {
+        AllowedFolder {
+            path: path.into(),
+            mode: Access::Rw,
+        }
+    }
+
+    /// Mounts under `path` must be read-only.
+    pub fn read_only(path: impl Into<PathBuf>) -> AllowedFolder {
+        AllowedFolder {
+            path: path.into(),
+            mode: Access::Ro,
+        }
+    }
+}
+
+/// A bare path allows read-write mounts, as in a policy.
+impl From<PathBuf> for AllowedFolder {
+    fn from(path: PathBuf) -> Self {
+        AllowedFolder::read_write(path)
+    }
+}
+
+/// A bare path allows read-write mounts, as in a policy.
+impl From<&str> for AllowedFolder {
+    fn from(path: &str) -> Self {
+        AllowedFolder::read_write(path)
+    }
+}
+
+impl fmt::Display for AllowedFolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.path.display(), self.mode)
+    }
+}
+
+impl FromStr for AllowedFolder {
+    type Err = std::convert::Infallible;
+
+    /// Parses `DIR`, `DIR:ro` or `DIR:rw`; a bare `DIR` is read-write.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.rsplit_once(':') {
+            Some((path, "ro")) => AllowedFolder::read_only(path),
+            Some((path, "rw")) => AllowedFolder::read_write(path),
+            _ => AllowedFolder::read_write(s),
+        })
+    }
+}
+
+/// The object form of an [`AllowedFolder`].
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FolderEntry {
+    path: PathBuf,
+    mode: Access,
+}
+
+impl Serialize for AllowedFolder {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.mode {
+            Access::Rw => self.path.serialize(serializer),
+            Access::Ro => FolderEntry {
+                path: self.path.clone(),
+                mode: self.mode,
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AllowedFolder {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FolderVisitor;
+
+        impl<'de> Visitor<'de> for FolderVisitor {
+            type Value = AllowedFolder;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    r#"a folder: "/path" (read-write) or {"path": "/path", "mode": "ro" or "rw"}"#,
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, path: &str) -> Result<AllowedFolder, E> {
+                Ok(AllowedFolder::read_write(path))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<AllowedFolder, A::Error> {
+                let entry = FolderEntry::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(AllowedFolder {
+                    path: entry.path,
+                    mode: entry.mode,
+                })
+            }
+        }
+
+        deserializer.deserialize_any(FolderVisitor)
+    }
 }
 
 impl Default for TenantPolicy {
@@ -184,10 +301,11 @@ impl Default for TenantPolicy {
 }
 
 impl TenantPolicy {
-    /// Checks the policy itself: allowed folders are absolute UTF-8 paths, rates are
-    /// positive.
+    /// Checks the policy itself: allowed folders are absolute UTF-8 paths, rates and
+    /// ceilings are positive.
     pub fn check(&self) -> Result<(), TenantError> {
-        for p in &self.allowed_folders {
+        for folder in &self.allowed_folders {
+            let p = &folder.path;
             if !p.is_absolute() || p.to_str().is_none() {
                 return Err(TenantError::RelativeFolder(p.clone()));
             }
@@ -195,23 +313,38 @@ impl TenantPolicy {
         if self.max_concurrent_calls == 0 || self.calls_per_minute == 0 {
             return Err(TenantError::ZeroRate);
         }
+        // A zero ceiling would make every tool fail (or truncate every result to nothing).
+        let c = &self.ceilings;
+        let zero = [
+            ("fuel", c.fuel.0 == 0),
+            ("deadline_ms", c.deadline.is_zero()),
+            ("memory_bytes", c.memory.as_u64() == 0),
+            ("stdout_bytes", c.stdout.as_u64() == 0),
+            ("stderr_bytes", c.stderr.as_u64() == 0),
+            ("return_char_limit", c.return_chars.0 == 0),
+        ];
+        if let Some((limit, _)) = zero.into_iter().find(|(_, is_zero)| *is_zero) {
+            return Err(TenantError::ZeroCeiling { limit });
+        }
         Ok(())
     }
 
     /// Admits `grants` when they are consistent and every mount's host folder, once
     /// resolved (symlinks followed, `..` removed), lies inside an allowed folder, itself
-    /// resolved the same way. A mount host must be an absolute path to an existing folder.
+    /// resolved the same way, whose mode allows the mount's access: a read-write mount
+    /// needs a read-write folder. A mount host must be an absolute path to an existing
+    /// folder.
     pub fn admit_grants(&self, grants: &Grants) -> Result<(), TenantError> {
         grants.check()?;
         if grants.mounts.is_empty() {
             return Ok(());
         }
         // An allowed folder that does not exist (yet) cannot contain anything that does.
-        let allowed: Vec<PathBuf> = self
+        let allowed: Vec<(PathBuf, &AllowedFolder)> = self
             .allowed_folders
             .iter()
-            .filter(|p| p.is_absolute())
-            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter(|f| f.path.is_absolute())
+            .filter_map(|f| Some((std::fs::canonicalize(&f.path).ok()?, f)))
             .collect();
         for mount in &grants.mounts {
             if !mount.host.is_absolute() {
@@ -219,10 +352,21 @@ impl TenantPolicy {
             }
             let host = canonical_host_folder(&mount.host)?;
             // Path::starts_with compares whole components: /data2 is not inside /data.
-            if !allowed.iter().any(|a| host.starts_with(a)) {
+            let mut containing = allowed
+                .iter()
+                .filter(|(a, _)| host.starts_with(a))
+                .map(|(_, f)| *f)
+                .peekable();
+            let Some(&first) = containing.peek() else {
                 return Err(TenantError::OutsideAllowedFolders {
                     host: mount.host.clone(),
                     resolved: host,
+                });
+            };
+            if mount.access == Access::Rw && !containing.any(|f| f.mode == Access::Rw) {
+                return Err(TenantError::ReadOnlyFolder {
+                    host: mount.host.clone(),
+                    folder: first.path.clone(),
                 });
             }
         }
@@ -301,6 +445,14 @@ pub enum TenantError {
     /// A policy rate is zero.
     #[error("max_concurrent_calls and calls_per_minute must be at least 1: raise them")]
     ZeroRate,
+    /// A ceiling is zero.
+    #[error(
+        "the ceiling {limit} must be at least 1: raise it, or leave the ceilings out for the defaults"
+    )]
+    ZeroCeiling {
+        /// Which ceiling.
+        limit: &'static str,
+    },
     /// A mount's host path is relative, so it would depend on the service's directory.
     #[error("mount source {} is relative: give an absolute path", .0.display())]
     RelativeHost(PathBuf),
@@ -314,6 +466,17 @@ pub enum TenantError {
         host: PathBuf,
         /// Where it resolves to.
         resolved: PathBuf,
+    },
+    /// A read-write mount lies only inside folders the tenant may mount read-only.
+    #[error(
+        "mount source {} is mounted rw, but the tenant's allowed folder {} is read-only (mode ro): mount it ro, or ask an operator to allow the folder rw",
+        .host.display(), .folder.display()
+    )]
+    ReadOnlyFolder {
+        /// The host path as given.
+        host: PathBuf,
+        /// The allowed folder that contains it, as written in the policy.
+        folder: PathBuf,
     },
     /// A limit exceeds the tenant's ceiling.
     #[error("{limit} {asked} is above the tenant's ceiling of {ceiling}: lower it")]
@@ -386,6 +549,44 @@ mod tests {
             policy.admit_limits(&greedy),
             Err(TenantError::AboveCeiling { limit: "fuel", .. })
         ));
+    }
+
+    #[test]
+    fn allowed_folders_read_as_bare_paths_or_with_a_mode() {
+        // Policies stored before folders had a mode hold bare paths: read-write.
+        let p: TenantPolicy = serde_json::from_str(
+            r#"{"allowed_folders": ["/srv/a", {"path": "/srv/b", "mode": "ro"}, {"path": "/srv/c", "mode": "rw"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            p.allowed_folders,
+            [
+                AllowedFolder::read_write("/srv/a"),
+                AllowedFolder::read_only("/srv/b"),
+                AllowedFolder::read_write("/srv/c"),
+            ]
+        );
+        // A read-write folder is written back as before.
+        assert_eq!(
+            serde_json::to_value(&p).unwrap()["allowed_folders"],
+            serde_json::json!(["/srv/a", {"path": "/srv/b", "mode": "ro"}, "/srv/c"])
+        );
+        for bad in [
+            r#"{"allowed_folders": [{"path": "/srv/b"}]}"#,
+            r#"{"allowed_folders": [{"path": "/srv/b", "mode": "ro", "x": 1}]}"#,
+            r#"{"allowed_folders": [{"path": "/srv/b", "mode": "rx"}]}"#,
+            r#"{"allowed_folders": [7]}"#,
+        ] {
+            assert!(serde_json::from_str::<TenantPolicy>(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            "/srv/b:ro".parse::<AllowedFolder>(),
+            Ok(AllowedFolder::read_only("/srv/b"))
+        );
+        assert_eq!(
+            "/srv/a".parse::<AllowedFolder>(),
+            Ok(AllowedFolder::read_write("/srv/a"))
+        );
     }
 
     #[test]

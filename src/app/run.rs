@@ -138,10 +138,10 @@ impl App {
         }
         self.validator(&version.id, &manifest)
             .validate(&arguments)
-            .map_err(AppError::InvalidArguments)?;
+            .map_err(AppError::invalid_arguments)?;
         let Value::Object(arguments) = arguments else {
             // The validator refuses anything but an object.
-            return Err(AppError::InvalidArguments(Vec::new()));
+            return Err(AppError::invalid_arguments(Vec::new()));
         };
         // Last: a call refused above (disabled tool, bad arguments) spends no token.
         let gate = self.inner.gates.get(tenant, &policy);

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::grants::Grants;
 use crate::limits::{ByteSize, CharLimit, Fuel, Limits};
 use crate::manifest::{Manifest, Tag, ToolName};
-use crate::schema::{self, DeriveOptions, Diagnostic, Health, Severity, ToolSchema};
+use crate::schema::{self, Code, DeriveOptions, Diagnostic, Health, Severity, ToolSchema};
 use crate::tenant::TenantPolicy;
 
 use super::AppError;
@@ -95,6 +95,10 @@ impl LimitsSpec {
             }
         }
         if let Some(c) = self.return_char_limit {
+            // Zero would truncate every result to nothing.
+            if c == 0 {
+                return Err(zero("return_char_limit"));
+            }
             limits.return_chars = CharLimit(c);
         }
         Ok(limits)
@@ -161,7 +165,10 @@ pub fn manifest(
         ));
     }
     let (schema, diagnostics) = match spec.schema.clone() {
-        Some(schema) => (schema, Vec::new()),
+        Some(schema) => {
+            check_explicit(&spec, &schema)?;
+            (schema, Vec::new())
+        }
         None => {
             let report = validate(&spec);
             match report.schema {
@@ -190,4 +197,50 @@ pub fn manifest(
     };
     manifest.check()?;
     Ok((manifest, diagnostics))
+}
+
+/// An explicit schema replaces the derived one, not the checks that every call could
+/// pass: its parameters must compile as a JSON Schema of an object (as
+/// [`schema::ArgumentValidator`] compiles them: draft 2020-12, formats asserted), and
+/// the source must parse and define the function. Else every call would fail.
+fn check_explicit(spec: &ToolSpec, schema: &ToolSchema) -> Result<(), AppError> {
+    let invalid = |reason: String| AppError::InvalidSchema { reason };
+    if schema
+        .parameters
+        .get("type")
+        .and_then(serde_json::Value::as_str)
+        != Some("object")
+    {
+        return Err(invalid(
+            "`parameters` must have \"type\": \"object\", since a tool takes keyword arguments"
+                .into(),
+        ));
+    }
+    jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema.parameters)
+        .map_err(|e| invalid(e.to_string()))?;
+    let opts = DeriveOptions {
+        function: Some(spec.function.clone().unwrap_or_else(|| schema.name.clone())),
+        ..options(spec)
+    };
+    // Annotations and docstrings do not matter here: the schema is given.
+    let fatal: Vec<Diagnostic> = schema::check(&spec.source, &opts)
+        .into_iter()
+        .filter(|d| {
+            d.severity == Severity::Error
+                && matches!(
+                    d.code,
+                    Code::SyntaxError
+                        | Code::SourceTooComplex
+                        | Code::NoFunction
+                        | Code::FunctionNotFound
+                )
+        })
+        .collect();
+    if fatal.is_empty() {
+        Ok(())
+    } else {
+        Err(AppError::InvalidSource(fatal))
+    }
 }

@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Map, Value};
 
+use warden::app::MAX_VIOLATIONS;
 use warden::grants::{EnvVar, Grants, Mount};
 use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits};
 use warden::outcome::{CallResult, Status};
@@ -171,8 +172,20 @@ impl Prepared {
         if let Err(violations) =
             schema::validate_arguments(&derived.schema, &Value::Object(arguments.clone()))
         {
-            let violations: Vec<String> = violations.iter().map(ToString::to_string).collect();
-            let lines: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
+            // As the service does: the first MAX_VIOLATIONS, and how many in all.
+            let total = violations.len();
+            let violations: Vec<String> = violations
+                .iter()
+                .take(MAX_VIOLATIONS)
+                .map(ToString::to_string)
+                .collect();
+            let mut lines: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
+            if total > MAX_VIOLATIONS {
+                lines.push(format!(
+                    "  ... and {} more ({total} in all)",
+                    total - MAX_VIOLATIONS
+                ));
+            }
             return Err(InvalidArguments {
                 message: format!(
                     "the arguments do not match the schema of {function}():\n{}\nsee `warden schema {}`",

@@ -22,8 +22,13 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed at start).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// The environment variable holding the operator key, which manages tenants over
-    /// HTTP. Unset or empty: the admin endpoints are disabled.
+    /// Also serve `GET /metrics` here, without a key, for a scraper (bind it to an
+    /// address only the scraper can reach). On `--listen`, /metrics needs the
+    /// operator key.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// The environment variable holding the operator key, which manages tenants and
+    /// reads /metrics over HTTP. Unset or empty: those endpoints are disabled.
     #[arg(long, value_name = "VAR", default_value = "WARDEN_OPERATOR_KEY")]
     pub operator_key_env: String,
     /// The registry database. Default: $WARDEN_HOME/warden.db.
@@ -32,20 +37,37 @@ pub struct ServeArgs {
     /// Longest a request may take (e.g. 120s).
     #[arg(long, value_name = "DURATION", default_value = "120s")]
     pub request_timeout: String,
+    /// Longest to wait for a request's head, on a new connection or between requests
+    /// of a kept-alive one; then the connection is closed (slowloris, idle clients).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub header_read_timeout: String,
+    /// Longest a request's body may take to arrive; then the answer is 408.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub body_read_timeout: String,
+    /// On SIGTERM or Ctrl-C, longest the requests in flight get to finish; connections
+    /// still open then are closed and the server exits.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub shutdown_grace: String,
     /// Most sandbox instances alive at once, over all tenants.
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_instances: u32,
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
-    let request_timeout =
-        limits::parse_duration(&args.request_timeout).map_err(|e| usage(e.to_string()))?;
+    let duration = |s: &str| limits::parse_duration(s).map_err(|e| usage(e.to_string()));
+    let http_config = HttpConfig {
+        request_timeout: duration(&args.request_timeout)?,
+        header_read_timeout: duration(&args.header_read_timeout)?,
+        body_read_timeout: duration(&args.body_read_timeout)?,
+        shutdown_grace: duration(&args.shutdown_grace)?,
+        ..HttpConfig::default()
+    };
     let operator_key = std::env::var(&args.operator_key_env)
         .ok()
         .filter(|k| !k.is_empty());
     if operator_key.is_none() {
         eprintln!(
-            "note: ${} is not set: the admin endpoints are disabled (use `warden tenant`)",
+            "note: ${} is not set: the admin endpoints and /metrics are disabled (use `warden tenant`, --metrics-listen)",
             args.operator_key_env
         );
     }
@@ -62,10 +84,6 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             operator_key,
         },
     );
-    let http_config = HttpConfig {
-        request_timeout,
-        ..HttpConfig::default()
-    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -79,8 +97,44 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             "warden listening on http://{addr} (registry {})",
             db.display()
         );
-        http::serve(listener, app, http_config, shutdown_signal()).await?;
-        eprintln!("warden stopped: every request in flight was answered");
+        let metrics_listener = match args.metrics_listen {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+                eprintln!(
+                    "warden serving /metrics without a key on http://{}",
+                    listener.local_addr()?
+                );
+                Some(listener)
+            }
+            None => None,
+        };
+        // One signal stops both servers.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop.send(true);
+        });
+        let until_stopped = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|s| *s).await.map(|_| ());
+            }
+        };
+        let metrics = async {
+            match metrics_listener {
+                Some(l) => http::serve_metrics(l, app.clone(), http_config, until_stopped()).await,
+                None => Ok(()),
+            }
+        };
+        let (served, metrics) = tokio::join!(
+            http::serve(listener, app.clone(), http_config, until_stopped()),
+            metrics
+        );
+        served?;
+        metrics?;
+        eprintln!("warden stopped");
         anyhow::Ok(())
     })?;
     Ok(ExitCode::Ok)
@@ -106,5 +160,5 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    eprintln!("warden: shutting down, finishing requests in flight");
+    eprintln!("warden: shutting down, finishing the requests in flight");
 }

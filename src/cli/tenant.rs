@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 
 use warden::limits::{self, Fuel};
 use warden::registry::{Registry, Tenant};
-use warden::tenant::{TenantId, TenantPolicy};
+use warden::tenant::{AllowedFolder, TenantId, TenantPolicy};
 
 use super::{ExitCode, usage};
 
@@ -60,9 +60,10 @@ pub struct CreateArgs {
     /// Calls the tenant may start per minute.
     #[arg(long, value_name = "N", default_value_t = warden::tenant::DEFAULT_CALLS_PER_MINUTE)]
     pub calls_per_minute: u32,
-    /// A host folder under which the tenant's tools may mount folders. Repeatable.
-    #[arg(long, value_name = "DIR")]
-    pub allow_folder: Vec<PathBuf>,
+    /// A host folder under which the tenant's tools may mount folders: `DIR:ro` for
+    /// read-only mounts only, `DIR` or `DIR:rw` for either. Repeatable.
+    #[arg(long, value_name = "DIR[:ro|:rw]")]
+    pub allow_folder: Vec<AllowedFolder>,
     /// Ceiling on a call's fuel (e.g. 2G).
     #[arg(long, value_name = "N")]
     pub max_fuel: Option<String>,

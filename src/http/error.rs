@@ -6,7 +6,7 @@
 
 use axum::Json;
 use axum::extract::multipart::MultipartError;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -34,6 +34,9 @@ pub enum ApiError {
     /// The query string does not parse.
     #[error("invalid query string: {0}")]
     Query(String),
+    /// A path parameter does not parse (not UTF-8 once percent-decoded, most likely).
+    #[error("invalid path: {0}")]
+    Path(String),
     /// The multipart body is malformed, or lacks the `file` part.
     #[error("{0}")]
     Upload(String),
@@ -46,6 +49,15 @@ pub enum ApiError {
     /// The request took longer than the service's request timeout.
     #[error("the request timed out: retry, or use a smaller batch")]
     Timeout,
+    /// The request's body did not arrive within the body-read timeout.
+    #[error(
+        "the request body did not arrive within {}: send it at once, or a smaller one",
+        humantime::format_duration(*.limit)
+    )]
+    BodyTimeout {
+        /// The body-read timeout.
+        limit: std::time::Duration,
+    },
 }
 
 impl From<JsonRejection> for ApiError {
@@ -60,12 +72,6 @@ impl From<JsonRejection> for ApiError {
 impl From<QueryRejection> for ApiError {
     fn from(r: QueryRejection) -> Self {
         ApiError::Query(r.body_text())
-    }
-}
-
-impl From<PathRejection> for ApiError {
-    fn from(_: PathRejection) -> Self {
-        ApiError::NoRoute
     }
 }
 
@@ -116,20 +122,23 @@ impl ApiError {
                 _ => client(S::BAD_REQUEST, "malformed_body"),
             },
             ApiError::Query(_) => client(S::BAD_REQUEST, "invalid_query"),
+            ApiError::Path(_) => client(S::BAD_REQUEST, "invalid_path"),
             ApiError::Upload(_) => client(S::BAD_REQUEST, "invalid_upload"),
             ApiError::NoRoute => client(S::NOT_FOUND, "not_found"),
             ApiError::Method => client(S::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Timeout => client(S::SERVICE_UNAVAILABLE, "timeout"),
+            ApiError::BodyTimeout { .. } => client(S::REQUEST_TIMEOUT, "body_timeout"),
             ApiError::App(e) => match e {
                 AppError::Unauthorized | AppError::OperatorUnauthorized => {
                     client(S::UNAUTHORIZED, "unauthorized")
                 }
                 AppError::AdminDisabled => client(S::FORBIDDEN, "admin_disabled"),
                 AppError::InvalidSource(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_source"),
-                AppError::InvalidArguments(_) => {
+                AppError::InvalidArguments { .. } => {
                     client(S::UNPROCESSABLE_ENTITY, "invalid_arguments")
                 }
                 AppError::ZeroLimit { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_limits"),
+                AppError::InvalidSchema { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_schema"),
                 AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
                 AppError::RateLimited { .. } => client(S::TOO_MANY_REQUESTS, "rate_limited"),
                 AppError::BatchSize { .. } => client(S::UNPROCESSABLE_ENTITY, "batch_size"),
@@ -166,7 +175,7 @@ impl ApiError {
             ApiError::App(AppError::Schema(e @ SchemaError::Derive(_))) => {
                 Some(json!(e.diagnostics()))
             }
-            ApiError::App(AppError::InvalidArguments(v)) => Some(json!(v)),
+            ApiError::App(AppError::InvalidArguments { violations, .. }) => Some(json!(violations)),
             _ => None,
         }
     }
@@ -212,14 +221,15 @@ fn tenant(e: &TenantError) -> Wire {
     use StatusCode as S;
     match e {
         TenantError::AboveCeiling { .. } => client(S::UNPROCESSABLE_ENTITY, "above_ceiling"),
-        TenantError::OutsideAllowedFolders { .. } | TenantError::RelativeHost(_) => {
-            client(S::UNPROCESSABLE_ENTITY, "grant_refused")
-        }
+        TenantError::OutsideAllowedFolders { .. }
+        | TenantError::ReadOnlyFolder { .. }
+        | TenantError::RelativeHost(_) => client(S::UNPROCESSABLE_ENTITY, "grant_refused"),
         TenantError::Grant(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_grants"),
         TenantError::TenantId(_) => client(S::NOT_FOUND, "not_found"),
-        TenantError::Name(_) | TenantError::RelativeFolder(_) | TenantError::ZeroRate => {
-            client(S::UNPROCESSABLE_ENTITY, "invalid_tenant")
-        }
+        TenantError::Name(_)
+        | TenantError::RelativeFolder(_)
+        | TenantError::ZeroRate
+        | TenantError::ZeroCeiling { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_tenant"),
         TenantError::ApiKey => client(S::UNAUTHORIZED, "unauthorized"),
     }
 }

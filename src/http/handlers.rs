@@ -1,15 +1,15 @@
 //! One handler per endpoint: parse the request into typed values, call the app, shape
-//! the answer. Extractor rejections are taken as `Result`s so that they too become
-//! [`ApiError`]s with JSON bodies.
+//! the answer. Requests are read with the extractors of `extract.rs`, whose rejections
+//! are [`ApiError`]s with JSON bodies.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::extract::{JsonBody, Object, PathParam, QueryParams, Upload};
 use super::{ApiError, Operator, Tenant, openapi};
 use crate::app::{App, AppError, BatchCall, LimitsSpec, ToolSpec, ToolView, Validation};
 use crate::grants::Grants;
@@ -18,7 +18,6 @@ use crate::registry::{AuditRecord, Page, ToolId, ToolQuery, VersionSummary};
 use crate::schema::Format;
 use crate::tenant::{TenantId, TenantPolicy};
 
-type Body<T> = Result<Json<T>, JsonRejection>;
 type Answer<T> = Result<T, ApiError>;
 
 fn tool_id(id: &str) -> Result<ToolId, ApiError> {
@@ -28,6 +27,12 @@ fn tool_id(id: &str) -> Result<ToolId, ApiError> {
 pub(super) async fn healthz(State(app): State<App>) -> Answer<Json<Value>> {
     app.health().await?;
     Ok(Json(json!({ "status": "ok" })))
+}
+
+/// The metrics name every tenant: on the service's own address, only the operator may
+/// read them (a `--metrics-listen` address serves [`metrics`] without a key).
+pub(super) async fn operator_metrics(State(app): State<App>, _: Operator) -> impl IntoResponse {
+    metrics(State(app)).await
 }
 
 pub(super) async fn metrics(State(app): State<App>) -> impl IntoResponse {
@@ -47,9 +52,8 @@ pub(super) async fn openapi() -> Json<Value> {
 pub(super) async fn create_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    body: Body<ToolSpec>,
+    JsonBody(spec): JsonBody<ToolSpec>,
 ) -> Answer<(StatusCode, Json<ToolView>)> {
-    let Json(spec) = body?;
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))
 }
 
@@ -74,7 +78,7 @@ struct UploadSpec {
 pub(super) async fn upload_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    mut form: Multipart,
+    Upload(mut form): Upload,
 ) -> Answer<(StatusCode, Json<ToolView>)> {
     let mut file: Option<(String, String)> = None;
     let mut extra = UploadSpec::default();
@@ -96,8 +100,11 @@ pub(super) async fn upload_tool(
             }
             Some("spec") => {
                 let text = field.text().await?;
-                extra = serde_json::from_str(&text)
-                    .map_err(|e| ApiError::Upload(format!("invalid spec part: {e}")))?;
+                let Object(spec) = serde_json::from_str(&text).map_err(|e| ApiError::Body {
+                    status: StatusCode::UNPROCESSABLE_ENTITY,
+                    message: format!("invalid spec part: {e}"),
+                })?;
+                extra = spec;
             }
             other => {
                 return Err(ApiError::Upload(format!(
@@ -128,25 +135,23 @@ pub(super) async fn upload_tool(
 pub(super) async fn validate_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    body: Body<ToolSpec>,
+    JsonBody(spec): JsonBody<ToolSpec>,
 ) -> Answer<Json<Validation>> {
-    let Json(spec) = body?;
     Ok(Json(app.validate(&t, spec).await?))
 }
 
 pub(super) async fn list_tools(
     State(app): State<App>,
     Tenant(t): Tenant,
-    query: Result<Query<ToolQuery>, QueryRejection>,
+    QueryParams(query): QueryParams<ToolQuery>,
 ) -> Answer<Json<Page<crate::registry::Tool, ToolName>>> {
-    let Query(query) = query?;
     Ok(Json(app.tools(&t, query).await?))
 }
 
 pub(super) async fn get_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
+    PathParam(id): PathParam<String>,
 ) -> Answer<Json<ToolView>> {
     Ok(Json(app.tool(&t, &tool_id(&id)?).await?))
 }
@@ -154,18 +159,17 @@ pub(super) async fn get_tool(
 pub(super) async fn update_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
-    body: Body<ToolSpec>,
+    PathParam(id): PathParam<String>,
+    JsonBody(spec): JsonBody<ToolSpec>,
 ) -> Answer<Json<ToolView>> {
     let id = tool_id(&id)?;
-    let Json(spec) = body?;
     Ok(Json(app.update(&t, &id, spec).await?))
 }
 
 pub(super) async fn delete_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
+    PathParam(id): PathParam<String>,
 ) -> Answer<StatusCode> {
     app.delete(&t, &tool_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -174,7 +178,7 @@ pub(super) async fn delete_tool(
 pub(super) async fn versions(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
+    PathParam(id): PathParam<String>,
 ) -> Answer<Json<Value>> {
     let items: Vec<VersionSummary> = app.versions(&t, &tool_id(&id)?).await?;
     Ok(Json(json!({ "items": items })))
@@ -183,7 +187,7 @@ pub(super) async fn versions(
 pub(super) async fn enable_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
+    PathParam(id): PathParam<String>,
 ) -> Answer<Json<ToolView>> {
     Ok(Json(app.set_enabled(&t, &tool_id(&id)?, true).await?))
 }
@@ -191,7 +195,7 @@ pub(super) async fn enable_tool(
 pub(super) async fn disable_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
+    PathParam(id): PathParam<String>,
 ) -> Answer<Json<ToolView>> {
     Ok(Json(app.set_enabled(&t, &tool_id(&id)?, false).await?))
 }
@@ -208,11 +212,10 @@ pub(super) struct SchemaQuery {
 pub(super) async fn tool_schema(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
-    query: Result<Query<SchemaQuery>, QueryRejection>,
+    PathParam(id): PathParam<String>,
+    QueryParams(q): QueryParams<SchemaQuery>,
 ) -> Answer<Json<Value>> {
     let id = tool_id(&id)?;
-    let Query(q) = query?;
     let format: Format = q
         .format
         .as_deref()
@@ -236,11 +239,10 @@ fn empty_object() -> Value {
 pub(super) async fn run_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
-    Path(id): Path<String>,
-    body: Body<RunRequest>,
+    PathParam(id): PathParam<String>,
+    JsonBody(request): JsonBody<RunRequest>,
 ) -> Answer<impl IntoResponse> {
     let id = tool_id(&id)?;
-    let Json(request) = body?;
     Ok(Json(app.run(&t, &id, request.arguments).await?))
 }
 
@@ -253,9 +255,8 @@ pub(super) struct BatchRequest {
 pub(super) async fn run_batch(
     State(app): State<App>,
     Tenant(t): Tenant,
-    body: Body<BatchRequest>,
+    JsonBody(request): JsonBody<BatchRequest>,
 ) -> Answer<Json<Value>> {
-    let Json(request) = body?;
     let results: Vec<Value> = app
         .run_batch(&t, request.calls)
         .await?
@@ -280,9 +281,8 @@ pub(super) struct AuditQuery {
 pub(super) async fn audit(
     State(app): State<App>,
     Tenant(t): Tenant,
-    query: Result<Query<AuditQuery>, QueryRejection>,
+    QueryParams(q): QueryParams<AuditQuery>,
 ) -> Answer<Json<Page<AuditRecord, u64>>> {
-    let Query(q) = query?;
     Ok(Json(app.audit(&t, q.before, q.limit).await?))
 }
 
@@ -304,9 +304,8 @@ struct CreatedTenant {
 pub(super) async fn create_tenant(
     State(app): State<App>,
     _: Operator,
-    body: Body<CreateTenant>,
+    JsonBody(request): JsonBody<CreateTenant>,
 ) -> Answer<impl IntoResponse> {
-    let Json(request) = body?;
     let (tenant, key) = app.create_tenant(request.name, request.policy).await?;
     let created = CreatedTenant {
         tenant,
@@ -326,7 +325,7 @@ fn tenant_id(id: &str) -> Result<TenantId, ApiError> {
 pub(super) async fn revoke_key(
     State(app): State<App>,
     _: Operator,
-    Path(id): Path<String>,
+    PathParam(id): PathParam<String>,
 ) -> Answer<StatusCode> {
     app.revoke_key(&tenant_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -335,7 +334,7 @@ pub(super) async fn revoke_key(
 pub(super) async fn rotate_key(
     State(app): State<App>,
     _: Operator,
-    Path(id): Path<String>,
+    PathParam(id): PathParam<String>,
 ) -> Answer<Json<Value>> {
     let key = app.rotate_key(&tenant_id(&id)?).await?;
     Ok(Json(json!({ "api_key": key.expose() })))

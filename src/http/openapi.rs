@@ -60,8 +60,8 @@ pub const ROUTES: &[Route] = &[
         "get",
         "/metrics",
         200,
-        Access::Public,
-        "Metrics in the Prometheus text format.",
+        Access::Operator,
+        "Metrics in the Prometheus text format (they name every tenant). Without a key on a `--metrics-listen` address.",
     ),
     r(
         "get",

@@ -178,6 +178,17 @@ fn schema_errors_say_what_could_not_be_derived_without_mentioning_a_run() {
 }
 
 #[test]
+fn thousands_of_unknown_arguments_print_a_bounded_list() {
+    let unknown: Vec<String> = (0..5000).map(|i| format!("\"k{i}\": 0")).collect();
+    let args = format!("{{\"a\": 1, \"b\": 2, {}}}", unknown.join(", "));
+    let o = warden(&["run", &path("add.py"), "--args", &args]);
+    assert_eq!(o.status.code(), Some(11), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.lines().count() < 110, "{} lines", err.lines().count());
+    assert!(err.contains("... and 4900 more (5000 in all)"), "{err}");
+}
+
+#[test]
 fn an_omitted_optional_parameter_is_passed_none() {
     let o = warden(&[
         "run",

@@ -5,6 +5,9 @@
 mod lifecycle;
 mod load;
 mod policy;
+mod registration;
+mod rejections;
+mod server;
 mod tenancy;
 
 use std::path::{Path, PathBuf};

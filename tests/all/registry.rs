@@ -723,3 +723,27 @@ fn tools_of_an_unknown_tenant_cannot_be_registered() {
         })
     ));
 }
+
+#[test]
+fn a_policy_stored_before_folder_modes_still_allows_read_write_mounts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    // The policy JSON exactly as an earlier Warden wrote it: folders as bare paths.
+    tamper(
+        &path,
+        &format!(
+            "UPDATE tenants SET policy = '{{\"ceilings\":{{\"fuel\":2000000000,\"deadline_ms\":10000,\
+             \"memory_bytes\":268435456,\"stdout_bytes\":1048576,\"stderr_bytes\":1048576,\
+             \"return_char_limit\":50000}},\"max_concurrent_calls\":4,\"calls_per_minute\":120,\
+             \"allowed_folders\":[\"/srv/data\"]}}' WHERE id = '{}'",
+            tenant.id
+        ),
+    );
+    let policy = reg.policy(&tenant.id).unwrap();
+    assert_eq!(
+        policy.allowed_folders,
+        [warden::tenant::AllowedFolder::read_write("/srv/data")]
+    );
+}

@@ -2,15 +2,15 @@
 
 use std::path::Path;
 
-use warden::grants::Grants;
+use warden::grants::{Access, Grants};
 use warden::limits::{Fuel, Limits};
-use warden::tenant::{TenantError, TenantPolicy};
+use warden::tenant::{AllowedFolder, TenantError, TenantPolicy};
 
 use crate::registry::grant;
 
 fn policy(allowed: &Path) -> TenantPolicy {
     TenantPolicy {
-        allowed_folders: vec![allowed.to_owned()],
+        allowed_folders: vec![allowed.to_owned().into()],
         ..TenantPolicy::default()
     }
 }
@@ -97,6 +97,44 @@ fn relative_or_missing_mount_source_is_refused() {
         p.admit_grants(&grant(&root.path().join("missing"), "/data")),
         Err(TenantError::Grant(_))
     ));
+}
+
+fn rw(mut grants: Grants) -> Grants {
+    grants.mounts[0].access = Access::Rw;
+    grants
+}
+
+#[test]
+fn a_read_only_folder_admits_only_read_only_mounts() {
+    let root = tempfile::tempdir().unwrap();
+    let inside = root.path().join("inside");
+    std::fs::create_dir(&inside).unwrap();
+    let p = TenantPolicy {
+        allowed_folders: vec![AllowedFolder::read_only(root.path())],
+        ..TenantPolicy::default()
+    };
+    assert_eq!(p.admit_grants(&grant(&inside, "/data")), Ok(()));
+    assert_eq!(
+        p.admit_grants(&rw(grant(&inside, "/data"))),
+        Err(TenantError::ReadOnlyFolder {
+            host: inside.clone(),
+            folder: root.path().to_owned(),
+        })
+    );
+    // A read-write folder anywhere around the mount is enough.
+    let both = TenantPolicy {
+        allowed_folders: vec![
+            AllowedFolder::read_only(root.path()),
+            AllowedFolder::read_write(&inside),
+        ],
+        ..TenantPolicy::default()
+    };
+    assert_eq!(both.admit_grants(&rw(grant(&inside, "/data"))), Ok(()));
+    // A bare folder, as stored before folders had a mode, still admits rw mounts.
+    assert_eq!(
+        policy(root.path()).admit_grants(&rw(grant(&inside, "/data"))),
+        Ok(())
+    );
 }
 
 #[test]

@@ -4,8 +4,9 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use serde_json::json;
 use warden::http::openapi::ROUTES;
+use warden::http::{metrics_router, router};
 
-use super::{ADD, OPERATOR_KEY, Service};
+use super::{ADD, OPERATOR_KEY, Service, send_to};
 
 #[tokio::test]
 async fn a_tool_goes_through_its_whole_lifecycle() {
@@ -401,7 +402,9 @@ async fn metrics_count_calls_by_status_in_prometheus_text() {
     );
     let health = s.send(Method::GET, "/healthz", None, None).await;
     assert_eq!(health.json["status"], "ok");
-    let metrics = s.send(Method::GET, "/metrics", None, None).await;
+    let metrics = s
+        .send(Method::GET, "/metrics", Some(OPERATOR_KEY), None)
+        .await;
     let text = metrics.json.as_str().unwrap();
     assert!(text.contains("warden_calls_total{tenant=\""), "{text}");
     assert!(text.contains("status=\"ok\"} 1"), "{text}");
@@ -411,4 +414,69 @@ async fn metrics_count_calls_by_status_in_prometheus_text() {
     );
     assert!(text.contains("warden_fuel_used_total"), "{text}");
     assert!(text.contains("warden_calls_in_flight{"), "{text}");
+}
+
+#[tokio::test]
+async fn metrics_without_operator_key_is_401() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    for bearer in [None, Some(key.as_str()), Some("not-the-operator-key")] {
+        let r = s.send(Method::GET, "/metrics", bearer, None).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{bearer:?}"
+        );
+        assert!(!r.json.to_string().contains("tnt_"), "{}", r.json);
+    }
+}
+
+#[tokio::test]
+async fn metrics_without_an_operator_key_configured_are_403() {
+    let s = Service::start();
+    let app = warden::app::App::new(
+        std::sync::Arc::clone(&s.registry),
+        std::sync::Arc::clone(crate::support::shared_sandbox()),
+        warden::app::AppConfig {
+            tools_dir: s.path().join("tools"),
+            operator_key: None,
+        },
+    );
+    let r = send_to(
+        &router(app),
+        Method::GET,
+        "/metrics",
+        Some(OPERATOR_KEY),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::FORBIDDEN, "admin_disabled")
+    );
+}
+
+#[tokio::test]
+async fn the_metrics_router_serves_metrics_without_a_key_and_nothing_else() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    assert_eq!(
+        s.run(&key, &id, json!({"a": 1, "b": 2})).await.status,
+        StatusCode::OK
+    );
+    let metrics = metrics_router(s.app.clone());
+    let r = send_to(&metrics, Method::GET, "/metrics", None, None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.json
+            .as_str()
+            .unwrap()
+            .contains("warden_calls_total{tenant=\"tnt_")
+    );
+    let other = send_to(&metrics, Method::GET, "/v1/tools", Some(&key), None).await;
+    assert_eq!(
+        (other.status, other.code()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use warden::http::{HttpConfig, serve};
 
-use super::{ADD, SPIN, Service, send_to};
+use super::{ADD, OPERATOR_KEY, SPIN, Service, send_to};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_of_50_calls_answers_in_request_order() {
@@ -89,7 +89,9 @@ async fn one_tenants_busy_loops_do_not_starve_another_tenant() {
     // Let the flood reach its concurrency.
     let started = Instant::now();
     loop {
-        let metrics = s.send(Method::GET, "/metrics", None, None).await;
+        let metrics = s
+            .send(Method::GET, "/metrics", Some(OPERATOR_KEY), None)
+            .await;
         let text = metrics.json.as_str().unwrap().to_owned();
         if text
             .lines()

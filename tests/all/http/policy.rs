@@ -5,7 +5,7 @@ use serde_json::json;
 use warden::limits::Fuel;
 use warden::tenant::TenantId;
 
-use super::{ADD, SPIN, Service, folder};
+use super::{ADD, OPERATOR_KEY, SPIN, Service, folder};
 
 #[tokio::test]
 async fn limits_above_the_ceiling_are_refused() {
@@ -81,6 +81,57 @@ async fn grants_outside_the_allowed_folders_are_refused() {
 }
 
 #[tokio::test]
+async fn a_tenant_restricted_to_read_only_cannot_mount_rw() {
+    let s = Service::start();
+    let shared = folder(s.path(), "shared");
+    let scratch = folder(s.path(), "scratch");
+    let key = s
+        .tenant(json!({"allowed_folders": [{"path": shared, "mode": "ro"}, scratch]}))
+        .await;
+    let tenants = s
+        .send(Method::GET, "/v1/admin/tenants", Some(OPERATOR_KEY), None)
+        .await;
+    assert_eq!(
+        tenants.json["items"][0]["policy"]["allowed_folders"],
+        json!([{"path": shared, "mode": "ro"}, scratch])
+    );
+    let mount = |host: &std::path::Path, access: &str| json!({"source": ADD, "grants": {"mounts": [{"host": host, "guest": "/data", "access": access}]}});
+    let refused = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(mount(&shared, "rw")),
+        )
+        .await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "grant_refused")
+    );
+    let message = refused.json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(shared.to_str().unwrap()) && message.contains("mode ro"),
+        "{message}"
+    );
+    let id = s.register(&key, mount(&shared, "ro")).await;
+    let put = s
+        .send(
+            Method::PUT,
+            &format!("/v1/tools/{id}"),
+            Some(&key),
+            Some(mount(&shared, "rw")),
+        )
+        .await;
+    assert_eq!(put.code(), "grant_refused");
+    // A bare folder allows read-write mounts, as before folders had a mode.
+    s.register(
+        &key,
+        json!({"source": ADD.replace("add", "plus"), "grants": {"mounts": [{"host": scratch, "guest": "/data", "access": "rw"}]}}),
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn arguments_are_checked_before_the_sandbox_with_every_violation() {
     let s = Service::start();
     let key = s.tenant(json!({})).await;
@@ -104,6 +155,42 @@ async fn arguments_are_checked_before_the_sandbox_with_every_violation() {
         .send(Method::GET, "/v1/audit?limit=1", Some(&key), None)
         .await;
     assert_eq!(audit.json["items"][0]["event"]["kind"], "tool_created");
+}
+
+#[tokio::test]
+async fn a_hundred_thousand_unknown_arguments_get_a_bounded_422() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    // Short keys (upper-case base 36), so the request fits the 1 MiB run body.
+    let base36 = |mut i: u32| {
+        let mut key = Vec::new();
+        loop {
+            key.push(char::from_digit(i % 36, 36).unwrap().to_ascii_uppercase());
+            i /= 36;
+            if i == 0 {
+                break key.into_iter().rev().collect::<String>();
+            }
+        }
+    };
+    let mut arguments = serde_json::Map::new();
+    for i in 0..100_000 {
+        arguments.insert(base36(i), json!(0));
+    }
+    let request_bytes = json!({ "arguments": arguments }).to_string().len();
+    let r = s.run(&key, &id, serde_json::Value::Object(arguments)).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_arguments")
+    );
+    assert_eq!(r.json["error"]["details"].as_array().unwrap().len(), 100);
+    let message = r.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("100002 violations in all"), "{message}");
+    let answer_bytes = r.json.to_string().len();
+    assert!(
+        answer_bytes < 16 * 1024 && answer_bytes < request_bytes / 50,
+        "{answer_bytes} bytes answer {request_bytes} bytes"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,248 @@
+//! What registration refuses because every call of the tool would fail: a source
+//! Python cannot compile, an explicit schema that cannot check arguments, zero limits.
+//! Each is refused by POST, PUT and upload alike, and nothing is stored.
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::{ADD, Reply, Service};
+
+fn add_schema(parameters: Value) -> Value {
+    json!({"name": "add", "description": "Add two integers.", "parameters": parameters})
+}
+
+fn good_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+        "additionalProperties": false
+    })
+}
+
+async fn upload(s: &Service, key: &str, file: &str, source: &str) -> Reply {
+    let body = format!(
+        "--XwardenX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{file}\"\r\n\r\n{source}\r\n--XwardenX--\r\n"
+    );
+    s.raw(
+        Request::post("/v1/tools/upload")
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .header(
+                header::CONTENT_TYPE,
+                "multipart/form-data; boundary=XwardenX",
+            )
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await
+}
+
+/// Asserts that POST and PUT both refuse `spec` with 422 `code`, and returns the
+/// POST's message.
+async fn refused(s: &Service, key: &str, tool: &str, spec: Value, code: &str) -> String {
+    let put = s
+        .send(
+            Method::PUT,
+            &format!("/v1/tools/{tool}"),
+            Some(key),
+            Some(spec.clone()),
+        )
+        .await;
+    assert_eq!(
+        (put.status, put.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, code),
+        "PUT {spec}: {}",
+        put.json
+    );
+    let post = s
+        .send(Method::POST, "/v1/tools", Some(key), Some(spec.clone()))
+        .await;
+    assert_eq!(
+        (post.status, post.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, code),
+        "POST {spec}: {}",
+        post.json
+    );
+    post.json["error"]["message"].as_str().unwrap().to_owned()
+}
+
+/// Asserts that the tenant still has exactly one tool, `tool`, at version 1.
+async fn nothing_stored(s: &Service, key: &str, tool: &str) {
+    let tools = s.send(Method::GET, "/v1/tools", Some(key), None).await;
+    assert_eq!(
+        tools.json["items"].as_array().unwrap().len(),
+        1,
+        "{}",
+        tools.json
+    );
+    let versions = s
+        .send(
+            Method::GET,
+            &format!("/v1/tools/{tool}/versions"),
+            Some(key),
+            None,
+        )
+        .await;
+    assert_eq!(versions.json["items"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_source_with_a_nul_byte_is_refused_at_registration() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    let nul = format!("{ADD}# a NUL \0 here\n");
+    let message = refused(&s, &key, &id, json!({"source": nul}), "invalid_manifest").await;
+    assert!(message.contains("NUL byte on line 4"), "{message}");
+    // An explicit schema skips derivation, not this check.
+    let explicit = json!({"source": nul, "schema": add_schema(good_parameters())});
+    refused(&s, &key, &id, explicit, "invalid_manifest").await;
+    let r = upload(&s, &key, "add.py", &nul).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_manifest"),
+        "{}",
+        r.json
+    );
+    let validated = s
+        .send(
+            Method::POST,
+            "/v1/tools/validate",
+            Some(&key),
+            Some(json!({"source": nul})),
+        )
+        .await;
+    assert_eq!(
+        validated.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        validated.json
+    );
+    nothing_stored(&s, &key, &id).await;
+}
+
+#[tokio::test]
+async fn an_explicit_schema_that_cannot_check_arguments_is_422() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    let not_a_schema = json!({"type": "object", "properties": {"a": {"type": 5}}});
+    let message = refused(
+        &s,
+        &key,
+        &id,
+        json!({"source": ADD, "schema": add_schema(not_a_schema)}),
+        "invalid_schema",
+    )
+    .await;
+    assert!(message.contains("explicit schema"), "{message}");
+    let bad_pattern =
+        json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(("}}});
+    refused(
+        &s,
+        &key,
+        &id,
+        json!({"source": ADD, "schema": add_schema(bad_pattern)}),
+        "invalid_schema",
+    )
+    .await;
+    let not_an_object = json!({"type": "array"});
+    let message = refused(
+        &s,
+        &key,
+        &id,
+        json!({"source": ADD, "schema": add_schema(not_an_object)}),
+        "invalid_schema",
+    )
+    .await;
+    assert!(message.contains("\"type\": \"object\""), "{message}");
+    // The schema is given; the source must still parse and define the function.
+    refused(
+        &s,
+        &key,
+        &id,
+        json!({"source": "def add(a, b:\n", "schema": add_schema(good_parameters())}),
+        "invalid_source",
+    )
+    .await;
+    refused(
+        &s,
+        &key,
+        &id,
+        json!({"source": ADD.replace("def add", "def plus"), "schema": add_schema(good_parameters())}),
+        "invalid_source",
+    )
+    .await;
+    nothing_stored(&s, &key, &id).await;
+
+    // A usable explicit schema is kept, even for a function without annotations.
+    let untyped = "def add(a, b):\n    return a + b\n";
+    let r = s
+        .send(
+            Method::PUT,
+            &format!("/v1/tools/{id}"),
+            Some(&key),
+            Some(json!({"source": untyped, "schema": add_schema(good_parameters())})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(
+        s.run(&key, &id, json!({"a": 2, "b": 3})).await.json["value"],
+        5
+    );
+}
+
+#[tokio::test]
+async fn zero_limits_are_422() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let id = s.register(&key, json!({"source": ADD})).await;
+    for limit in [
+        "fuel",
+        "deadline_ms",
+        "memory_bytes",
+        "stdout_bytes",
+        "stderr_bytes",
+        "return_char_limit",
+    ] {
+        let message = refused(
+            &s,
+            &key,
+            &id,
+            json!({"source": ADD, "limits": {limit: 0}}),
+            "invalid_limits",
+        )
+        .await;
+        assert!(message.starts_with(limit), "{message}");
+    }
+    nothing_stored(&s, &key, &id).await;
+
+    let mut ceilings = json!({
+        "fuel": 1_000_000_000u64, "deadline_ms": 5000, "memory_bytes": 134_217_728u64,
+        "stdout_bytes": 65536, "stderr_bytes": 65536, "return_char_limit": 1000
+    });
+    ceilings["return_char_limit"] = json!(0);
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/admin/tenants",
+            Some(super::OPERATOR_KEY),
+            Some(json!({"name": "zero", "policy": {"ceilings": ceilings}})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_tenant"),
+        "{}",
+        r.json
+    );
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("return_char_limit"),
+        "{}",
+        r.json
+    );
+}
