@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
+use super::guard;
 use super::source::{self, FunctionRef, Module, span};
 use super::types::Mapper;
 use super::{DeriveOptions, ToolSchema};
@@ -15,8 +16,22 @@ use super::{DeriveOptions, ToolSchema};
 pub(crate) const NO_DESCRIPTION: &str = "No description available";
 
 /// Parses and analyses `source`: the schema (when no error was found) and every diagnostic,
-/// sorted by position.
+/// sorted by position. The work runs on the analysis thread of [`guard`], whose stack holds
+/// any tree a file within the size cap can build.
 pub(crate) fn analyse(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<Diagnostic>) {
+    guard::on_analysis_stack(|| analyse_here(source, opts)).unwrap_or_else(|what| {
+        let d = LineIndex::new(source).diag(
+            Severity::Error,
+            Code::SourceTooComplex,
+            (0, 0),
+            format!("the file could not be analysed: {what}"),
+            Some("retry; if it persists, report it with the file".into()),
+        );
+        (None, vec![d])
+    })
+}
+
+fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<Diagnostic>) {
     let index = LineIndex::new(source);
     let body = match source::parse(source, &index) {
         Ok(body) => body,

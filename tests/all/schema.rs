@@ -6,6 +6,7 @@ mod derive;
 mod export;
 mod fixtures;
 mod health;
+mod hostile;
 mod props;
 
 use warden::schema::{DeriveOptions, Derived, derive};
