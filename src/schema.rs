@@ -74,7 +74,7 @@ pub use arguments::{
 };
 pub use diagnostic::{Code, Diagnostic, Severity};
 pub use export::{Format, LettaExtras, PipRequirement, export, inline_refs, mcp_output};
-pub use guard::{MAX_BRACKETS, MAX_INDENT, MAX_SOURCE, MAX_SYNTAX_DEPTH};
+pub use guard::{MAX_BRACKETS, MAX_INDENT, MAX_SCHEMA, MAX_SOURCE, MAX_SYNTAX_DEPTH};
 pub use health::{Health, HealthClass, classify, health};
 pub use strict::strict_variant;
 

@@ -30,6 +30,8 @@ pub enum Code {
     SyntaxError,
     /// The file nests expressions too deeply (or is too large) to analyse safely.
     SourceTooComplex,
+    /// The derived schema is larger than [`MAX_SCHEMA`](super::MAX_SCHEMA).
+    SchemaTooLarge,
     /// The file has no public top-level function.
     NoFunction,
     /// The requested function is not a top-level function of the file.
@@ -74,6 +76,7 @@ impl Code {
         match self {
             Code::SyntaxError => "syntax-error",
             Code::SourceTooComplex => "source-too-complex",
+            Code::SchemaTooLarge => "schema-too-large",
             Code::NoFunction => "no-function",
             Code::FunctionNotFound => "function-not-found",
             Code::AmbiguousFunction => "ambiguous-function",

@@ -40,6 +40,34 @@ pub const MAX_BRACKETS: usize = 200;
 /// Most indentation levels, as in CPython's tokenizer ("too many levels of indentation").
 pub const MAX_INDENT: usize = 100;
 
+/// Largest schema derived or exported, as JSON text: 1 MiB (a 1 MiB source cannot need more
+/// unless it spells one thing many times). A derived schema past it (parameters and return
+/// type together) is a `schema-too-large` error. Exports that inline `$defs` (Letta, the
+/// strict variant's described `$ref`s) inline only while the result stays within it and keep
+/// `$ref`s past that, so an export is at most about twice the derived schema, never
+/// exponential in the number of models.
+pub const MAX_SCHEMA: ByteSize = ByteSize::mib(1);
+
+/// Length of `v` as compact JSON text, counted without building the text.
+pub(crate) fn json_len(v: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        // Only a writer's error stops serde_json, and this writer never fails.
+        Err(_) => usize::MAX,
+    }
+}
+
 /// Stack of the analysis thread: 256 MiB of address space, of which a sane file touches a few
 /// hundred KiB. Measured in a debug build (the worst case; release frames are smaller),
 /// dropping a tree costs about 100 bytes of stack per level for expression chains and 225 for

@@ -1,7 +1,7 @@
 //! Parsing (once, behind the checks of [`guard`]) and the module-level facts the type mapping
 //! needs: imports and their aliases, classes defined in the file, top-level functions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rustpython_parser::ast::{self, Constant, Expr, Ranged, Stmt};
 use rustpython_parser::lexer::{LexResult, lex};
@@ -274,13 +274,20 @@ impl<'a> Module<'a> {
         Some(Resolved::Unknown(parts.join(".")))
     }
 
-    /// The kind of a top-level class, following bases defined in the same file.
+    /// The kind of a top-level class, following bases defined in the same file (nearest
+    /// first, each class once, so that deep diamonds of bases cost linear time).
     pub(crate) fn class_kind(&self, class: &ast::StmtClassDef) -> ClassKind {
-        self.class_kind_depth(class, 0)
+        let mut seen = HashSet::new();
+        self.class_kind_depth(class, 0, &mut seen)
     }
 
-    fn class_kind_depth(&self, class: &ast::StmtClassDef, depth: u32) -> ClassKind {
-        if depth > 32 {
+    fn class_kind_depth(
+        &self,
+        class: &ast::StmtClassDef,
+        depth: u32,
+        seen: &mut HashSet<*const ast::StmtClassDef>,
+    ) -> ClassKind {
+        if depth > 32 || !seen.insert(std::ptr::from_ref(class)) {
             return ClassKind::Plain;
         }
         for deco in &class.decorator_list {
@@ -302,8 +309,8 @@ impl<'a> Module<'a> {
                     "enum.Enum" | "enum.IntEnum" | "enum.StrEnum" => return ClassKind::Enum,
                     _ => {}
                 },
-                Some(Resolved::Local(parent)) if !std::ptr::eq(parent, class) => {
-                    let kind = self.class_kind_depth(parent, depth + 1);
+                Some(Resolved::Local(parent)) => {
+                    let kind = self.class_kind_depth(parent, depth + 1, seen);
                     if kind != ClassKind::Plain {
                         return kind;
                     }

@@ -263,8 +263,10 @@ impl<'a, 'm> Mapper<'a, 'm> {
             .into_iter()
             .collect::<Option<_>>()?;
         let mut unique: Vec<Value> = Vec::new();
+        let mut seen = HashSet::new();
         for s in schemas {
-            if !unique.contains(&s) {
+            // Keyed by the JSON text: a long union stays linear to deduplicate.
+            if seen.insert(s.to_string()) {
                 unique.push(s);
             }
         }

@@ -1,6 +1,7 @@
 //! Tests of `warden::schema`.
 
 mod arguments;
+mod bounds;
 mod check;
 mod derive;
 mod export;
