@@ -6,6 +6,7 @@ mod check;
 mod derive;
 mod export;
 mod fixtures;
+mod fuzz;
 mod health;
 mod hostile;
 mod props;
