@@ -4,7 +4,7 @@
 CARGO ?= cargo
 WARDEN = ./target/debug/warden
 
-.PHONY: build example test runtime bench lint
+.PHONY: build example test runtime bench lint fuzz
 
 build:
 	$(CARGO) build
@@ -23,6 +23,12 @@ test:
 ## Fetch, verify and compile the runtime.
 runtime: build
 	$(WARDEN) runtime fetch
+
+## Fuzz the schema deriver for FUZZ_SECS seconds (default 30 minutes); see README.
+## The case being run is kept in target/fuzz-schema-case.py, in case the process dies on it.
+FUZZ_SECS ?= 1800
+fuzz:
+	WARDEN_FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --test all schema::fuzz -- --nocapture
 
 ## Latency and throughput figures for the README.
 bench:

@@ -41,6 +41,13 @@
 //! `from __future__ import annotations` work; names resolve through imports and aliases
 //! (`import typing as t`). Anything else is a diagnostic, never a guess.
 //!
+//! # Bounds
+//! A tool file is untrusted input: analysing it ends with a schema or diagnostics, never a
+//! crash. Files over [`MAX_SOURCE`] (1 MiB), nesting more than [`MAX_BRACKETS`] brackets or
+//! [`MAX_INDENT`] indented blocks (CPython's own tokenizer limits), or whose syntax tree is
+//! deeper than [`MAX_SYNTAX_DEPTH`] (4000; CPython refuses about 3000) get a
+//! `source-too-complex` diagnostic; see the `guard` module for how parsing is kept safe.
+//!
 //! # Health and strict mode
 //! [`health`] classifies a schema by OpenAI's structured-outputs rules (see [`health`'s
 //! module](health)); [`export`] with `strict` emits the strict variant (see [`strict`]).
@@ -50,6 +57,7 @@ mod diagnostic;
 mod docstring;
 mod export;
 mod function;
+mod guard;
 mod health;
 mod literal;
 mod models;
@@ -66,6 +74,7 @@ pub use arguments::{
 };
 pub use diagnostic::{Code, Diagnostic, Severity};
 pub use export::{Format, LettaExtras, PipRequirement, export, inline_refs, mcp_output};
+pub use guard::{MAX_BRACKETS, MAX_INDENT, MAX_SCHEMA, MAX_SOURCE, MAX_SYNTAX_DEPTH};
 pub use health::{Health, HealthClass, classify, health};
 pub use strict::strict_variant;
 

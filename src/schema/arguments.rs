@@ -1,5 +1,6 @@
 //! Checking the arguments of a tool call against the tool's parameters schema.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
@@ -119,7 +120,7 @@ pub fn validate_arguments(schema: &ToolSchema, arguments: &Value) -> Result<(), 
 /// harness passes `None` for those that also have no Python default (the `Optional[T]`
 /// rule).
 pub fn none_if_omitted(schema: &ToolSchema) -> Vec<String> {
-    let required: Vec<&str> = schema.parameters["required"]
+    let required: HashSet<&str> = schema.parameters["required"]
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
@@ -143,7 +144,7 @@ pub fn drop_nulls_for_defaults(
     schema: &ToolSchema,
     arguments: &mut serde_json::Map<String, Value>,
 ) {
-    let required: Vec<&str> = schema.parameters["required"]
+    let required: HashSet<&str> = schema.parameters["required"]
         .as_array()
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();

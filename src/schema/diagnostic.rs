@@ -30,6 +30,8 @@ pub enum Code {
     SyntaxError,
     /// The file nests expressions too deeply (or is too large) to analyse safely.
     SourceTooComplex,
+    /// The derived schema is larger than [`MAX_SCHEMA`](super::MAX_SCHEMA).
+    SchemaTooLarge,
     /// The file has no public top-level function.
     NoFunction,
     /// The requested function is not a top-level function of the file.
@@ -74,6 +76,7 @@ impl Code {
         match self {
             Code::SyntaxError => "syntax-error",
             Code::SourceTooComplex => "source-too-complex",
+            Code::SchemaTooLarge => "schema-too-large",
             Code::NoFunction => "no-function",
             Code::FunctionNotFound => "function-not-found",
             Code::AmbiguousFunction => "ambiguous-function",
@@ -101,6 +104,11 @@ impl std::fmt::Display for Code {
         f.write_str(self.as_str())
     }
 }
+
+/// Characters of a long source line quoted before the column of a diagnostic.
+const QUOTE_BEFORE: usize = 200;
+/// Most characters of a source line quoted.
+const QUOTE_WIDTH: usize = 400;
 
 /// One problem found in a tool file, with a 1-based position.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,11 +156,23 @@ impl Diagnostic {
             .nth((self.line as usize).saturating_sub(1))
             .map(|l| l.trim_end_matches('\r'));
         if let Some(text) = text.filter(|_| self.line > 0) {
-            let shown: String = text
+            let chars: Vec<char> = text
                 .chars()
                 .map(|c| if c == '\t' { ' ' } else { c })
                 .collect();
             let col = (self.column as usize).saturating_sub(1);
+            // A hostile file can put a megabyte on one line: quote a window around the column.
+            let start = col.saturating_sub(QUOTE_BEFORE);
+            let end = chars.len().min(start + QUOTE_WIDTH);
+            let mut shown: String = chars.get(start..end).unwrap_or_default().iter().collect();
+            let mut col = col - start;
+            if start > 0 {
+                shown.insert_str(0, "...");
+                col += 3;
+            }
+            if end < chars.len() {
+                shown.push_str("...");
+            }
             let avail = shown.chars().count().saturating_sub(col).max(1);
             let len = (self.length as usize).clamp(1, avail);
             out.push_str(&format!("{pad} |\n{:>gutter$} | {shown}\n", self.line));

@@ -4,6 +4,8 @@
 //! then a blank line and the rest of the text before the first section; a Google `Examples:`
 //! section is appended to it.
 
+use std::collections::HashMap;
+
 /// A documented parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ParamDoc {
@@ -20,15 +22,25 @@ pub(crate) struct Docstring {
     pub params: Vec<ParamDoc>,
     /// The `Returns` text.
     pub returns: Option<String>,
+    /// Index in `params` of the first non-empty description of each name, so that looking up
+    /// every parameter of a function (or field of a model) stays linear.
+    described: HashMap<String, usize>,
 }
 
 impl Docstring {
     /// The description of parameter `name`, if documented and non-empty.
     pub(crate) fn param(&self, name: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|p| p.name == name && !p.description.is_empty())
-            .map(|p| p.description.as_str())
+        let i = *self.described.get(name)?;
+        self.params.get(i).map(|p| p.description.as_str())
+    }
+
+    fn index(mut self) -> Self {
+        for (i, p) in self.params.iter().enumerate() {
+            if !p.description.is_empty() {
+                self.described.entry(p.name.clone()).or_insert(i);
+            }
+        }
+        self
     }
 }
 
@@ -49,7 +61,7 @@ const GOOGLE_EXAMPLES: &[&str] = &["Example", "Examples"];
 /// Parses a raw docstring (as written in the source, before dedenting).
 pub(crate) fn parse(raw: &str) -> Docstring {
     let lines = cleandoc(raw);
-    if lines.iter().any(|l| is_sphinx_field(l)) {
+    let doc = if lines.iter().any(|l| is_sphinx_field(l)) {
         parse_sphinx(&lines)
     } else if lines
         .windows(2)
@@ -58,7 +70,8 @@ pub(crate) fn parse(raw: &str) -> Docstring {
         parse_numpy(&lines)
     } else {
         parse_google(&lines)
-    }
+    };
+    doc.index()
 }
 
 /// `inspect.cleandoc`: tabs expanded, common indentation of lines after the first removed,

@@ -9,15 +9,17 @@
 //!   then return `{"result": value}` as structured content). No return annotation (or `-> None`)
 //!   means no `outputSchema`.
 //! - `letta`: a Letta `Tool` object; `json_schema` has every non-recursive `$ref` inlined, as
-//!   Letta's own generator writes models inline.
+//!   Letta's own generator writes models inline, up to [`MAX_SCHEMA`] of output (see
+//!   [`inline_refs`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::guard::{MAX_SCHEMA, json_len};
 use super::strict::strict_variant;
 use super::{SchemaError, ToolSchema};
 
@@ -240,34 +242,51 @@ fn letta_tool(
 }
 
 /// Replaces every `$ref` to a non-recursive definition by the definition (sibling keywords
-/// such as `description` win); `$defs` keeps only the recursive definitions.
+/// such as `description` win); `$defs` keeps only the definitions still referenced.
+///
+/// Inlining copies a definition per use, so models holding two of the next double the output
+/// per level. It stops once the output would pass [`MAX_SCHEMA`]: the remaining `$ref`s stay,
+/// pointing into `$defs` (standard JSON Schema that OpenAI and Anthropic accept), so the result
+/// is at most about the budget plus the input.
 pub fn inline_refs(schema: &Value) -> Value {
     let defs = schema
         .get("$defs")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    let mut keep = HashSet::new();
+    let mut inliner = Inliner {
+        sizes: defs.iter().map(|(k, d)| (k.clone(), json_len(d))).collect(),
+        budget: usize::try_from(MAX_SCHEMA.as_u64())
+            .unwrap_or(usize::MAX)
+            .saturating_sub(json_len(schema)),
+        defs,
+        keep: HashSet::new(),
+    };
     let mut out = schema.clone();
     if let Value::Object(o) = &mut out {
         o.remove("$defs");
     }
-    inline(&mut out, &defs, &mut Vec::new(), &mut keep, 0);
-    if !keep.is_empty() {
+    inliner.inline(&mut out, &mut Vec::new(), 0);
+    if !inliner.keep.is_empty() {
         let mut kept = Map::new();
-        let mut pending: Vec<String> = keep.iter().cloned().collect();
+        let mut pending: Vec<String> = inliner.keep.iter().cloned().collect();
         while let Some(name) = pending.pop() {
             if kept.contains_key(&name) {
                 continue;
             }
-            let Some(def) = defs.get(&name) else { continue };
+            let Some(def) = inliner.defs.get(&name) else {
+                continue;
+            };
             let mut def = def.clone();
-            let mut more = HashSet::new();
-            inline(&mut def, &defs, &mut vec![name.clone()], &mut more, 0);
-            pending.extend(more.into_iter().filter(|n| !kept.contains_key(n)));
+            let before = std::mem::take(&mut inliner.keep);
+            inliner.inline(&mut def, &mut vec![name.clone()], 0);
+            let more = std::mem::replace(&mut inliner.keep, before);
+            pending.extend(more.iter().filter(|n| !kept.contains_key(*n)).cloned());
+            inliner.keep.extend(more);
             kept.insert(name, def);
         }
-        let ordered: Map<String, Value> = defs
+        let ordered: Map<String, Value> = inliner
+            .defs
             .keys()
             .filter_map(|k| kept.get(k).map(|v| (k.clone(), v.clone())))
             .collect();
@@ -278,50 +297,56 @@ pub fn inline_refs(schema: &Value) -> Value {
     out
 }
 
-fn inline(
-    v: &mut Value,
-    defs: &Map<String, Value>,
-    stack: &mut Vec<String>,
-    keep: &mut HashSet<String>,
-    depth: u32,
-) {
-    if depth > 128 {
-        return;
-    }
-    match v {
-        Value::Object(o) => {
-            let target = o
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|r| r.strip_prefix("#/$defs/"))
-                .map(str::to_string);
-            if let Some(name) = target {
-                if stack.contains(&name) {
-                    keep.insert(name);
-                    return;
-                }
-                if let Some(Value::Object(def)) = defs.get(&name) {
-                    let mut merged = def.clone();
-                    o.remove("$ref");
-                    for (k, x) in std::mem::take(o) {
-                        merged.insert(k, x);
-                    }
-                    *o = merged;
-                    stack.push(name);
-                    for (_, x) in o.iter_mut() {
-                        inline(x, defs, stack, keep, depth + 1);
-                    }
-                    stack.pop();
-                    return;
-                }
-            }
-            for (_, x) in o.iter_mut() {
-                inline(x, defs, stack, keep, depth + 1);
-            }
+struct Inliner {
+    defs: Map<String, Value>,
+    /// JSON length of each definition.
+    sizes: HashMap<String, usize>,
+    /// Bytes inlining may still add.
+    budget: usize,
+    /// Definitions left as `$ref` (recursive, or past the budget).
+    keep: HashSet<String>,
+}
+
+impl Inliner {
+    fn inline(&mut self, v: &mut Value, stack: &mut Vec<String>, depth: u32) {
+        if depth > 128 {
+            return;
         }
-        Value::Array(a) => a
-            .iter_mut()
-            .for_each(|x| inline(x, defs, stack, keep, depth + 1)),
-        _ => {}
+        match v {
+            Value::Object(o) => {
+                let target = o
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                    .map(str::to_string);
+                if let Some(name) = target {
+                    let size = self.sizes.get(&name).copied().unwrap_or(0);
+                    if stack.contains(&name) || size > self.budget {
+                        self.keep.insert(name);
+                        return;
+                    }
+                    if let Some(Value::Object(def)) = self.defs.get(&name) {
+                        self.budget -= size;
+                        let mut merged = def.clone();
+                        o.remove("$ref");
+                        for (k, x) in std::mem::take(o) {
+                            merged.insert(k, x);
+                        }
+                        *o = merged;
+                        stack.push(name);
+                        for (_, x) in o.iter_mut() {
+                            self.inline(x, stack, depth + 1);
+                        }
+                        stack.pop();
+                        return;
+                    }
+                }
+                for (_, x) in o.iter_mut() {
+                    self.inline(x, stack, depth + 1);
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| self.inline(x, stack, depth + 1)),
+            _ => {}
+        }
     }
 }

@@ -7,16 +7,34 @@ use serde_json::{Map, Value, json};
 
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
+use super::guard;
 use super::source::{self, FunctionRef, Module, span};
 use super::types::Mapper;
 use super::{DeriveOptions, ToolSchema};
+
+/// Most candidate functions named in a diagnostic.
+const MAX_LISTED: usize = 20;
 
 /// Letta's description when a function has no docstring.
 pub(crate) const NO_DESCRIPTION: &str = "No description available";
 
 /// Parses and analyses `source`: the schema (when no error was found) and every diagnostic,
-/// sorted by position.
+/// sorted by position. The work runs on the analysis thread of [`guard`], whose stack holds
+/// any tree a file within the size cap can build.
 pub(crate) fn analyse(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<Diagnostic>) {
+    guard::on_analysis_stack(|| analyse_here(source, opts)).unwrap_or_else(|what| {
+        let d = LineIndex::new(source).diag(
+            Severity::Error,
+            Code::SourceTooComplex,
+            (0, 0),
+            format!("the file could not be analysed: {what}"),
+            Some("retry; if it persists, report it with the file".into()),
+        );
+        (None, vec![d])
+    })
+}
+
+fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<Diagnostic>) {
     let index = LineIndex::new(source);
     let body = match source::parse(source, &index) {
         Ok(body) => body,
@@ -30,6 +48,21 @@ pub(crate) fn analyse(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>
     let mut mapper = Mapper::new(&module, &index);
     let schema = build(&mut mapper, &function);
     let mut diags = mapper.diags;
+    let size =
+        guard::json_len(&schema.parameters) + schema.returns.as_ref().map_or(0, guard::json_len);
+    if size as u64 > guard::MAX_SCHEMA.as_u64() {
+        diags.push(index.diag(
+            Severity::Error,
+            Code::SchemaTooLarge,
+            (function.range.0, function.range.0 + 3),
+            format!(
+                "the schema of `{}` would be {size} bytes of JSON, more than {} bytes",
+                function.name,
+                guard::MAX_SCHEMA.as_u64()
+            ),
+            Some("use fewer or smaller parameters, models, unions or Literal values".into()),
+        ));
+    }
     diags.sort_by_key(|d| (d.line, d.column));
     let failed = diags.iter().any(|d| d.severity == Severity::Error);
     (if failed { None } else { Some(schema) }, diags)
@@ -46,16 +79,23 @@ fn select<'a>(
         .filter(|f| !f.name.starts_with('_'))
         .collect();
     let names = |fs: &[&FunctionRef<'_>]| {
-        let mut seen = Vec::new();
-        for f in fs {
-            if !seen.contains(&f.name) {
-                seen.push(f.name);
-            }
-        }
-        seen.iter()
+        let mut seen = HashSet::new();
+        let distinct: Vec<&str> = fs
+            .iter()
+            .map(|f| f.name)
+            .filter(|n| seen.insert(*n))
+            .collect();
+        // A file may define thousands of functions: name the first few.
+        let mut listed = distinct
+            .iter()
+            .take(MAX_LISTED)
             .map(|n| format!("`{n}`"))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        if distinct.len() > MAX_LISTED {
+            listed.push_str(&format!(" and {} more", distinct.len() - MAX_LISTED));
+        }
+        listed
     };
     // The last definition wins, as in Python.
     if let Some(wanted) = &opts.function {
@@ -143,7 +183,7 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
     }
     let mut properties = Map::new();
     let mut required = Vec::new();
-    let mut names = Vec::new();
+    let mut names = HashSet::new();
     let args = f.args;
     for (i, a) in args.posonlyargs.iter().enumerate() {
         if i == 0 && matches!(a.def.arg.as_str(), "self" | "cls") {
@@ -227,10 +267,10 @@ fn parameter(
     a: &ast::ArgWithDefault,
     properties: &mut Map<String, Value>,
     required: &mut Vec<String>,
-    names: &mut Vec<String>,
+    names: &mut HashSet<String>,
 ) {
     let name = a.def.arg.to_string();
-    names.push(name.clone());
+    names.insert(name.clone());
     if name == "agent_state" {
         let d = mapper.index.diag(
             Severity::Warning,

@@ -17,6 +17,8 @@
 //! strict mode (root not an object, broken `$ref`, unknown type names, not a JSON Schema) are
 //! `INVALID`.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -340,17 +342,22 @@ impl Walk<'_> {
             }
             None => None,
         };
-        let required: Vec<&str> = match o.get("required") {
+        let required: HashSet<&str> = match o.get("required") {
             Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
             Some(_) => {
                 self.invalid
                     .push(format!("{path}: `required` must be a list"));
-                Vec::new()
+                HashSet::new()
             }
-            None => Vec::new(),
+            None => HashSet::new(),
         };
-        for r in &required {
-            if !props.is_some_and(|p| p.contains_key(*r)) {
+        let listed = o
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
+        for r in listed.filter_map(Value::as_str) {
+            if !props.is_some_and(|p| p.contains_key(r)) {
                 self.invalid.push(format!(
                     "{path}: `required` names `{r}`, which is not a property"
                 ));

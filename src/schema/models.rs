@@ -4,6 +4,8 @@
 //! a field without a default is required (even when `Optional`); a `TypedDict` field is required
 //! unless the class has `total=False` or the field is `NotRequired[...]`.
 
+use std::collections::{HashMap, HashSet};
+
 use rustpython_parser::ast::{self, Constant, Expr, Stmt};
 use serde_json::{Map, Value, json};
 
@@ -181,19 +183,19 @@ fn object_schema(
     kind: ClassKind,
     doc: &docstring::Docstring,
 ) -> Option<Value> {
-    let mut fields: Vec<Field> = Vec::new();
+    let mut fields = Fields::default();
     let mut ok = true;
     collect_fields(mapper, class, kind, doc, &mut fields, &mut ok, 0);
+    let fields = fields.slots.into_iter().flatten();
     if !ok {
         return None;
     }
+    // `fields` holds each name once (the last definition), so `required` needs no dedup.
     let mut properties = Map::new();
     let mut required = Vec::new();
     for f in fields {
-        if f.required && !required.contains(&f.name) {
+        if f.required {
             required.push(f.name.clone());
-        } else if !f.required {
-            required.retain(|r| r != &f.name);
         }
         properties.insert(f.name, f.schema);
     }
@@ -205,16 +207,38 @@ fn object_schema(
     }))
 }
 
+/// The fields of a class and its local bases, each name once: a redefinition replaces the
+/// earlier one and moves it last.
+#[derive(Default)]
+struct Fields {
+    slots: Vec<Option<Field>>,
+    at: HashMap<String, usize>,
+    /// Classes already visited: a base reached twice (a diamond) is read once, as in Python's
+    /// MRO, so that deep diamonds cost linear, not exponential, time.
+    seen: HashSet<*const ast::StmtClassDef>,
+}
+
+impl Fields {
+    fn push(&mut self, f: Field) {
+        if let Some(old) = self.at.insert(f.name.clone(), self.slots.len())
+            && let Some(slot) = self.slots.get_mut(old)
+        {
+            *slot = None;
+        }
+        self.slots.push(Some(f));
+    }
+}
+
 fn collect_fields(
     mapper: &mut Mapper<'_, '_>,
     class: &ast::StmtClassDef,
     kind: ClassKind,
     doc: &docstring::Docstring,
-    fields: &mut Vec<Field>,
+    fields: &mut Fields,
     ok: &mut bool,
     depth: u32,
 ) {
-    if depth > 16 {
+    if depth > 16 || !fields.seen.insert(std::ptr::from_ref(class)) {
         return;
     }
     for base in mapper.module.local_bases(class) {
@@ -245,10 +269,7 @@ fn collect_fields(
             &ann.annotation,
             ann.value.as_deref(),
         ) {
-            Some(Some(f)) => {
-                fields.retain(|x| x.name != f.name);
-                fields.push(f);
-            }
+            Some(Some(f)) => fields.push(f),
             Some(None) => {}
             None => *ok = false,
         }

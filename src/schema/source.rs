@@ -1,82 +1,49 @@
-//! Parsing (once, behind a complexity guard) and the module-level facts the type mapping needs:
-//! imports and their aliases, classes defined in the file, top-level functions.
+//! Parsing (once, behind the checks of [`guard`]) and the module-level facts the type mapping
+//! needs: imports and their aliases, classes defined in the file, top-level functions.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rustpython_parser::ast::{self, Constant, Expr, Ranged, Stmt};
 use rustpython_parser::lexer::{LexResult, lex};
-use rustpython_parser::{Mode, Tok, parse_tokens};
+use rustpython_parser::{Mode, parse_tokens};
 
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
+use super::guard::{self, TooComplex};
 
-/// Largest source accepted (bytes).
-const MAX_SOURCE_BYTES: usize = 2 * 1024 * 1024;
-/// Deepest bracket or indentation nesting accepted.
-const MAX_NESTING: usize = 100;
-/// Most operator-like tokens accepted in one logical line (bounds the depth of expression trees).
-const MAX_OPERATORS_PER_LINE: usize = 1000;
-
-/// Parses `source` as a module. Lexes once, checks that nothing nests deep enough to threaten
-/// the stack, then parses the same tokens.
+/// Parses `source` as a module behind the checks of [`guard`]: the size cap and CPython's
+/// nesting limits before parsing, the depth of the tree after. Call it on the analysis thread
+/// ([`guard::on_analysis_stack`]): the tree it returns must be dropped there too.
 pub(crate) fn parse(source: &str, index: &LineIndex<'_>) -> Result<Vec<Stmt>, Diagnostic> {
-    let too_complex = |offset: usize, what: &str| {
+    let too_complex = |refusal: TooComplex| {
+        let offset = refusal.offset;
         index.diag(
             Severity::Error,
             Code::SourceTooComplex,
             (offset, offset + 1),
-            format!("the file is too complex to analyse safely: {what}"),
+            format!(
+                "the file is too complex to analyse safely: {}",
+                refusal.what
+            ),
             Some("split the expression or the file into smaller pieces".into()),
         )
     };
-    if source.len() > MAX_SOURCE_BYTES {
-        return Err(too_complex(0, "it is larger than 2 MiB"));
+    if source.len() as u64 > guard::MAX_SOURCE.as_u64() {
+        return Err(too_complex(TooComplex {
+            offset: 0,
+            what: format!(
+                "it is {} bytes, more than {} bytes",
+                source.len(),
+                guard::MAX_SOURCE.as_u64()
+            ),
+        }));
     }
-    // The lexer may repeat an error forever: stop at the first one (the parser reports it).
-    let mut tokens: Vec<LexResult> = Vec::new();
-    for t in lex(source, Mode::Module) {
-        let failed = t.is_err();
-        tokens.push(t);
-        if failed {
-            break;
-        }
-    }
-    let (mut brackets, mut indents, mut operators) = (0usize, 0usize, 0usize);
-    let mut previous_closes_operand = false;
-    for (tok, range) in tokens.iter().flatten() {
-        let offset = usize::from(range.start());
-        let mut closes_operand = false;
-        match tok {
-            Tok::Lpar | Tok::Lsqb | Tok::Lbrace => {
-                brackets += 1;
-                if previous_closes_operand {
-                    operators += 1;
-                }
-            }
-            Tok::Rpar | Tok::Rsqb | Tok::Rbrace => {
-                brackets = brackets.saturating_sub(1);
-                closes_operand = true;
-            }
-            Tok::Indent => indents += 1,
-            Tok::Dedent => indents = indents.saturating_sub(1),
-            Tok::Newline => operators = 0,
-            Tok::Name { .. } | Tok::String { .. } => closes_operand = true,
-            Tok::Int { .. } | Tok::Float { .. } | Tok::Complex { .. } => {}
-            Tok::Comma | Tok::Colon | Tok::Equal | Tok::Semi => {}
-            _ => operators += 1,
-        }
-        previous_closes_operand = closes_operand;
-        if brackets > MAX_NESTING || indents > MAX_NESTING {
-            return Err(too_complex(offset, "it nests more than 100 levels deep"));
-        }
-        if operators > MAX_OPERATORS_PER_LINE {
-            return Err(too_complex(
-                offset,
-                "one statement has more than 1000 operators",
-            ));
-        }
-    }
+    let tokens = tokens(source, Mode::Module);
+    guard::lexical_nesting(&tokens).map_err(too_complex)?;
     match parse_tokens(tokens, Mode::Module, "<tool>") {
-        Ok(ast::Mod::Module(module)) => Ok(module.body),
+        Ok(ast::Mod::Module(module)) => {
+            guard::module_depth(&module.body).map_err(too_complex)?;
+            Ok(module.body)
+        }
         Ok(_) => Ok(Vec::new()),
         Err(err) => {
             let offset = usize::from(err.offset);
@@ -90,6 +57,34 @@ pub(crate) fn parse(source: &str, index: &LineIndex<'_>) -> Result<Vec<Stmt>, Di
             ))
         }
     }
+}
+
+/// Parses the text of a string annotation (`"Optional[Item]"`) behind the same checks as
+/// [`parse`]; `None` when it is not a valid expression or too complex.
+pub(crate) fn parse_annotation(text: &str) -> Option<Expr> {
+    let tokens = tokens(text, Mode::Expression);
+    guard::lexical_nesting(&tokens).ok()?;
+    match parse_tokens(tokens, Mode::Expression, "<annotation>") {
+        Ok(ast::Mod::Expression(e)) => {
+            guard::expression_depth(&e.body).ok()?;
+            Some(*e.body)
+        }
+        _ => None,
+    }
+}
+
+/// The tokens of `source`, up to and including the first lexical error.
+fn tokens(source: &str, mode: Mode) -> Vec<LexResult> {
+    // The lexer may repeat an error forever: stop at the first one (the parser reports it).
+    let mut tokens: Vec<LexResult> = Vec::new();
+    for t in lex(source, mode) {
+        let failed = t.is_err();
+        tokens.push(t);
+        if failed {
+            break;
+        }
+    }
+    tokens
 }
 
 fn lower_first(s: &str) -> String {
@@ -279,13 +274,20 @@ impl<'a> Module<'a> {
         Some(Resolved::Unknown(parts.join(".")))
     }
 
-    /// The kind of a top-level class, following bases defined in the same file.
+    /// The kind of a top-level class, following bases defined in the same file (nearest
+    /// first, each class once, so that deep diamonds of bases cost linear time).
     pub(crate) fn class_kind(&self, class: &ast::StmtClassDef) -> ClassKind {
-        self.class_kind_depth(class, 0)
+        let mut seen = HashSet::new();
+        self.class_kind_depth(class, 0, &mut seen)
     }
 
-    fn class_kind_depth(&self, class: &ast::StmtClassDef, depth: u32) -> ClassKind {
-        if depth > 32 {
+    fn class_kind_depth(
+        &self,
+        class: &ast::StmtClassDef,
+        depth: u32,
+        seen: &mut HashSet<*const ast::StmtClassDef>,
+    ) -> ClassKind {
+        if depth > 32 || !seen.insert(std::ptr::from_ref(class)) {
             return ClassKind::Plain;
         }
         for deco in &class.decorator_list {
@@ -307,8 +309,8 @@ impl<'a> Module<'a> {
                     "enum.Enum" | "enum.IntEnum" | "enum.StrEnum" => return ClassKind::Enum,
                     _ => {}
                 },
-                Some(Resolved::Local(parent)) if !std::ptr::eq(parent, class) => {
-                    let kind = self.class_kind_depth(parent, depth + 1);
+                Some(Resolved::Local(parent)) => {
+                    let kind = self.class_kind_depth(parent, depth + 1, seen);
                     if kind != ClassKind::Plain {
                         return kind;
                     }

@@ -7,29 +7,58 @@
 //! sibling keywords is inlined once. Anything else strict mode cannot express (free-form maps,
 //! `Any`, `minLength`, `uniqueItems`, tuples as `prefixItems`, ...) means there is no strict variant.
 
-use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 
+use serde_json::{Map, Value, json};
+
+use super::guard::{MAX_SCHEMA, json_len};
 use super::health::{HealthClass, classify, escape};
 use super::types::nullable;
 
 /// Annotation-only keywords dropped in strict mode.
 const DROPPED: &[&str] = &["default", "contentEncoding", "examples"];
 
+/// The definitions a `$ref` may be inlined from, and what inlining may still add.
+struct Defs {
+    schemas: Map<String, Value>,
+    /// JSON length of each definition.
+    sizes: HashMap<String, usize>,
+    /// Bytes inlining may still add. Each inlined copy can hold further `$ref`s with
+    /// siblings, so unbounded inlining doubles per level of models holding two of the next.
+    budget: usize,
+}
+
 /// The strict variant of `parameters`, or the reasons none exists.
+///
+/// A `$ref` with sibling keywords (a described model field) is inlined while the result stays
+/// within [`MAX_SCHEMA`]; past that it becomes `{"anyOf": [{"$ref": ...}], ...siblings}`, which
+/// strict mode accepts too, so the variant grows at most by that budget.
 pub fn strict_variant(parameters: &Value) -> Result<Value, Vec<String>> {
     let mut v = parameters.clone();
-    let defs = parameters
+    let schemas = parameters
         .get("$defs")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
+    let sizes = schemas
+        .iter()
+        .map(|(k, d)| (k.clone(), json_len(d)))
+        .collect();
+    let budget = usize::try_from(MAX_SCHEMA.as_u64())
+        .unwrap_or(usize::MAX)
+        .saturating_sub(json_len(parameters));
+    let mut defs = Defs {
+        schemas,
+        sizes,
+        budget,
+    };
     let mut reasons = Vec::new();
-    fix(&mut v, &defs, "#", &mut reasons, 0);
+    fix(&mut v, &mut defs, "#", &mut reasons, 0);
     if let Some(Value::Object(d)) = v.get_mut("$defs") {
         for (name, def) in d.iter_mut() {
             fix(
                 def,
-                &defs,
+                &mut defs,
                 &format!("#/$defs/{}", escape(name)),
                 &mut reasons,
                 0,
@@ -47,13 +76,7 @@ pub fn strict_variant(parameters: &Value) -> Result<Value, Vec<String>> {
     }
 }
 
-fn fix(
-    v: &mut Value,
-    defs: &Map<String, Value>,
-    path: &str,
-    reasons: &mut Vec<String>,
-    depth: u32,
-) {
+fn fix(v: &mut Value, defs: &mut Defs, path: &str, reasons: &mut Vec<String>, depth: u32) {
     if depth > 128 {
         reasons.push(format!("{path}: nested too deeply"));
         return;
@@ -63,18 +86,28 @@ fn fix(
         o.remove(*k);
     }
     if o.contains_key("$ref") && o.keys().any(|k| k != "$ref" && k != "$defs") {
-        let target = o
+        let name = o
             .get("$ref")
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix("#/$defs/"))
-            .and_then(|name| defs.get(name))
-            .cloned();
+            .map(str::to_string);
+        let size = name
+            .as_ref()
+            .and_then(|n| defs.sizes.get(n))
+            .copied()
+            .unwrap_or(0);
+        let target = name.and_then(|n| defs.schemas.get(&n)).cloned();
         if let Some(Value::Object(def)) = target {
-            o.remove("$ref");
+            let reference = o.remove("$ref");
             let siblings = std::mem::take(o);
-            *o = def;
-            for k in DROPPED {
-                o.remove(*k);
+            if size <= defs.budget {
+                defs.budget -= size;
+                *o = def;
+                for k in DROPPED {
+                    o.remove(*k);
+                }
+            } else if let Some(reference) = reference {
+                o.insert("anyOf".into(), json!([{ "$ref": reference }]));
             }
             for (k, x) in siblings {
                 o.insert(k, x);
@@ -112,6 +145,12 @@ fn fix(
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        // A set beside the list: objects with thousands of properties stay linear.
+        let mut listed: HashSet<String> = required
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
         if let Some(Value::Object(props)) = o.get_mut("properties") {
             for (name, schema) in props.iter_mut() {
                 fix(
@@ -121,9 +160,8 @@ fn fix(
                     reasons,
                     depth + 1,
                 );
-                let key = Value::String(name.clone());
-                if !required.contains(&key) {
-                    required.push(key);
+                if listed.insert(name.clone()) {
+                    required.push(Value::String(name.clone()));
                     *schema = nullable(std::mem::take(schema));
                 }
             }

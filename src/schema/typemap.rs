@@ -1,5 +1,7 @@
 //! The leaf mappings of annotations: `Literal[...]`, tuples, built-in names, and nullability.
 
+use std::collections::HashSet;
+
 use rustpython_parser::ast::{Constant, Expr};
 use serde_json::{Value, json};
 
@@ -37,6 +39,8 @@ impl Mapper<'_, '_> {
 
     pub(crate) fn literal(&mut self, expr: &Expr, args: &[&Expr]) -> Option<Value> {
         let mut values = Vec::new();
+        // Keyed by the JSON text: a Literal of many values stays linear to deduplicate.
+        let mut seen = HashSet::new();
         for a in args {
             let v = match a {
                 Expr::Constant(c) if !matches!(c.value, Constant::Bytes(_)) => constant(&c.value),
@@ -46,15 +50,18 @@ impl Mapper<'_, '_> {
                 {
                     let nested = self.literal(a, &slice_args(&s.slice))?;
                     if let Some(Value::Array(vs)) = nested.get("enum") {
-                        values.extend(vs.iter().cloned());
+                        values.extend(vs.iter().filter(|v| seen.insert(v.to_string())).cloned());
                     }
                     continue;
                 }
                 _ => None,
             };
             match v {
-                Some(v) if !values.contains(&v) => values.push(v),
-                Some(_) => {}
+                Some(v) => {
+                    if seen.insert(v.to_string()) {
+                        values.push(v);
+                    }
+                }
                 None => {
                     self.report(
                         Code::UnsupportedType,

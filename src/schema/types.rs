@@ -5,8 +5,8 @@
 
 use std::collections::HashSet;
 
+use rustpython_parser::ast;
 use rustpython_parser::ast::{Constant, Expr, Operator};
-use rustpython_parser::{Mode, ast};
 use serde_json::{Map, Value, json};
 
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
@@ -119,12 +119,11 @@ impl<'a, 'm> Mapper<'a, 'm> {
             && let Constant::Str(text) = &c.value
             && depth < 4
             && text.len() <= 1000
-            && let Ok(ast::Mod::Expression(e)) =
-                rustpython_parser::parse(text.trim(), Mode::Expression, "<annotation>")
+            && let Some(inner) = super::source::parse_annotation(text.trim())
         {
             let saved = self.span_override;
             self.span_override = Some(self.at(expr));
-            let out = self.param_depth(&e.body, depth + 1);
+            let out = self.param_depth(&inner, depth + 1);
             self.span_override = saved;
             return out;
         }
@@ -264,8 +263,10 @@ impl<'a, 'm> Mapper<'a, 'm> {
             .into_iter()
             .collect::<Option<_>>()?;
         let mut unique: Vec<Value> = Vec::new();
+        let mut seen = HashSet::new();
         for s in schemas {
-            if !unique.contains(&s) {
+            // Keyed by the JSON text: a long union stays linear to deduplicate.
+            if seen.insert(s.to_string()) {
                 unique.push(s);
             }
         }
@@ -342,10 +343,9 @@ impl<'a, 'm> Mapper<'a, 'm> {
             );
             return None;
         }
-        let parsed = rustpython_parser::parse(text.trim(), Mode::Expression, "<annotation>");
-        let inner = match parsed {
-            Ok(ast::Mod::Expression(e)) => e.body,
-            _ => {
+        let inner = match super::source::parse_annotation(text.trim()) {
+            Some(inner) => inner,
+            None => {
                 self.report(
                     Code::InvalidAnnotation,
                     expr,

@@ -1,11 +1,14 @@
 //! Tests of `warden::schema`.
 
 mod arguments;
+mod bounds;
 mod check;
 mod derive;
 mod export;
 mod fixtures;
+mod fuzz;
 mod health;
+mod hostile;
 mod props;
 
 use warden::schema::{DeriveOptions, Derived, derive};
