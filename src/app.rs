@@ -206,6 +206,17 @@ pub enum AppError {
     /// A background task failed (panicked or was cancelled).
     #[error("a background task failed: {0}")]
     Task(String),
+    /// A stored version's schema does not compile as JSON Schema: stored data is
+    /// damaged (registration refuses such schemas), not the caller's arguments.
+    #[error(
+        "the stored schema of {version} does not compile ({reason}); update the tool to re-derive it"
+    )]
+    BrokenSchema {
+        /// The version.
+        version: crate::manifest::VersionId,
+        /// The compiler's complaint.
+        reason: String,
+    },
 }
 
 /// Most argument violations one refusal carries: 100. A request can hold as many

@@ -136,7 +136,14 @@ impl App {
         if let Value::Object(map) = &mut arguments {
             schema::drop_nulls_for_defaults(&manifest.schema, map);
         }
-        self.validator(&version.id, &manifest)
+        let validator = self.validator(&version.id, &manifest);
+        if let Some(reason) = validator.compile_error() {
+            return Err(AppError::BrokenSchema {
+                version: version.id,
+                reason: reason.to_owned(),
+            });
+        }
+        validator
             .validate(&arguments)
             .map_err(AppError::invalid_arguments)?;
         let Value::Object(arguments) = arguments else {

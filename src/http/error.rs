@@ -163,7 +163,10 @@ impl ApiError {
                 AppError::Sandbox(SandboxError::MemoryAboveMaximum { .. }) => {
                     client(S::UNPROCESSABLE_ENTITY, "memory_above_maximum")
                 }
-                AppError::Sandbox(_) | AppError::ToolFile { .. } | AppError::Task(_) => SERVER,
+                AppError::Sandbox(_)
+                | AppError::ToolFile { .. }
+                | AppError::Task(_)
+                | AppError::BrokenSchema { .. } => SERVER,
             },
         }
     }

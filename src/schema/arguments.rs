@@ -44,6 +44,13 @@ impl ArgumentValidator {
         ArgumentValidator { validator }
     }
 
+    /// Why the tool's schema does not compile, if it does not. A stored schema that
+    /// fails here is the server's fault, not the caller's: check this before
+    /// [`ArgumentValidator::validate`] to tell the two apart.
+    pub fn compile_error(&self) -> Option<&str> {
+        self.validator.as_ref().err().map(String::as_str)
+    }
+
     /// Checks one set of arguments; all violations at once.
     pub fn validate(&self, arguments: &Value) -> Result<(), Vec<Violation>> {
         if !arguments.is_object() {

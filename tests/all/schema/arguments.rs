@@ -63,3 +63,12 @@ fn formats_are_asserted() {
     assert!(validator.validate(&json!({"when": "2024-02-30x"})).is_err());
     assert!(validator.validate(&json!({"when": "2024-02-03"})).is_ok());
 }
+
+#[test]
+fn a_schema_that_does_not_compile_is_told_apart_from_bad_arguments() {
+    let mut d = derive_ok("def tool(a: int):\n    \"\"\"Go.\"\"\"\n");
+    assert_eq!(ArgumentValidator::new(&d.schema).compile_error(), None);
+    d.schema.parameters = json!({"type": 12});
+    let validator = ArgumentValidator::new(&d.schema);
+    assert!(validator.compile_error().is_some());
+}
