@@ -256,11 +256,7 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
         |mut caller: Caller<'_, T>, (descriptor, size): (i32, i64)| {
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
-                    let growth = if ledger.opened.contains(&(descriptor as u32)) {
-                        (size as u64).saturating_sub(file_size(ctx, mem, descriptor).await)
-                    } else {
-                        0
-                    };
+                    let growth = growth_to(ctx, ledger, mem, descriptor, size as u64).await;
                     if let Err(e) = ledger.may_write(growth) {
                         return Ok(errno(e));
                     }
@@ -282,11 +278,7 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
                     let end = (offset as u64).saturating_add(len as u64);
-                    let growth = if ledger.opened.contains(&(descriptor as u32)) {
-                        end.saturating_sub(file_size(ctx, mem, descriptor).await)
-                    } else {
-                        0
-                    };
+                    let growth = growth_to(ctx, ledger, mem, descriptor, end).await;
                     if let Err(e) = ledger.may_write(growth) {
                         return Ok(errno(e));
                     }
@@ -484,6 +476,21 @@ async fn file_size(ctx: &mut WasiP1Ctx, mem: &mut GuestMemory<'_>, descriptor: i
         Ok(stat) => stat.size,
         Err(_) => 0,
     }
+}
+
+/// Bytes by which making a file `end` bytes long grows it; 0 for a descriptor the guest
+/// did not open itself (the original call refuses to resize those).
+async fn growth_to(
+    ctx: &mut WasiP1Ctx,
+    ledger: &FileLedger,
+    mem: &mut GuestMemory<'_>,
+    descriptor: i32,
+    end: u64,
+) -> u64 {
+    if !ledger.opened.contains(&(descriptor as u32)) {
+        return 0;
+    }
+    end.saturating_sub(file_size(ctx, mem, descriptor).await)
 }
 
 /// The user data and duration of a `poll_oneoff` that waits on one relative timer and
