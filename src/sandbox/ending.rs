@@ -180,9 +180,14 @@ fn enforce_char_limit(
     limits: &Limits,
 ) -> (Value, Option<Truncation>) {
     let limit = limits.return_chars.0 as usize;
-    let text = match &value {
-        Value::String(s) => s.clone(),
-        other => python_json(other),
+    // A string result is measured in place; anything else as its JSON text.
+    let serialized;
+    let text: &str = match &value {
+        Value::String(s) => s,
+        other => {
+            serialized = python_json(other);
+            &serialized
+        }
     };
     if text.chars().nth(limit).is_none() {
         return (value, truncated);
