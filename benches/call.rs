@@ -13,14 +13,18 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use warden::app::PreparedTool;
 use warden::app::{App, AppConfig};
 use warden::grants::Grants;
 use warden::limits::Limits;
 use warden::outcome::Status;
+use warden::packages::{Packages, Pip};
 use warden::registry::Registry;
-use warden::sandbox::{Call, Sandbox, SandboxConfig, ToolFolder};
+use warden::sandbox::Progress;
+use warden::sandbox::artifacts::Role;
+use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder};
 use warden::schema::{self, DeriveOptions};
 use warden::tenant::TenantPolicy;
 
@@ -134,12 +138,19 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
     };
     let (_, key) = registry.create_tenant("bench", &policy)?;
     let key = key.expose().to_owned();
+    let packages = Packages::new(
+        dir.path(),
+        &sandbox.runtime().path(Role::Stdlib),
+        Pip::default(),
+        Progress::Quiet,
+    )?;
     let app = App::new(
         registry,
         sandbox,
         AppConfig {
             tools_dir: dir.path().join("tools"),
             operator_key: None,
+            packages,
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -189,32 +200,39 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
     Ok(stats(samples))
 }
 
+/// A tool prepared as every surface prepares it: schema derived, folder written.
+fn prepare(file: &str, source: &str) -> anyhow::Result<PreparedTool> {
+    let stem = file.trim_end_matches(".py");
+    let derived = warden::schema::derive(
+        source,
+        &warden::schema::DeriveOptions {
+            file_stem: stem.to_owned(),
+            function: None,
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("cannot derive the schema of {file}: {e}"))?;
+    Ok(PreparedTool::new(
+        ToolFolder::temporary(file, source)?,
+        derived.schema,
+        None,
+    ))
+}
+
 /// Sequential Warden calls of `function` in `tool` after a warm-up; checks each result
 /// against `expected`. Returns the latencies and the fuel of the last call.
 fn warden_calls(
     rt: &tokio::runtime::Runtime,
     sandbox: &Sandbox,
-    tool: &ToolFolder,
-    function: &str,
+    tool: &PreparedTool,
     arguments: &Value,
     expected: &Value,
     calls: usize,
 ) -> anyhow::Result<(Stats, u64)> {
-    let Value::Object(arguments) = arguments else {
-        anyhow::bail!("arguments must be an object");
-    };
+    let arguments = tool
+        .check(arguments.clone())
+        .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
     let (grants, limits) = (Grants::default(), Limits::default());
-    let one = || {
-        let call = Call {
-            tool,
-            function,
-            arguments,
-            none_if_omitted: &[],
-            grants: &grants,
-            limits: &limits,
-        };
-        rt.block_on(sandbox.call(call))
-    };
+    let one = || rt.block_on(sandbox.call(tool.call(&arguments, &grants, &limits)));
     for _ in 0..calls.min(50) {
         one()?;
     }
@@ -295,7 +313,7 @@ fn main() -> anyhow::Result<()> {
         .or_else(|| dirs::cache_dir().map(|d| d.join("warden")))
         .ok_or_else(|| anyhow::anyhow!("set WARDEN_HOME"))?;
     let sandbox = Arc::new(Sandbox::open(&SandboxConfig::new(home))?);
-    let tool = Arc::new(ToolFolder::temporary("add.py", TOOL)?);
+    let tool = Arc::new(prepare("add.py", TOOL)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -303,15 +321,13 @@ fn main() -> anyhow::Result<()> {
         &rt,
         &sandbox,
         &tool,
-        "add",
         &json!({"a": 1, "b": 2}),
         &json!(3),
         WARDEN_CALLS,
     )?;
-    let arguments: Map<String, Value> = match json!({"a": 1, "b": 2}) {
-        Value::Object(m) => m,
-        _ => unreachable!(),
-    };
+    let arguments = tool
+        .check(json!({"a": 1, "b": 2}))
+        .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
 
     // Throughput with one concurrent task per core.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -323,15 +339,9 @@ fn main() -> anyhow::Result<()> {
             tasks.push(tokio::spawn(async move {
                 let (grants, limits) = (Grants::default(), Limits::default());
                 for _ in 0..WARDEN_CALLS / workers {
-                    let call = Call {
-                        tool: &tool,
-                        function: "add",
-                        arguments: &arguments,
-                        none_if_omitted: &[],
-                        grants: &grants,
-                        limits: &limits,
-                    };
-                    sandbox.call(call).await?;
+                    sandbox
+                        .call(tool.call(&arguments, &grants, &limits))
+                        .await?;
                 }
                 anyhow::Ok(())
             }));
@@ -354,12 +364,11 @@ fn main() -> anyhow::Result<()> {
     let csv = root().join("examples/csv_summary.py");
     let csv_arguments = json!({"csv_text": CSV, "column": "price"});
     let (csv_peer, csv_value) = python_calls(&csv, "csv_summary", &csv_arguments, PYTHON_CALLS)?;
-    let csv_tool = ToolFolder::existing(root().join("examples"), "csv_summary.py");
+    let csv_tool = prepare("csv_summary.py", &std::fs::read_to_string(&csv)?)?;
     let (csv_warden, csv_fuel) = warden_calls(
         &rt,
         &sandbox,
         &csv_tool,
-        "csv_summary",
         &csv_arguments,
         &csv_value,
         WARDEN_CALLS / 4,

@@ -7,7 +7,8 @@
 # Per call it reads one JSON request from stdin:
 #
 #   {"nonce": str, "module": "/tool/NAME.py", "function": str, "arguments": {...},
-#    "none_if_omitted": [str], "env": {str: str}, "return_char_limit": int}
+#    "none_if_omitted": [str], "env": {str: str}, "return_char_limit": int,
+#    "packages": "/packages" (only when the tool has installed packages)}
 #
 # imports the tool, calls the function, and writes one response frame to fd 1 as the
 # very last thing it does:
@@ -97,6 +98,12 @@ def _warden_call():
     random = loaded("random")
     if random is not None:
         random.seed()  # from os.urandom, in C
+
+    # The tool's installed packages come after the runtime's own, so they can add to the
+    # bundled packages but never shadow the standard library or a bundled package.
+    site = request.get("packages")
+    if site:
+        sys.path.append(site)
 
     name = request["function"]
     module = type(sys)("__warden_tool__")

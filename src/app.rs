@@ -30,6 +30,7 @@
 
 mod gate;
 mod metrics;
+mod prepare;
 mod run;
 mod spec;
 
@@ -41,7 +42,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::manifest::{Manifest, ManifestError};
+use crate::manifest::{Manifest, ManifestError, VersionId};
+use crate::packages::{Packages, PackagesError};
 use crate::registry::{
     AuditRecord, Page, Registry, RegistryError, Tenant, Tool, ToolId, ToolQuery, Update,
     VersionSummary,
@@ -50,6 +52,7 @@ use crate::sandbox::{Sandbox, SandboxError, ToolFolder};
 use crate::schema::{self, Diagnostic, Format, Health, LettaExtras, SchemaError, Violation};
 use crate::tenant::{ApiKey, TenantError, TenantId, TenantPolicy};
 
+pub use prepare::{PreparedTool, Refusal};
 pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
 
@@ -60,6 +63,8 @@ pub struct AppConfig {
     pub tools_dir: PathBuf,
     /// The operator key for tenant administration; `None` disables it.
     pub operator_key: Option<String>,
+    /// The package store tools' requirements are resolved and installed with.
+    pub packages: Packages,
 }
 
 impl std::fmt::Debug for AppConfig {
@@ -67,6 +72,7 @@ impl std::fmt::Debug for AppConfig {
         f.debug_struct("AppConfig")
             .field("tools_dir", &self.tools_dir)
             .field("operator_key", &self.operator_key.as_ref().map(|_| "…"))
+            .field("packages", &self.packages)
             .finish()
     }
 }
@@ -85,13 +91,10 @@ struct Inner {
     operator_key: Option<[u8; 32]>,
     gates: gate::Gates,
     metrics: metrics::Metrics,
-    /// Compiled argument validators, one per tool version (versions are immutable).
-    validators: std::sync::Mutex<
-        std::collections::HashMap<
-            crate::manifest::VersionId,
-            Arc<crate::schema::ArgumentValidator>,
-        >,
-    >,
+    packages: Packages,
+    /// Each tool version prepared on its first call (folder written, validator
+    /// compiled, packages located): versions are immutable, so this is done once.
+    prepared: std::sync::Mutex<std::collections::HashMap<VersionId, Arc<PreparedTool>>>,
 }
 
 impl std::fmt::Debug for App {
@@ -195,6 +198,9 @@ pub enum AppError {
     /// The sandbox could not run the call.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
+    /// The tool's requirements could not be resolved or installed.
+    #[error(transparent)]
+    Packages(#[from] PackagesError),
     /// A tool's source could not be written for the sandbox.
     #[error("cannot write the tool file {}: {source}", .path.display())]
     ToolFile {
@@ -276,7 +282,8 @@ impl App {
                     .map(|k| Sha256::digest(k.as_bytes()).into()),
                 gates: gate::Gates::default(),
                 metrics: metrics::Metrics::new(),
-                validators: Default::default(),
+                packages: config.packages,
+                prepared: Default::default(),
             }),
         }
     }
@@ -348,9 +355,14 @@ impl App {
     pub async fn register(&self, tenant: &TenantId, spec: ToolSpec) -> Result<ToolView, AppError> {
         let t = tenant.clone();
         let tools_dir = self.inner.tools_dir.clone();
+        let packages = self.inner.packages.clone();
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
-            let (manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            let requirements = spec::requirements(&spec)?;
+            let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            // Resolved (or found in the lock cache) and installed before anything is
+            // stored: a failure leaves no version behind.
+            manifest.packages = packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;
             let tool = r.register(&t, &manifest)?;
             view(r, &t, &tool.id, diagnostics, None)
@@ -367,13 +379,16 @@ impl App {
     ) -> Result<ToolView, AppError> {
         let (t, id) = (tenant.clone(), tool.clone());
         let tools_dir = self.inner.tools_dir.clone();
+        let packages = self.inner.packages.clone();
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
             let current = r.tool(&t, &id)?;
             let mut spec = spec;
             // The name is fixed for the tool's life: default to it.
             spec.name.get_or_insert(current.name);
-            let (manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            let requirements = spec::requirements(&spec)?;
+            let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            manifest.packages = packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;
             let (_, outcome) = r.update(&t, &id, &manifest)?;
             view(r, &t, &id, diagnostics, Some(outcome))
@@ -444,7 +459,24 @@ impl App {
             source_code: m.source.clone(),
             return_char_limit: m.limits.return_chars.0,
             tags: m.tags.iter().map(|t| t.as_str().to_owned()).collect(),
-            pip_requirements: Vec::new(),
+            pip_requirements: m
+                .packages
+                .requirements
+                .iter()
+                .map(|r| {
+                    // Letta pins exact versions: the locked one when a wheel was
+                    // installed, else the specifiers as declared.
+                    let locked = m.packages.packages.iter().find(|w| w.name == r.name());
+                    let version = match locked {
+                        Some(w) => Some(w.version.clone()),
+                        None => Some(r.specifiers()).filter(|s| !s.is_empty()),
+                    };
+                    schema::PipRequirement {
+                        name: r.name().to_owned(),
+                        version,
+                    }
+                })
+                .collect(),
         };
         Ok(schema::export(&m.schema, format, strict, &letta)?)
     }

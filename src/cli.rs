@@ -4,6 +4,7 @@
 //! with `anyhow`, and maps outcomes to exit codes ([`ExitCode`]). Each command lives in
 //! its own file under `cli/`.
 
+mod packages;
 mod run;
 mod runtime;
 mod schema;
@@ -54,6 +55,10 @@ pub enum Command {
     /// Manage tenants and their API keys in the registry database.
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
+    /// Resolve a tool's package requirements into a lock, or fetch a lock's wheels for
+    /// an offline machine.
+    #[command(subcommand)]
+    Packages(packages::PackagesCommand),
 }
 
 /// Exit codes: 0 for `ok`; one per other status; 1 when Warden could not run the call;
@@ -126,6 +131,7 @@ impl Cli {
             Command::Runtime(cmd) => runtime::runtime(&config, cmd),
             Command::Serve(args) => serve::serve(&config, args),
             Command::Tenant(cmd) => tenant::tenant(&config.home, cmd),
+            Command::Packages(cmd) => packages::packages(&config, cmd),
         }
     }
 }

@@ -13,7 +13,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Guest folders that Warden itself uses; no mount may sit at, above or below them.
-pub const RESERVED_GUEST_PATHS: &[&str] = &["/usr/local/lib", "/tool"];
+pub const RESERVED_GUEST_PATHS: &[&str] = &["/usr/local/lib", "/tool", "/packages"];
 
 /// Every capability a call gets beyond the bare interpreter.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -32,6 +32,7 @@ pub mod http;
 pub mod limits;
 pub mod manifest;
 pub mod outcome;
+pub mod packages;
 pub mod registry;
 pub mod sandbox;
 pub mod schema;

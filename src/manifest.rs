@@ -5,12 +5,13 @@
 //!
 //! # The version id
 //! [`VersionId`] is the SHA-256 (lower-case hex) of a canonical serialization of what
-//! *defines* the version: `function`, `source`, `schema`, `grants` and `limits`. Any change
+//! *defines* the version: `function`, `source`, `schema`, `grants`, `limits` and, when the
+//! tool has requirements, `packages` (its [`Lock`]: a changed lock is a new version). Any change
 //! to one of them, a single byte of source or a raised limit, makes a new id; the same
 //! content always makes the same id, on any machine. `name`, `tags` and `description`
 //! are labels and stay out of the hash: relabelling a tool does not make a new version.
 //!
-//! The canonical form is the compact JSON of those five fields, in that order, under a
+//! The canonical form is the compact JSON of those fields, in that order, under a
 //! format tag (`warden.manifest.v1`) so the form can change later without ambiguity.
 //! Struct fields serialize in declaration order; JSON values inside the schema keep
 //! their order (property order is part of what a model is shown), so a schema with its
@@ -25,6 +26,7 @@ use sha2::{Digest, Sha256};
 
 use crate::grants::{GrantError, Grants};
 use crate::limits::Limits;
+use crate::packages::Lock;
 use crate::schema::ToolSchema;
 
 /// Largest tool source accepted: 1 MiB of UTF-8. A larger source is refused at
@@ -53,6 +55,10 @@ pub struct Manifest {
     /// Limits of each call. Default: [`Limits::default`].
     #[serde(default)]
     pub limits: Limits,
+    /// The tool's requirements and the wheels they resolved to. Default: none (the
+    /// runtime alone).
+    #[serde(default, skip_serializing_if = "Lock::is_empty")]
+    pub packages: Lock,
     /// Labels to filter tools by. Not part of the version id.
     #[serde(default)]
     pub tags: Vec<Tag>,
@@ -74,6 +80,9 @@ impl Manifest {
             schema: &'a ToolSchema,
             grants: &'a Grants,
             limits: &'a Limits,
+            // Left out when empty, so versions without packages keep their ids.
+            #[serde(skip_serializing_if = "Lock::is_empty")]
+            packages: &'a Lock,
         }
         let canonical = Canonical {
             format: "warden.manifest.v1",
@@ -82,6 +91,7 @@ impl Manifest {
             schema: &self.schema,
             grants: &self.grants,
             limits: &self.limits,
+            packages: &self.packages,
         };
         let mut hasher = Sha256::new();
         // Serializing these types cannot fail: no maps with non-string keys, no custom
@@ -372,6 +382,7 @@ mod tests {
             },
             grants: Grants::default(),
             limits: Limits::default(),
+            packages: Default::default(),
             tags: vec![],
             description: None,
         }

@@ -159,6 +159,8 @@ pub struct Call<'a> {
     pub grants: &'a Grants,
     /// Limits.
     pub limits: &'a Limits,
+    /// The tool's installed packages (a read-only site folder), if it has any.
+    pub packages: Option<&'a Path>,
 }
 
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
@@ -240,6 +242,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             none_if_omitted: &[],
             grants: &grants,
             limits: &Limits::default(),
+            packages: None,
         };
         let result = on_own_thread(self.call(call))??;
         if result.status == Status::Ok
@@ -291,6 +294,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
                 .map(|(k, v)| (k, v.into()))
                 .collect(),
             return_char_limit: limits.return_chars.0,
+            packages: call.packages.map(|_| wasi::PACKAGES_GUEST),
         };
         let stdin = protocol::stdin(&request)
             .map_err(|e| SandboxError::Instantiate(wasmtime::Error::new(e)))?;
@@ -305,6 +309,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             empty_root: &self.files.empty_root,
             stdlib: &self.files.stdlib_dir(),
             tool: call.tool.host_dir(),
+            packages: call.packages,
         };
         let ctx = wasi::context(&folders, &grants, stdin, stdout.clone(), stderr.clone())
             .map_err(SandboxError::Instantiate)?;

@@ -9,15 +9,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::gate::Gate;
-use super::{App, AppError, tool_folder};
+use super::{App, AppError, PreparedTool, Refusal, tool_folder};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
 use crate::outcome::CallResult;
 use crate::registry::{AuditEvent, ToolId};
-use crate::sandbox::{Call, ToolFolder};
-use crate::schema;
-use crate::schema::ArgumentValidator;
 use crate::tenant::TenantId;
 
 /// Most calls one batch may hold: 100.
@@ -55,10 +52,8 @@ struct Admitted {
     tenant: TenantId,
     tool: ToolId,
     version: VersionId,
-    folder: ToolFolder,
-    function: String,
+    prepared: Arc<PreparedTool>,
     arguments: Map<String, Value>,
-    none_if_omitted: Vec<String>,
     grants: Grants,
     limits: Limits,
     gate: Arc<Gate>,
@@ -117,39 +112,27 @@ impl App {
         arguments: Value,
     ) -> Result<Admitted, AppError> {
         let (t, id) = (tenant.clone(), tool.clone());
-        let tools_dir = self.inner.tools_dir.clone();
-        let (policy, tool, version, folder) = self
+        let (policy, tool, version) = self
             .blocking(move |r| {
                 let policy = r.policy(&t)?;
                 let (tool, version) = r.current(&t, &id)?;
                 // Folders may have moved or become symlinks since registration.
                 policy.admit_grants(&version.manifest.grants)?;
-                let folder = tool_folder(&tools_dir, &version.manifest)?;
-                Ok((policy, tool, version, folder))
+                Ok((policy, tool, version))
             })
             .await?;
         if !tool.enabled {
             return Err(AppError::Disabled { tool: tool.id });
         }
         let manifest = version.manifest;
-        let mut arguments = arguments;
-        if let Value::Object(map) = &mut arguments {
-            schema::drop_nulls_for_defaults(&manifest.schema, map);
-        }
-        let validator = self.validator(&version.id, &manifest);
-        if let Some(reason) = validator.compile_error() {
-            return Err(AppError::BrokenSchema {
-                version: version.id,
-                reason: reason.to_owned(),
-            });
-        }
-        validator
-            .validate(&arguments)
-            .map_err(AppError::invalid_arguments)?;
-        let Value::Object(arguments) = arguments else {
-            // The validator refuses anything but an object.
-            return Err(AppError::invalid_arguments(Vec::new()));
-        };
+        let prepared = self.prepared(&version.id, &manifest).await?;
+        let arguments = prepared.check(arguments).map_err(|refusal| match refusal {
+            Refusal::BrokenSchema(reason) => AppError::BrokenSchema {
+                version: version.id.clone(),
+                reason,
+            },
+            Refusal::Invalid(violations) => AppError::invalid_arguments(violations),
+        })?;
         // Last: a call refused above (disabled tool, bad arguments) spends no token.
         let gate = self.inner.gates.get(tenant, &policy);
         if let Err(retry_after) = gate.take() {
@@ -160,9 +143,7 @@ impl App {
             tenant: tenant.clone(),
             tool: tool.id,
             version: version.id,
-            folder,
-            none_if_omitted: schema::none_if_omitted(&manifest.schema),
-            function: manifest.function,
+            prepared,
             arguments,
             grants: manifest.grants,
             limits: manifest.limits.bounded_by(&policy.ceilings),
@@ -170,19 +151,45 @@ impl App {
         })
     }
 
-    /// The compiled argument validator of a version, compiled on its first call only:
-    /// compiling a JSON Schema on every call would sit on the hot path.
-    fn validator(&self, version: &VersionId, manifest: &Manifest) -> Arc<ArgumentValidator> {
+    /// A version prepared for calls, on its first call only: writing its file, compiling
+    /// its JSON Schema and locating its packages would otherwise sit on the hot path.
+    async fn prepared(
+        &self,
+        version: &VersionId,
+        manifest: &Manifest,
+    ) -> Result<Arc<PreparedTool>, AppError> {
+        if let Some(p) = self.cached(version) {
+            return Ok(p);
+        }
+        let tools_dir = self.inner.tools_dir.clone();
+        let packages = self.inner.packages.clone();
+        let manifest = manifest.clone();
+        let prepared = self
+            .blocking(move |_| {
+                let folder = tool_folder(&tools_dir, &manifest)?;
+                // Installed at registration; installed again from the lock if this
+                // machine's package store lost it.
+                let site = packages.site(&manifest.packages)?;
+                Ok(PreparedTool::new(folder, manifest.schema, site))
+            })
+            .await?;
         let mut cache = self
             .inner
-            .validators
+            .prepared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Arc::clone(
-            cache
-                .entry(version.clone())
-                .or_insert_with(|| Arc::new(ArgumentValidator::new(&manifest.schema))),
-        )
+        Ok(Arc::clone(
+            cache.entry(version.clone()).or_insert(Arc::new(prepared)),
+        ))
+    }
+
+    fn cached(&self, version: &VersionId) -> Option<Arc<PreparedTool>> {
+        self.inner
+            .prepared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(version)
+            .cloned()
     }
 
     /// Waits for a permit, runs the call and audits it.
@@ -195,14 +202,7 @@ impl App {
             let _in_flight = self.inner.metrics.start(&a.tenant);
             self.inner
                 .sandbox
-                .call(Call {
-                    tool: &a.folder,
-                    function: &a.function,
-                    arguments: &a.arguments,
-                    none_if_omitted: &a.none_if_omitted,
-                    grants: &a.grants,
-                    limits: &a.limits,
-                })
+                .call(a.prepared.call(&a.arguments, &a.grants, &a.limits))
                 .await?
         };
         self.inner.metrics.finished(&a.tenant, &result);

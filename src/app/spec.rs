@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 use crate::grants::Grants;
 use crate::limits::{ByteSize, CharLimit, Fuel, Limits};
 use crate::manifest::{Manifest, Tag, ToolName};
-use crate::schema::{self, Code, DeriveOptions, Diagnostic, Health, Severity, ToolSchema};
+use crate::packages::{PackagesError, Requirement, script};
+use crate::schema::{
+    self, Code, DeriveOptions, Diagnostic, Health, PipRequirement, Severity, ToolSchema,
+};
 use crate::tenant::TenantPolicy;
 
 use super::AppError;
@@ -44,6 +47,28 @@ pub struct ToolSpec {
     /// A note for people.
     #[serde(default)]
     pub description: Option<String>,
+    /// Packages the tool needs, in Letta's shape: `{"name": "pydantic", "version":
+    /// "<2"}`, `version` an exact version or a PEP 440 specifier set. Added to the
+    /// source's PEP 723 `dependencies`. Default: none.
+    #[serde(default)]
+    pub pip_requirements: Vec<PipRequirement>,
+}
+
+/// Every requirement of `spec`: its source's PEP 723 block, then `pip_requirements`.
+pub fn requirements(spec: &ToolSpec) -> Result<Vec<Requirement>, PackagesError> {
+    if spec.pip_requirements.len() > crate::packages::MAX_REQUIREMENTS {
+        return Err(PackagesError::TooMany {
+            count: spec.pip_requirements.len(),
+        });
+    }
+    let mut all = script::read(&spec.source)?.dependencies;
+    for r in &spec.pip_requirements {
+        all.push(Requirement::from_name_and_version(
+            &r.name,
+            r.version.as_deref(),
+        )?);
+    }
+    Ok(all)
 }
 
 /// Limits as a client gives them: any subset, in plain units. A given limit above the
@@ -121,6 +146,13 @@ pub struct Validation {
     pub health: Option<Health>,
     /// Errors and warnings, in source order.
     pub diagnostics: Vec<Diagnostic>,
+    /// The tool's requirements (PEP 723 block and `pip_requirements`), sorted. Checked
+    /// for syntax here; resolved only at registration.
+    #[serde(default)]
+    pub requirements: Vec<Requirement>,
+    /// Why the requirements are unusable, if they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements_error: Option<String>,
 }
 
 /// The derive options for `spec`: the name (or function) plays the file stem.
@@ -143,11 +175,17 @@ pub fn validate(spec: &ToolSpec) -> Validation {
     let derived = schema::derive(&spec.source, &opts).ok();
     let valid = derived.is_some() && !diagnostics.iter().any(|d| d.severity == Severity::Error);
     let schema = derived.map(|d| d.schema);
+    let (requirements, requirements_error) = match requirements(spec) {
+        Ok(r) => (crate::packages::lock::canonical(r), None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
     Validation {
-        valid,
+        valid: valid && requirements_error.is_none(),
         health: schema.as_ref().map(schema::health),
         schema,
         diagnostics,
+        requirements,
+        requirements_error,
     }
 }
 
@@ -192,6 +230,7 @@ pub fn manifest(
         schema,
         grants: spec.grants,
         limits,
+        packages: Default::default(),
         tags: spec.tags,
         description: spec.description,
     };

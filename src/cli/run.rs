@@ -6,13 +6,15 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::{Map, Value};
 
-use warden::app::MAX_VIOLATIONS;
+use warden::app::{MAX_VIOLATIONS, PreparedTool, Refusal};
 use warden::grants::{EnvVar, Grants, Mount};
 use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits};
 use warden::outcome::{CallResult, Status};
-use warden::sandbox::{Call, Sandbox, SandboxConfig, ToolFolder};
+use warden::packages::{Requirement, script};
+use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder};
 use warden::schema::{self, DeriveOptions};
 
+use super::packages::PipArgs;
 use super::{ExitCode, InvalidArguments, file_stem, read_tool, render_failure, usage};
 
 /// `warden run`.
@@ -75,6 +77,16 @@ pub struct RunArgs {
     #[arg(long, short, value_name = "KEY=VALUE")]
     pub env: Vec<EnvVar>,
 
+    /// A package the tool needs, as a PEP 508 requirement (e.g. 'pydantic<2'), besides
+    /// those of its source's PEP 723 block. Repeatable. Resolved once per set of
+    /// requirements and cached under $WARDEN_HOME/packages.
+    #[arg(long = "requirement", short = 'r', value_name = "SPEC")]
+    pub requirements: Vec<Requirement>,
+
+    /// Where packages come from.
+    #[command(flatten)]
+    pub pip: PipArgs,
+
     /// Print the full result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -94,18 +106,22 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         Err(e) => return Err(e),
     };
     let sandbox = Sandbox::open(config)?;
+    let tool = if prepared.requirements.is_empty() {
+        prepared.tool
+    } else {
+        let packages = args.pip.store(config, &sandbox)?;
+        let lock = packages.lock(prepared.requirements.clone())?;
+        prepared.tool.with_packages(packages.site(&lock)?)
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let result = runtime.block_on(sandbox.call(Call {
-        tool: &prepared.tool,
-        function: &prepared.function,
-        arguments: &prepared.arguments,
-        none_if_omitted: &prepared.none_if_omitted,
-        grants: &prepared.grants,
-        limits: &prepared.limits,
-    }))?;
+    let result = runtime.block_on(sandbox.call(tool.call(
+        &prepared.arguments,
+        &prepared.grants,
+        &prepared.limits,
+    )))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else {
@@ -134,10 +150,9 @@ fn refused(invalid: &InvalidArguments) -> Value {
 
 /// Everything `warden run` needs, checked before any sandbox starts.
 struct Prepared {
-    tool: ToolFolder,
-    function: String,
+    tool: PreparedTool,
     arguments: Map<String, Value>,
-    none_if_omitted: Vec<String>,
+    requirements: Vec<Requirement>,
     grants: Grants,
     limits: Limits,
 }
@@ -158,7 +173,21 @@ impl Prepared {
             )
         })?;
         let function = derived.schema.name.clone();
-        let mut arguments = match serde_json::from_str::<Value>(&args.args) {
+        let mut requirements = script::read(&source)
+            .map_err(|e| usage(format!("{}: {e}", args.tool.display())))?
+            .dependencies;
+        requirements.extend(args.requirements.iter().cloned());
+        let file_name = args
+            .tool
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("tool.py");
+        let tool = PreparedTool::new(
+            ToolFolder::temporary(file_name, &source)?,
+            derived.schema,
+            None,
+        );
+        let arguments = match serde_json::from_str::<Value>(&args.args) {
             Ok(Value::Object(map)) => map,
             Ok(other) => {
                 return Err(usage(format!(
@@ -168,35 +197,39 @@ impl Prepared {
             }
             Err(e) => return Err(usage(format!("--args is not valid JSON: {e}"))),
         };
-        schema::drop_nulls_for_defaults(&derived.schema, &mut arguments);
-        if let Err(violations) =
-            schema::validate_arguments(&derived.schema, &Value::Object(arguments.clone()))
-        {
-            // As the service does: the first MAX_VIOLATIONS, and how many in all.
-            let total = violations.len();
-            let violations: Vec<String> = violations
-                .iter()
-                .take(MAX_VIOLATIONS)
-                .map(ToString::to_string)
-                .collect();
-            let mut lines: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
-            if total > MAX_VIOLATIONS {
-                lines.push(format!(
-                    "  ... and {} more ({total} in all)",
-                    total - MAX_VIOLATIONS
+        let arguments = match tool.check(Value::Object(arguments)) {
+            Ok(arguments) => arguments,
+            Err(Refusal::BrokenSchema(reason)) => {
+                return Err(anyhow::anyhow!(
+                    "the derived schema of {function}() does not compile ({reason}): please report it"
                 ));
             }
-            return Err(InvalidArguments {
+            Err(Refusal::Invalid(violations)) => {
+                // As the service does: the first MAX_VIOLATIONS, and how many in all.
+                let total = violations.len();
+                let violations: Vec<String> = violations
+                    .iter()
+                    .take(MAX_VIOLATIONS)
+                    .map(ToString::to_string)
+                    .collect();
+                let mut lines: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
+                if total > MAX_VIOLATIONS {
+                    lines.push(format!(
+                        "  ... and {} more ({total} in all)",
+                        total - MAX_VIOLATIONS
+                    ));
+                }
+                return Err(InvalidArguments {
                 message: format!(
                     "the arguments do not match the schema of {function}():\n{}\nsee `warden schema {}`",
                     lines.join("\n"),
                     args.tool.display()
                 ),
-                violations,
+                    violations,
+                }
+                .into());
             }
-            .into());
-        }
-        let none_if_omitted = schema::none_if_omitted(&derived.schema);
+        };
         let limits = Limits {
             fuel: args
                 .fuel
@@ -219,17 +252,10 @@ impl Prepared {
         for m in &grants.mounts {
             warden::grants::canonical_host_folder(&m.host).map_err(|e| usage(e.to_string()))?;
         }
-        let file_name = args
-            .tool
-            .file_name()
-            .and_then(|s| s.to_str())
-            .unwrap_or("tool.py");
-        let tool = ToolFolder::temporary(file_name, &source)?;
         Ok(Prepared {
             tool,
-            function,
             arguments,
-            none_if_omitted,
+            requirements,
             grants,
             limits,
         })

@@ -13,6 +13,7 @@ use warden::http::{self, HttpConfig};
 use warden::limits;
 use warden::sandbox::{Sandbox, SandboxConfig};
 
+use super::packages::PipArgs;
 use super::tenant::{database, open_registry};
 use super::{ExitCode, usage};
 
@@ -27,6 +28,9 @@ pub struct ServeArgs {
     /// operator key.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Where tools' packages come from (resolved at registration).
+    #[command(flatten)]
+    pub pip: PipArgs,
     /// The environment variable holding the operator key, which manages tenants and
     /// reads /metrics over HTTP. Unset or empty: those endpoints are disabled.
     #[arg(long, value_name = "VAR", default_value = "WARDEN_OPERATOR_KEY")]
@@ -76,12 +80,14 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     let mut sandbox_config = config.clone();
     sandbox_config.max_instances = args.max_instances;
     let sandbox = Arc::new(Sandbox::open(&sandbox_config)?);
+    let packages = args.pip.store(config, &sandbox)?;
     let app = App::new(
         registry,
         sandbox,
         AppConfig {
             tools_dir: config.home.join("tools"),
             operator_key,
+            packages,
         },
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()

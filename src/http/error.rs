@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::app::{AppError, retry_after_secs};
+use crate::packages::PackagesError;
 use crate::registry::RegistryError;
 use crate::sandbox::SandboxError;
 use crate::schema::SchemaError;
@@ -163,6 +164,7 @@ impl ApiError {
                 AppError::Sandbox(SandboxError::MemoryAboveMaximum { .. }) => {
                     client(S::UNPROCESSABLE_ENTITY, "memory_above_maximum")
                 }
+                AppError::Packages(p) => packages(p),
                 AppError::Sandbox(_)
                 | AppError::ToolFile { .. }
                 | AppError::Task(_)
@@ -258,5 +260,30 @@ impl IntoResponse for ApiError {
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// Requirement and package mistakes are the client's (422); an unreachable index or a
+/// failing pip is the service's upstream (502); anything else is the service's own.
+fn packages(e: &PackagesError) -> Wire {
+    use PackagesError as P;
+    match e {
+        P::InvalidRequirement { .. } | P::ScriptMetadata { .. } | P::TooMany { .. } => {
+            client(StatusCode::UNPROCESSABLE_ENTITY, "invalid_requirements")
+        }
+        P::BundledConflict { .. }
+        | P::NoPureWheel { .. }
+        | P::NotPure { .. }
+        | P::Conflict { .. } => client(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unresolvable_requirements",
+        ),
+        P::UnsafeWheel { .. } | P::HashMismatch { .. } => {
+            client(StatusCode::UNPROCESSABLE_ENTITY, "unsafe_package")
+        }
+        P::IndexUnreachable { .. } | P::Pip { .. } => {
+            client(StatusCode::BAD_GATEWAY, "package_index_failed")
+        }
+        P::NoPip | P::FindLinks { .. } | P::Runtime { .. } | P::Io { .. } => SERVER,
     }
 }

@@ -16,6 +16,7 @@ use crate::grants::Grants;
 use crate::manifest::{Tag, ToolName};
 use crate::registry::{AuditRecord, Page, ToolId, ToolQuery, VersionSummary};
 use crate::schema::Format;
+use crate::schema::PipRequirement;
 use crate::tenant::{TenantId, TenantPolicy};
 
 type Answer<T> = Result<T, ApiError>;
@@ -71,6 +72,8 @@ struct UploadSpec {
     tags: Vec<Tag>,
     #[serde(default)]
     description: Option<String>,
+    #[serde(default)]
+    pip_requirements: Vec<PipRequirement>,
 }
 
 /// `multipart/form-data` with a `file` part (`NAME.py`: the stem names the function)
@@ -128,6 +131,7 @@ pub(super) async fn upload_tool(
         limits: extra.limits,
         tags: extra.tags,
         description: extra.description,
+        pip_requirements: extra.pip_requirements,
     };
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))
 }

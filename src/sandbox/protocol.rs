@@ -45,6 +45,9 @@ pub struct Request<'a> {
     pub env: serde_json::Map<String, serde_json::Value>,
     /// Characters of the result kept.
     pub return_char_limit: u32,
+    /// The guest folder of the tool's installed packages, appended to `sys.path`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packages: Option<&'a str>,
 }
 
 /// What the harness answered. The guest can only ever speak for the tool: whatever it

@@ -32,6 +32,8 @@ use crate::grants::{Access, Grants};
 pub const STDLIB_GUEST: &str = "/usr/local/lib";
 /// Where the tool's folder is mounted.
 pub const TOOL_GUEST: &str = "/tool";
+/// Where a tool's installed packages are mounted (read-only), when it has any.
+pub const PACKAGES_GUEST: &str = "/packages";
 
 /// Variables every guest gets before its granted ones (which may override them).
 pub const BASE_ENV: [(&str, &str); 3] =
@@ -62,6 +64,8 @@ pub struct RuntimeFolders<'a> {
     pub stdlib: &'a Path,
     /// The folder holding the tool's source.
     pub tool: &'a Path,
+    /// The tool's installed packages, if any, mounted read-only at [`PACKAGES_GUEST`].
+    pub packages: Option<&'a Path>,
 }
 
 /// The context of the instance Warden snapshots (see `snapshot.rs`): the same as a
@@ -90,6 +94,9 @@ pub fn context(
     b.preopened_dir(folders.empty_root, "/", FsPerms::ReadOnly)?;
     b.preopened_dir(folders.stdlib, STDLIB_GUEST, FsPerms::ReadOnly)?;
     b.preopened_dir(folders.tool, TOOL_GUEST, FsPerms::ReadOnly)?;
+    if let Some(packages) = folders.packages {
+        b.preopened_dir(packages, PACKAGES_GUEST, FsPerms::ReadOnly)?;
+    }
     for mount in &grants.mounts {
         let perms = match mount.access {
             Access::Ro => FsPerms::ReadOnly,

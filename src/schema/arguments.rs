@@ -34,6 +34,14 @@ pub struct ArgumentValidator {
     validator: Result<jsonschema::Validator, String>,
 }
 
+impl std::fmt::Debug for ArgumentValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgumentValidator")
+            .field("compiles", &self.validator.is_ok())
+            .finish()
+    }
+}
+
 impl ArgumentValidator {
     /// Compiles the parameters schema (draft 2020-12, `format` asserted).
     pub fn new(schema: &ToolSchema) -> Self {

@@ -54,6 +54,7 @@ impl Service {
             AppConfig {
                 tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),
+                packages: crate::support::package_store(dir.path()),
             },
         );
         let router = router(app.clone());

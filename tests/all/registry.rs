@@ -32,6 +32,7 @@ fn manifest(name: &str, body: &str) -> Manifest {
         schema: derived.schema,
         grants: Grants::default(),
         limits: Limits::default(),
+        packages: Default::default(),
         tags: vec![],
         description: None,
     }

@@ -1,12 +1,14 @@
 //! Shared fixtures: the one sandbox of this run, and helpers to call fixture tools.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 use warden::grants::Grants;
 use warden::limits::Limits;
 use warden::outcome::CallResult;
+use warden::packages::{Packages, Pip};
+use warden::sandbox::artifacts::Role;
 use warden::sandbox::{Call, Progress, Sandbox, SandboxConfig, ToolFolder};
 
 /// Warden's home for this run: `$WARDEN_HOME`, or the per-user cache folder.
@@ -34,6 +36,26 @@ pub fn shared_sandbox() -> &'static Arc<Sandbox> {
     })
 }
 
+/// A package store rooted in `home` (its `packages/` folder) for the shared sandbox's
+/// runtime that never reaches a package index: tests install only wheels they build.
+pub fn package_store(home: &Path) -> Packages {
+    package_store_with(home, Vec::new())
+}
+
+/// As [`package_store`], with wheelhouses to install from.
+pub fn package_store_with(home: &Path, find_links: Vec<PathBuf>) -> Packages {
+    Packages::new(
+        home,
+        &shared_sandbox().runtime().path(Role::Stdlib),
+        Pip {
+            find_links,
+            no_index: true,
+        },
+        Progress::Quiet,
+    )
+    .expect("the runtime lists its bundled packages")
+}
+
 /// The path of a file under `tests/fixtures/tools/` or `examples/`.
 pub fn fixture(name: &str) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -53,6 +75,7 @@ pub struct Run {
     pub none_if_omitted: Vec<String>,
     pub grants: Grants,
     pub limits: Limits,
+    pub packages: Option<PathBuf>,
 }
 
 impl Run {
@@ -64,7 +87,13 @@ impl Run {
             none_if_omitted: Vec::new(),
             grants: Grants::default(),
             limits: Limits::default(),
+            packages: None,
         }
+    }
+
+    pub fn packages(mut self, site: PathBuf) -> Run {
+        self.packages = Some(site);
+        self
     }
 
     pub fn limits(mut self, f: impl FnOnce(&mut Limits)) -> Run {
@@ -92,6 +121,7 @@ impl Run {
                 none_if_omitted: &self.none_if_omitted,
                 grants: &self.grants,
                 limits: &self.limits,
+                packages: self.packages.as_deref(),
             })
             .await
             .expect("the sandbox ran the call")

@@ -440,6 +440,7 @@ async fn metrics_without_an_operator_key_configured_are_403() {
         warden::app::AppConfig {
             tools_dir: s.path().join("tools"),
             operator_key: None,
+            packages: crate::support::package_store(s.path()),
         },
     );
     let r = send_to(

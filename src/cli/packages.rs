@@ -1,0 +1,159 @@
+//! `warden packages`: resolve a tool's requirements into a lock, or fetch a lock's
+//! wheels into a wheelhouse for an offline machine. Also the pip flags every command
+//! that installs packages shares.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use warden::packages::{Lock, Packages, Pip, Requirement, script};
+use warden::sandbox::artifacts::Role;
+use warden::sandbox::{RuntimeFiles, Sandbox, SandboxConfig};
+
+use super::{ExitCode, read_tool, usage};
+
+/// Where pip finds packages.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PipArgs {
+    /// A folder of wheels to install from, besides the package index (e.g. one made by
+    /// `warden packages fetch`). Repeatable.
+    #[arg(long, value_name = "DIR")]
+    pub find_links: Vec<PathBuf>,
+
+    /// Use no package index at all, only --find-links folders (offline machines).
+    #[arg(long)]
+    pub no_index: bool,
+}
+
+impl PipArgs {
+    fn pip(&self) -> Pip {
+        Pip {
+            find_links: self.find_links.clone(),
+            no_index: self.no_index,
+        }
+    }
+
+    /// The package store of `config`'s home, for the runtime `sandbox` runs.
+    pub fn store(&self, config: &SandboxConfig, sandbox: &Sandbox) -> Result<Packages> {
+        let stdlib = sandbox.runtime().path(Role::Stdlib);
+        Ok(Packages::new(
+            &config.home,
+            &stdlib,
+            self.pip(),
+            config.progress,
+        )?)
+    }
+
+    /// The package store, fetching the runtime first if needed (to know what it
+    /// bundles), without compiling it.
+    fn store_without_sandbox(&self, config: &SandboxConfig) -> Result<Packages> {
+        let files = RuntimeFiles::at(&config.home)?;
+        files.ensure(config.progress)?;
+        Ok(Packages::new(
+            &config.home,
+            &files.path(Role::Stdlib),
+            self.pip(),
+            config.progress,
+        )?)
+    }
+}
+
+/// `warden packages ...`.
+#[derive(Debug, Subcommand)]
+pub enum PackagesCommand {
+    /// Resolve a tool's requirements (PEP 723 block and --requirement) into a lock,
+    /// install them, and print the lock.
+    Lock(LockArgs),
+    /// Download the wheels of a tool's lock into a folder, to copy to a machine without
+    /// network and use there with `--find-links DIR --no-index`.
+    Fetch(FetchArgs),
+}
+
+/// `warden packages lock`.
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The tool's Python source file.
+    pub tool: PathBuf,
+    /// More requirements, as for `warden run`. Repeatable.
+    #[arg(long = "requirement", short = 'r', value_name = "SPEC")]
+    pub requirements: Vec<Requirement>,
+    /// Where packages come from.
+    #[command(flatten)]
+    pub pip: PipArgs,
+    /// Print the lock as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `warden packages fetch`.
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// The tool's Python source file.
+    pub tool: PathBuf,
+    /// More requirements, as for `warden run`. Repeatable.
+    #[arg(long = "requirement", short = 'r', value_name = "SPEC")]
+    pub requirements: Vec<Requirement>,
+    /// The folder to download the wheels into (created if needed).
+    #[arg(long, value_name = "DIR")]
+    pub dest: PathBuf,
+    /// Where packages come from.
+    #[command(flatten)]
+    pub pip: PipArgs,
+}
+
+pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<ExitCode> {
+    match cmd {
+        PackagesCommand::Lock(args) => {
+            let store = args.pip.store_without_sandbox(config)?;
+            let lock = lock(&store, &args.tool, &args.requirements)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&lock)?);
+            } else {
+                print_lock(&lock);
+            }
+        }
+        PackagesCommand::Fetch(args) => {
+            let store = args.pip.store_without_sandbox(config)?;
+            let lock = lock(&store, &args.tool, &args.requirements)?;
+            let wheels = store
+                .fetch(&lock, &args.dest)
+                .with_context(|| format!("cannot fetch the wheels into {}", args.dest.display()))?;
+            for w in &wheels {
+                println!("{}", w.display());
+            }
+            eprintln!(
+                "{} wheel(s) in {}; on the offline machine: warden run {} --find-links {} --no-index",
+                wheels.len(),
+                args.dest.display(),
+                args.tool.display(),
+                args.dest.display()
+            );
+        }
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn lock(store: &Packages, tool: &std::path::Path, extra: &[Requirement]) -> Result<Lock> {
+    let source = read_tool(tool)?;
+    let mut requirements = script::read(&source)
+        .map_err(|e| usage(format!("{}: {e}", tool.display())))?
+        .dependencies;
+    requirements.extend(extra.iter().cloned());
+    if requirements.is_empty() {
+        eprintln!(
+            "{} declares no requirements: add a PEP 723 `# /// script` block or --requirement",
+            tool.display()
+        );
+    }
+    Ok(store.lock(requirements)?)
+}
+
+fn print_lock(lock: &Lock) {
+    for r in &lock.requirements {
+        println!("requires {r}");
+    }
+    for line in lock.summary() {
+        println!("  {line}");
+    }
+}

@@ -1,0 +1,336 @@
+//! Tool packages: pure-Python requirements per tool, resolved once on the host into a
+//! lock, installed into a content-addressed read-only folder the guest imports from.
+//!
+//! # The flow
+//!
+//! A tool declares requirements (PEP 508) in its source's PEP 723 block ([`script`]),
+//! with `warden run --requirement`, or in the service's `pip_requirements`; all become
+//! one sorted [`Requirement`] set. [`Packages::lock`] turns a set into a [`Lock`] once:
+//! requirements the runtime's bundled packages satisfy ([`bundled`]) are recorded as
+//! such, the rest are resolved by pip for the guest's platform ([`resolve`]), and every
+//! wheel is pinned with its SHA-256. Locks are cached per requirement set under
+//! `$WARDEN_HOME/packages/locks`, so a set is resolved once, never at call time. The
+//! wheels are unpacked ([`install`]) into `$WARDEN_HOME/packages/sites/<site id>`, one
+//! folder per distinct set of wheels, shared by every tool that resolves to it, read-only
+//! on the host and mounted read-only at [`GUEST_SITE`] in the guest, where the harness
+//! puts it on `sys.path` after the runtime's own.
+//!
+//! This module never runs the guest: it sees requirement text, pip and files.
+
+pub mod bundled;
+pub mod install;
+pub mod lock;
+pub mod requirement;
+pub mod resolve;
+pub mod script;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+pub use bundled::Bundled;
+pub use lock::{BundledUse, Lock, LockedWheel};
+pub use requirement::Requirement;
+pub use resolve::Pip;
+
+use crate::sandbox::Progress;
+
+/// Where a tool's installed packages appear in the guest.
+pub const GUEST_SITE: &str = crate::sandbox::wasi::PACKAGES_GUEST;
+
+/// Most requirements one tool may declare: 100.
+pub const MAX_REQUIREMENTS: usize = 100;
+
+/// Why requirements could not be declared, resolved or installed. Nothing is stored or
+/// left half-written when one of these is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum PackagesError {
+    /// A requirement is not valid PEP 508, or is a direct URL.
+    #[error("invalid requirement {requirement:?}: {reason}")]
+    InvalidRequirement {
+        /// As given.
+        requirement: String,
+        /// Why.
+        reason: String,
+    },
+    /// More than [`MAX_REQUIREMENTS`] requirements.
+    #[error("{count} requirements: at most {MAX_REQUIREMENTS} are accepted")]
+    TooMany {
+        /// How many were given.
+        count: usize,
+    },
+    /// The source's `# /// script` block is malformed.
+    #[error("the `# /// script` block (PEP 723) at line {line}: {reason}")]
+    ScriptMetadata {
+        /// Line of the block's opening.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A requirement names a bundled package at a version the runtime does not have.
+    #[error(
+        "{requirement} cannot be met: the runtime bundles {name} {bundled}, and bundled \
+         packages cannot be replaced; ask for a range that includes {bundled}, or drop \
+         the requirement"
+    )]
+    BundledConflict {
+        /// The requirement.
+        requirement: String,
+        /// The package.
+        name: String,
+        /// The runtime's version of it.
+        bundled: String,
+    },
+    /// pip found no wheel the guest can load.
+    #[error(
+        "no pure-Python wheel matches {requirement}: the package (or this version of it) has \
+         only native wheels, or only a source distribution that would need a build, and the \
+         guest (CPython 3.15 on WASI) loads only pure-Python wheels (py3-none-any); choose \
+         another version or package"
+    )]
+    NoPureWheel {
+        /// The requirement pip could not meet.
+        requirement: String,
+    },
+    /// A file pip produced is not a pure-Python wheel.
+    #[error("{file} cannot be used: {reason}")]
+    NotPure {
+        /// The file.
+        file: String,
+        /// Why.
+        reason: String,
+    },
+    /// The requirements conflict.
+    #[error(
+        "the requirements conflict with each other or with the runtime's bundled packages:\n{detail}"
+    )]
+    Conflict {
+        /// pip's explanation.
+        detail: String,
+    },
+    /// The index could not be reached.
+    #[error(
+        "the package index cannot be reached:\n{detail}\nto install offline, pass \
+         --find-links DIR --no-index with a wheelhouse made by `warden packages fetch`"
+    )]
+    IndexUnreachable {
+        /// pip's output.
+        detail: String,
+    },
+    /// A wheel's bytes differ from the lock's SHA-256.
+    #[error("a wheel does not match the SHA-256 in its lock; nothing was installed:\n{detail}")]
+    HashMismatch {
+        /// Which wheel, and the hashes.
+        detail: String,
+    },
+    /// pip failed for another reason.
+    #[error("pip failed while {action}:\n{detail}")]
+    Pip {
+        /// What pip was doing.
+        action: String,
+        /// The end of its error output.
+        detail: String,
+    },
+    /// No pip on this machine.
+    #[error(
+        "`python3 -m pip` is not available, and Warden resolves packages with it: install \
+         pip (e.g. `apt-get install python3-pip`)"
+    )]
+    NoPip,
+    /// A wheel would write outside its folder, holds a symlink, fails its RECORD or
+    /// passes a cap.
+    #[error("refusing to install {wheel}: {reason}")]
+    UnsafeWheel {
+        /// The wheel's file name.
+        wheel: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A `--find-links` folder is unusable.
+    #[error("--find-links {}: {reason}", path.display())]
+    FindLinks {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The runtime's package list could not be read.
+    #[error("cannot list the runtime's bundled packages in {}: {reason}; run `warden runtime verify`", path.display())]
+    Runtime {
+        /// The stdlib zip.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// The package store under `$WARDEN_HOME/packages`, with the pip settings and the
+/// runtime's bundled packages.
+#[derive(Debug, Clone)]
+pub struct Packages {
+    root: PathBuf,
+    pip: Pip,
+    bundled: Bundled,
+    progress: Progress,
+}
+
+impl Packages {
+    /// The store of `home`, for the runtime whose standard-library zip is `stdlib_zip`.
+    pub fn new(
+        home: &Path,
+        stdlib_zip: &Path,
+        pip: Pip,
+        progress: Progress,
+    ) -> Result<Self, PackagesError> {
+        Ok(Packages {
+            root: home.join("packages"),
+            pip,
+            bundled: Bundled::from_stdlib_zip(stdlib_zip)?,
+            progress,
+        })
+    }
+
+    /// The runtime's bundled packages.
+    pub fn bundled(&self) -> &Bundled {
+        &self.bundled
+    }
+
+    /// The lock of `requirements`: from the cache if this set was resolved before,
+    /// otherwise resolved now (with progress) and installed. Empty set: empty lock.
+    pub fn lock(&self, requirements: Vec<Requirement>) -> Result<Lock, PackagesError> {
+        let requirements = lock::canonical(requirements);
+        if requirements.is_empty() {
+            return Ok(Lock::default());
+        }
+        let cached = self.lock_path(&requirements);
+        if let Some(lock) = fs::read(&cached)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Lock>(&b).ok())
+            .filter(|l| l.requirements == requirements)
+        {
+            self.site(&lock)?;
+            return Ok(lock);
+        }
+
+        let mut to_resolve = Vec::new();
+        let mut bundled = Vec::new();
+        for r in requirements.iter().filter(|r| r.applies_in_guest()) {
+            match self.bundled.version(r.name()) {
+                Some(v) if r.allows(v) => bundled.push(BundledUse {
+                    name: r.name().to_owned(),
+                    version: v.to_string(),
+                }),
+                Some(v) => {
+                    return Err(PackagesError::BundledConflict {
+                        requirement: r.to_string(),
+                        name: r.name().to_owned(),
+                        bundled: v.to_string(),
+                    });
+                }
+                None => to_resolve.push(r.clone()),
+            }
+        }
+        bundled.sort();
+        bundled.dedup();
+        let work = self.work_dir()?;
+        let downloaded = if to_resolve.is_empty() {
+            Vec::new()
+        } else {
+            self.pip
+                .resolve(&to_resolve, &self.bundled, work.path(), self.progress)?
+        };
+        let lock = Lock {
+            requirements,
+            packages: downloaded.iter().map(|d| d.locked.clone()).collect(),
+            bundled,
+        };
+        if let Some(id) = lock.site_id() {
+            install::install(&self.sites(), &id, &downloaded)?;
+        }
+        self.save_lock(&cached, &lock)?;
+        Ok(lock)
+    }
+
+    /// The installed folder of `lock`'s wheels (`None` when it installs nothing),
+    /// downloading and installing them from the lock if this machine lacks them.
+    pub fn site(&self, lock: &Lock) -> Result<Option<PathBuf>, PackagesError> {
+        let Some(id) = lock.site_id() else {
+            return Ok(None);
+        };
+        let site = self.sites().join(&id);
+        if site.is_dir() {
+            return Ok(Some(site));
+        }
+        let work = self.work_dir()?;
+        let downloaded = self.pip.download(lock, work.path(), self.progress)?;
+        install::install(&self.sites(), &id, &downloaded).map(Some)
+    }
+
+    /// Downloads `lock`'s wheels into `dest` (created if needed), each checked against
+    /// its SHA-256: a wheelhouse to copy to an offline machine and use there with
+    /// `--find-links DIR --no-index`. Returns the wheels' paths.
+    pub fn fetch(&self, lock: &Lock, dest: &Path) -> Result<Vec<PathBuf>, PackagesError> {
+        if lock.packages.is_empty() {
+            fs::create_dir_all(dest).map_err(|e| io(dest, e))?;
+            return Ok(Vec::new());
+        }
+        let downloaded = self.pip.download(lock, dest, self.progress)?;
+        Ok(downloaded.into_iter().map(|d| d.path).collect())
+    }
+
+    fn sites(&self) -> PathBuf {
+        self.root.join("sites")
+    }
+
+    /// A private scratch folder, removed when dropped.
+    fn work_dir(&self) -> Result<tempfile::TempDir, PackagesError> {
+        fs::create_dir_all(&self.root).map_err(|e| io(&self.root, e))?;
+        tempfile::Builder::new()
+            .prefix(".work-")
+            .tempdir_in(&self.root)
+            .map_err(|e| io(&self.root, e))
+    }
+
+    /// The cache file of a requirement set's lock: keyed by the set and the runtime's
+    /// bundled packages (another runtime may satisfy other requirements).
+    fn lock_path(&self, requirements: &[Requirement]) -> PathBuf {
+        let mut hasher = Sha256::new();
+        hasher.update(b"warden.lock-request.v1\n");
+        for (name, version) in self.bundled.iter() {
+            hasher.update(format!("bundled {name} {version}\n").as_bytes());
+        }
+        for r in requirements {
+            hasher.update(format!("requires {r}\n").as_bytes());
+        }
+        self.root
+            .join("locks")
+            .join(format!("{}.json", hex::encode(hasher.finalize())))
+    }
+
+    fn save_lock(&self, path: &Path, lock: &Lock) -> Result<(), PackagesError> {
+        let dir = path.parent().unwrap_or(&self.root);
+        fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io(dir, e))?;
+        let bytes =
+            serde_json::to_vec_pretty(lock).map_err(|e| io(path, std::io::Error::other(e)))?;
+        std::io::Write::write_all(&mut tmp, &bytes).map_err(|e| io(path, e))?;
+        tmp.persist(path).map_err(|e| io(path, e.error))?;
+        Ok(())
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> PackagesError {
+    PackagesError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}

@@ -1,0 +1,668 @@
+//! Tool packages: requirements declared three ways (PEP 723, `--requirement`,
+//! `pip_requirements`), resolved by pip from a wheelhouse each test builds (never a live
+//! index, except the one Pydantic test), installed safely, imported by the guest.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use axum::http::{Method, StatusCode};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use warden::packages::{Packages, PackagesError, Requirement};
+
+use crate::http::{OPERATOR_KEY, send_to};
+use crate::support::{Run, home, package_store_with, sandbox, shared_sandbox};
+
+/// One entry of a wheel being built.
+enum Entry<'a> {
+    File(&'a str, &'a str),
+    /// A file whose RECORD line carries the wrong hash.
+    BadHash(&'a str, &'a str),
+    /// A file left out of RECORD.
+    Unrecorded(&'a str, &'a str),
+    Symlink(&'a str, &'a str),
+}
+
+/// Builds `NAME-VERSION-py3-none-any.whl` in `dir`: deterministic bytes (fixed
+/// timestamps), METADATA with `requires`, and a RECORD of SHA-256 digests.
+fn wheel(
+    dir: &Path,
+    name: &str,
+    version: &str,
+    requires: &[&str],
+    entries: &[Entry<'_>],
+) -> PathBuf {
+    wheel_named(
+        dir,
+        &format!("{name}-{version}-py3-none-any.whl"),
+        name,
+        version,
+        requires,
+        entries,
+    )
+}
+
+fn wheel_named(
+    dir: &Path,
+    file: &str,
+    name: &str,
+    version: &str,
+    requires: &[&str],
+    entries: &[Entry<'_>],
+) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(file);
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let options =
+        zip::write::SimpleFileOptions::default().last_modified_time(zip::DateTime::default());
+    let digest = |data: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(data.as_bytes()))
+    };
+    let info = format!("{name}-{version}.dist-info");
+    let mut metadata = format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n");
+    for r in requires {
+        metadata.push_str(&format!("Requires-Dist: {r}\n"));
+    }
+    let wheel_meta =
+        "Wheel-Version: 1.0\nGenerator: warden-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n";
+    let mut record = String::new();
+    let add = |zip: &mut zip::ZipWriter<std::fs::File>, entry: &str, data: &str| {
+        zip.start_file(entry, options).unwrap();
+        zip.write_all(data.as_bytes()).unwrap();
+    };
+    let line =
+        |p: &str, d: &str, hash_of: &str| format!("{p},sha256={},{}\n", digest(hash_of), d.len());
+    for e in entries {
+        match e {
+            Entry::File(p, d) => {
+                add(&mut zip, p, d);
+                record.push_str(&line(p, d, d));
+            }
+            Entry::BadHash(p, d) => {
+                add(&mut zip, p, d);
+                record.push_str(&line(p, d, "other"));
+            }
+            Entry::Unrecorded(p, d) => add(&mut zip, p, d),
+            Entry::Symlink(p, target) => {
+                zip.add_symlink(*p, *target, options).unwrap();
+                record.push_str(&format!("{p},,\n"));
+            }
+        }
+    }
+    let meta_path = format!("{info}/METADATA");
+    add(&mut zip, &meta_path, &metadata);
+    record.push_str(&line(&meta_path, &metadata, &metadata));
+    let wheel_path = format!("{info}/WHEEL");
+    add(&mut zip, &wheel_path, wheel_meta);
+    record.push_str(&line(&wheel_path, wheel_meta, wheel_meta));
+    record.push_str(&format!("{info}/RECORD,,\n"));
+    zip.start_file(format!("{info}/RECORD"), options).unwrap();
+    zip.write_all(record.as_bytes()).unwrap();
+    zip.finish().unwrap();
+    path
+}
+
+/// A wheelhouse with `greetlib` 1.0 (which needs `wordlib` and the bundled
+/// `typing_extensions`) and `wordlib` 2.0.
+fn greet_wheelhouse(dir: &Path) {
+    wheel(
+        dir,
+        "greetlib",
+        "1.0",
+        &["wordlib>=2", "typing-extensions>=4"],
+        &[Entry::File(
+            "greetlib/__init__.py",
+            "from wordlib import shout\n\ndef greet(name):\n    return shout('hello ' + name)\n",
+        )],
+    );
+    wheel(
+        dir,
+        "wordlib",
+        "2.0",
+        &[],
+        &[Entry::File(
+            "wordlib/__init__.py",
+            "def shout(s):\n    return s.upper() + '!'\n",
+        )],
+    );
+}
+
+const GREET_TOOL: &str = "import greetlib\n\n\ndef greet(name: str) -> str:\n    \"\"\"Greet.\n\n    Args:\n        name: Who.\n    \"\"\"\n    return greetlib.greet(name)\n";
+
+fn store(dir: &Path, wheelhouse: &Path) -> Packages {
+    package_store_with(dir, vec![wheelhouse.to_owned()])
+}
+
+fn requirements(specs: &[&str]) -> Vec<Requirement> {
+    specs.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+fn site_count(home: &Path) -> usize {
+    std::fs::read_dir(home.join("packages/sites"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_lock_pins_every_wheel_and_uses_the_bundled_packages() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    greet_wheelhouse(&wh);
+    let store = store(dir.path(), &wh);
+    let lock = store
+        .lock(requirements(&["greetlib", "typing_extensions"]))
+        .unwrap();
+    let names: Vec<&str> = lock.packages.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["greetlib", "wordlib"], "{lock:?}");
+    assert!(lock.packages.iter().all(|w| w.sha256.len() == 64));
+    // The runtime's typing_extensions satisfies both the direct and the transitive need.
+    assert_eq!(lock.bundled.len(), 1, "{lock:?}");
+    assert_eq!(lock.bundled[0].name, "typing-extensions");
+    let site = store.site(&lock).unwrap().expect("a site");
+    assert!(site.join("greetlib/__init__.py").is_file());
+    assert!(!site.join("typing_extensions.py").exists());
+    // Read-only on the host.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(site.join("greetlib/__init__.py"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o222, 0, "{mode:o}");
+    // Resolved once: the same set comes from the cache even with the wheelhouse gone.
+    std::fs::remove_dir_all(&wh).unwrap();
+    assert_eq!(
+        store
+            .lock(requirements(&["typing_extensions", "greetlib"]))
+            .unwrap(),
+        lock
+    );
+}
+
+#[test]
+fn two_tools_with_the_same_lock_share_one_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    greet_wheelhouse(&wh);
+    let store = store(dir.path(), &wh);
+    let a = store.lock(requirements(&["greetlib"])).unwrap();
+    let b = store
+        .lock(requirements(&["greetlib==1.0", "wordlib"]))
+        .unwrap();
+    assert_ne!(a.requirements, b.requirements);
+    assert_eq!(a.site_id(), b.site_id());
+    assert_eq!(store.site(&a).unwrap(), store.site(&b).unwrap());
+    assert_eq!(site_count(dir.path()), 1);
+}
+
+#[test]
+fn bundled_packages_satisfy_matching_requirements_and_refuse_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path(), &dir.path().join("none"));
+    std::fs::create_dir_all(dir.path().join("none")).unwrap();
+    let lock = store.lock(requirements(&["numpy>=2", "PyYAML"])).unwrap();
+    assert!(lock.packages.is_empty(), "{lock:?}");
+    assert_eq!(lock.bundled.len(), 2);
+    assert_eq!(store.site(&lock).unwrap(), None);
+    let e = store.lock(requirements(&["numpy>=99"])).unwrap_err();
+    assert!(matches!(e, PackagesError::BundledConflict { .. }), "{e}");
+    assert!(e.to_string().contains("bundles numpy"), "{e}");
+}
+
+#[test]
+fn a_package_without_a_pure_python_wheel_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    // Only a native wheel, and only a source distribution.
+    wheel_named(
+        &wh,
+        "nativepkg-1.0-cp315-cp315-manylinux_2_17_x86_64.whl",
+        "nativepkg",
+        "1.0",
+        &[],
+        &[Entry::File("nativepkg/__init__.py", "")],
+    );
+    std::fs::write(wh.join("sdistpkg-1.0.tar.gz"), b"not really").unwrap();
+    let store = store(dir.path(), &wh);
+    for name in ["nativepkg", "sdistpkg"] {
+        let e = store.lock(requirements(&[name])).unwrap_err();
+        assert!(
+            matches!(&e, PackagesError::NoPureWheel { requirement } if requirement.contains(name)),
+            "{e}"
+        );
+        assert!(e.to_string().contains("pure-Python"), "{e}");
+    }
+    assert_eq!(site_count(dir.path()), 0);
+}
+
+#[test]
+fn malicious_wheels_are_refused_and_leave_nothing_behind() {
+    let cases: Vec<(&str, Vec<Entry<'static>>, &str)> = vec![
+        (
+            "traversal",
+            vec![Entry::File("../evil.py", "x = 1\n")],
+            "outside",
+        ),
+        (
+            "absolute",
+            vec![Entry::File("/tmp/evil.py", "x = 1\n")],
+            "outside",
+        ),
+        (
+            "symlink",
+            vec![Entry::Symlink("evil/link", "/etc/passwd")],
+            "symbolic link",
+        ),
+        (
+            "unrecorded",
+            vec![Entry::Unrecorded("evil/__init__.py", "x = 1\n")],
+            "not listed",
+        ),
+        (
+            "badhash",
+            vec![Entry::BadHash("evil/__init__.py", "x = 1\n")],
+            "RECORD hash",
+        ),
+    ];
+    for (name, entries, expected) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let wh = dir.path().join("wheels");
+        wheel(&wh, "evil", "1.0", &[], &entries);
+        let store = store(dir.path(), &wh);
+        let e = store.lock(requirements(&["evil"])).unwrap_err();
+        assert!(
+            matches!(e, PackagesError::UnsafeWheel { .. }),
+            "{name}: {e}"
+        );
+        assert!(e.to_string().contains(expected), "{name}: {e}");
+        assert_eq!(site_count(dir.path()), 0, "{name}");
+        assert!(!dir.path().join("evil.py").exists());
+        // No lock was cached: nothing half-written.
+        let locks = std::fs::read_dir(dir.path().join("packages/locks"))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(locks, 0, "{name}");
+    }
+}
+
+#[test]
+fn a_wheel_that_changed_since_the_lock_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    greet_wheelhouse(&wh);
+    let store = store(dir.path(), &wh);
+    let lock = store.lock(requirements(&["greetlib"])).unwrap();
+    // Another machine (a fresh package store) with a wheelhouse serving other bytes
+    // under the same name.
+    let other = tempfile::tempdir().unwrap();
+    let wh2 = other.path().join("wheels");
+    wheel(
+        &wh2,
+        "greetlib",
+        "1.0",
+        &["wordlib>=2"],
+        &[Entry::File(
+            "greetlib/__init__.py",
+            "def greet(n):\n    return 'pwned'\n",
+        )],
+    );
+    wheel(
+        &wh2,
+        "wordlib",
+        "2.0",
+        &[],
+        &[Entry::File(
+            "wordlib/__init__.py",
+            "def shout(s):\n    return s.upper() + '!'\n",
+        )],
+    );
+    let store2 = store_in(other.path(), &wh2);
+    let e = store2.site(&lock).unwrap_err();
+    assert!(matches!(e, PackagesError::HashMismatch { .. }), "{e}");
+    assert_eq!(site_count(other.path()), 0);
+}
+
+fn store_in(dir: &Path, wheelhouse: &Path) -> Packages {
+    store(dir, wheelhouse)
+}
+
+#[test]
+fn pip_requirements_and_a_pep723_block_install_through_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    greet_wheelhouse(&wh);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let registry = std::sync::Arc::new(
+            warden::registry::Registry::open(dir.path().join("warden.db")).unwrap(),
+        );
+        let app = warden::app::App::new(
+            registry,
+            std::sync::Arc::clone(shared_sandbox()),
+            warden::app::AppConfig {
+                tools_dir: dir.path().join("tools"),
+                operator_key: Some(OPERATOR_KEY.into()),
+                packages: store(dir.path(), &wh),
+            },
+        );
+        let router = warden::http::router(app);
+        let r = send_to(
+            &router,
+            Method::POST,
+            "/v1/admin/tenants",
+            Some(OPERATOR_KEY),
+            Some(json!({"name": "t", "policy": {}})),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+        let key = r.json["api_key"].as_str().unwrap().to_owned();
+
+        // Letta's shape.
+        let r = send_to(
+            &router,
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({
+                "source": GREET_TOOL,
+                "pip_requirements": [{"name": "greetlib", "version": "1.0"}],
+            })),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+        let id = r.json["tool"]["id"].as_str().unwrap().to_owned();
+        let r = send_to(
+            &router,
+            Method::POST,
+            &format!("/v1/tools/{id}/run"),
+            Some(&key),
+            Some(json!({"arguments": {"name": "ada"}})),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+        assert_eq!(r.json["status"], "ok", "{}", r.json);
+        assert_eq!(r.json["value"], "HELLO ADA!");
+
+        // PEP 723, with another requirement set resolving to the same wheels.
+        let source = format!(
+            "# /// script\n# dependencies = [\"greetlib>=1\"]\n# ///\n{}",
+            GREET_TOOL.replace("def greet(", "def greet2(")
+        );
+        let r = send_to(
+            &router,
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": source})),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+        let id2 = r.json["tool"]["id"].as_str().unwrap().to_owned();
+        let r = send_to(
+            &router,
+            Method::POST,
+            &format!("/v1/tools/{id2}/run"),
+            Some(&key),
+            Some(json!({"arguments": {"name": "bo"}})),
+        )
+        .await;
+        assert_eq!(r.json["value"], "HELLO BO!", "{}", r.json);
+        assert_eq!(site_count(dir.path()), 1);
+
+        // Letta export carries the pinned requirement.
+        let r = send_to(
+            &router,
+            Method::GET,
+            &format!("/v1/tools/{id}/schema?format=letta"),
+            Some(&key),
+            None,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+        assert!(r.json.to_string().contains("greetlib"), "{}", r.json);
+
+        // A package with no pure-Python wheel: refused, nothing stored.
+        let r = send_to(
+            &router,
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({
+                "source": GREET_TOOL.replace("def greet(", "def greet3("),
+                "pip_requirements": [{"name": "no-such-package-anywhere"}],
+            })),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.json);
+        assert_eq!(
+            r.json["error"]["code"], "unresolvable_requirements",
+            "{}",
+            r.json
+        );
+        assert!(
+            r.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no-such-package-anywhere"),
+            "{}",
+            r.json
+        );
+        let r = send_to(
+            &router,
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({
+                "source": GREET_TOOL,
+                "pip_requirements": [{"name": "bad name!!"}],
+            })),
+        )
+        .await;
+        assert_eq!(
+            r.json["error"]["code"], "invalid_requirements",
+            "{}",
+            r.json
+        );
+    });
+}
+
+/// A home for a CLI run with its own package store, sharing this run's runtime and
+/// compiled cache.
+fn cli_home(dir: &Path) -> PathBuf {
+    sandbox();
+    let h = dir.join("home");
+    std::fs::create_dir_all(&h).unwrap();
+    for sub in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(sub), h.join(sub)).unwrap();
+    }
+    h
+}
+
+fn warden(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .env("WARDEN_HOME", home)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn warden_run_installs_a_pep723_block_and_requirement_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    greet_wheelhouse(&wh);
+    let h = cli_home(dir.path());
+    let tool = dir.path().join("greet.py");
+    std::fs::write(
+        &tool,
+        format!("# /// script\n# dependencies = [\"greetlib\"]\n# ///\n{GREET_TOOL}"),
+    )
+    .unwrap();
+    let wh_s = wh.to_string_lossy().into_owned();
+    let tool_s = tool.to_string_lossy().into_owned();
+    let o = warden(
+        &h,
+        &[
+            "-q",
+            "run",
+            &tool_s,
+            "--args",
+            r#"{"name": "cy"}"#,
+            "--find-links",
+            &wh_s,
+            "--no-index",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["value"], "HELLO CY!", "{v}");
+
+    // The same tool without its block, given the requirement on the command line.
+    let plain = dir.path().join("greet_plain.py");
+    std::fs::write(&plain, GREET_TOOL).unwrap();
+    let plain_s = plain.to_string_lossy().into_owned();
+    let o = warden(
+        &h,
+        &[
+            "-q",
+            "run",
+            &plain_s,
+            "-f",
+            "greet",
+            "--args",
+            r#"{"name": "di"}"#,
+            "--requirement",
+            "greetlib==1.0",
+            "--find-links",
+            &wh_s,
+            "--no-index",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["value"], "HELLO DI!", "{v}");
+
+    // Without it: the import fails in the guest, as the tool's own error.
+    let o = warden(
+        &h,
+        &[
+            "-q",
+            "run",
+            &plain_s,
+            "-f",
+            "greet",
+            "--args",
+            r#"{"name": "di"}"#,
+            "--json",
+        ],
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["status"], "tool_error", "{v}");
+
+    // A bad requirement is a usage error naming it.
+    let o = warden(&h, &["run", &plain_s, "--requirement", "greetlib @@ 1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // `warden packages fetch` then an offline install from that wheelhouse alone.
+    let house = dir.path().join("house");
+    let house_s = house.to_string_lossy().into_owned();
+    let o = warden(
+        &h,
+        &[
+            "-q",
+            "packages",
+            "fetch",
+            &tool_s,
+            "--dest",
+            &house_s,
+            "--find-links",
+            &wh_s,
+            "--no-index",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut got: Vec<String> = std::fs::read_dir(&house)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "greetlib-1.0-py3-none-any.whl",
+            "wordlib-2.0-py3-none-any.whl"
+        ]
+    );
+    let offline = cli_home(&dir.path().join("offline"));
+    let o = warden(
+        &offline,
+        &[
+            "-q",
+            "run",
+            &tool_s,
+            "--args",
+            r#"{"name": "ed"}"#,
+            "--find-links",
+            &house_s,
+            "--no-index",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_tool_cannot_write_into_its_packages() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    greet_wheelhouse(&wh);
+    let store = store(dir.path(), &wh);
+    let lock = store.lock(requirements(&["greetlib"])).unwrap();
+    let site = store.site(&lock).unwrap().unwrap();
+    let r = Run::new("packages_probe.py", "write_package", json!({}))
+        .packages(site.clone())
+        .call()
+        .await;
+    assert_eq!(r.status, warden::outcome::Status::Ok, "{r:?}");
+    let v = r.value.unwrap();
+    assert_eq!(v["imported"], "HELLO X!", "{v}");
+    for key in ["overwrite", "create", "remove"] {
+        assert!(v[key].as_str().unwrap().contains("Error"), "{key}: {v}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(site.join("greetlib/__init__.py")).unwrap(),
+        "from wordlib import shout\n\ndef greet(name):\n    return shout('hello ' + name)\n"
+    );
+}
