@@ -138,11 +138,10 @@ mod tests {
 
     #[test]
     fn errors_name_the_line() {
-        let two =
-            "# /// script\n# dependencies = []\n# ///\n# /// script\n# dependencies = []\n# ///\n";
+        let two = "# /// script\n# dependencies = []\n# ///\nimport os\n# /// script\n# dependencies = []\n# ///\n";
         assert!(matches!(
             read(two),
-            Err(PackagesError::ScriptMetadata { line: 4, .. })
+            Err(PackagesError::ScriptMetadata { line: 5, .. })
         ));
         let open = "# /// script\n# dependencies = []\nx = 1\n";
         assert!(matches!(
