@@ -108,6 +108,22 @@ pub(super) fn validate(args: ValidateArgs) -> Result<ExitCode> {
             println!("  - {reason}");
         }
     }
+    // The PEP 723 block, read statically like the schema; resolved only by `run`,
+    // `packages lock` or registration.
+    let errors = match warden::packages::script::read(&source) {
+        Ok(meta) => {
+            if !meta.dependencies.is_empty() {
+                let listed: Vec<String> =
+                    meta.dependencies.iter().map(ToString::to_string).collect();
+                println!("{shown}: requires {}", listed.join(", "));
+            }
+            errors
+        }
+        Err(e) => {
+            println!("{shown}: error: {e}");
+            errors + 1
+        }
+    };
     println!("{errors} error(s), {warnings} warning(s)");
     Ok(if errors > 0 {
         ExitCode::Failure

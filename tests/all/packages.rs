@@ -576,6 +576,12 @@ fn warden_run_installs_a_pep723_block_and_requirement_flags() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["status"], "tool_error", "{v}");
 
+    // `validate` shows the block without resolving it.
+    let o = warden(&h, &["validate", &tool_s]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.contains("requires greetlib"), "{out}");
+    assert_eq!(o.status.code(), Some(0), "{out}");
+
     // A bad requirement is a usage error naming it.
     let o = warden(&h, &["run", &plain_s, "--requirement", "greetlib @@ 1"]);
     assert_eq!(
