@@ -28,6 +28,7 @@
 //! and mounted read-only at `/tool`. The version id covers the source and the function,
 //! so one folder holds exactly one file, shared by every tool of that content.
 
+pub mod bytecode;
 mod gate;
 mod metrics;
 mod prepare;

@@ -26,6 +26,7 @@ pub mod script;
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -173,14 +174,31 @@ pub enum PackagesError {
     },
 }
 
+/// Compiles the Python files of a site being installed (a writable folder) to
+/// bytecode, once, so that calls import `.pyc` files instead of compiling every module
+/// on every call. It runs in the guest (the host may have another Python, whose
+/// bytecode the guest cannot use); a failure only costs speed.
+pub type Compiler = Arc<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
+
 /// The package store under `$WARDEN_HOME/packages`, with the pip settings and the
 /// runtime's bundled packages.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Packages {
     root: PathBuf,
     pip: Pip,
     bundled: Bundled,
     progress: Progress,
+    compiler: Option<Compiler>,
+}
+
+impl std::fmt::Debug for Packages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packages")
+            .field("root", &self.root)
+            .field("pip", &self.pip)
+            .field("compiles_bytecode", &self.compiler.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Packages {
@@ -196,7 +214,14 @@ impl Packages {
             pip,
             bundled: Bundled::from_stdlib_zip(stdlib_zip)?,
             progress,
+            compiler: None,
         })
+    }
+
+    /// The same store, compiling each new site to bytecode with `compiler`.
+    pub fn with_compiler(mut self, compiler: Compiler) -> Self {
+        self.compiler = Some(compiler);
+        self
     }
 
     /// The runtime's bundled packages.
@@ -254,7 +279,7 @@ impl Packages {
             bundled,
         };
         if let Some(id) = lock.site_id() {
-            install::install(&self.sites(), &id, &downloaded)?;
+            install::install(&self.sites(), &id, &downloaded, self.compiler.as_ref())?;
         }
         self.save_lock(&cached, &lock)?;
         Ok(lock)
@@ -272,7 +297,7 @@ impl Packages {
         }
         let work = self.work_dir()?;
         let downloaded = self.pip.download(lock, work.path(), self.progress)?;
-        install::install(&self.sites(), &id, &downloaded).map(Some)
+        install::install(&self.sites(), &id, &downloaded, self.compiler.as_ref()).map(Some)
     }
 
     /// Downloads `lock`'s wheels into `dest` (created if needed), each checked against

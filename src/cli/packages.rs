@@ -3,13 +3,15 @@
 //! that installs packages shares.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
+use warden::app::bytecode;
 use warden::packages::{Lock, Packages, Pip, Requirement, script};
 use warden::sandbox::artifacts::Role;
-use warden::sandbox::{RuntimeFiles, Sandbox, SandboxConfig};
+use warden::sandbox::{Sandbox, SandboxConfig};
 
 use super::{ExitCode, read_tool, usage};
 
@@ -34,28 +36,20 @@ impl PipArgs {
         }
     }
 
-    /// The package store of `config`'s home, for the runtime `sandbox` runs.
-    pub fn store(&self, config: &SandboxConfig, sandbox: &Sandbox) -> Result<Packages> {
+    /// The package store of `config`'s home, for the runtime `sandbox` runs, which
+    /// also compiles each new site to bytecode.
+    pub fn store(&self, config: &SandboxConfig, sandbox: &Arc<Sandbox>) -> Result<Packages> {
         let stdlib = sandbox.runtime().path(Role::Stdlib);
-        Ok(Packages::new(
-            &config.home,
-            &stdlib,
-            self.pip(),
-            config.progress,
-        )?)
+        Ok(
+            Packages::new(&config.home, &stdlib, self.pip(), config.progress)?
+                .with_compiler(bytecode::compiler(Arc::clone(sandbox))),
+        )
     }
 
-    /// The package store, fetching the runtime first if needed (to know what it
-    /// bundles), without compiling it.
-    fn store_without_sandbox(&self, config: &SandboxConfig) -> Result<Packages> {
-        let files = RuntimeFiles::at(&config.home)?;
-        files.ensure(config.progress)?;
-        Ok(Packages::new(
-            &config.home,
-            &files.path(Role::Stdlib),
-            self.pip(),
-            config.progress,
-        )?)
+    /// The package store, opening (fetching and compiling if needed) the runtime.
+    fn open(&self, config: &SandboxConfig) -> Result<Packages> {
+        let sandbox = Arc::new(Sandbox::open(config)?);
+        self.store(config, &sandbox)
     }
 }
 
@@ -105,7 +99,7 @@ pub struct FetchArgs {
 pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<ExitCode> {
     match cmd {
         PackagesCommand::Lock(args) => {
-            let store = args.pip.store_without_sandbox(config)?;
+            let store = args.pip.open(config)?;
             let lock = lock(&store, &args.tool, &args.requirements)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&lock)?);
@@ -114,7 +108,7 @@ pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<E
             }
         }
         PackagesCommand::Fetch(args) => {
-            let store = args.pip.store_without_sandbox(config)?;
+            let store = args.pip.open(config)?;
             let lock = lock(&store, &args.tool, &args.requirements)?;
             let wheels = store
                 .fetch(&lock, &args.dest)

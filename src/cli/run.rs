@@ -105,7 +105,7 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
-    let sandbox = Sandbox::open(config)?;
+    let sandbox = std::sync::Arc::new(Sandbox::open(config)?);
     let tool = if prepared.requirements.is_empty() {
         prepared.tool
     } else {

@@ -6,7 +6,8 @@
 //! files of one site are capped in number and total size, counted on the bytes actually
 //! written, not on what the zip claims. The site is built in a private staging folder
 //! and renamed into place only when complete, then made read-only: a failed install
-//! leaves nothing behind, and a site that exists is whole.
+//! leaves nothing behind, and a site that exists is whole. Before it is made read-only,
+//! an optional compiler writes the modules' bytecode (`__pycache__`) into it.
 
 use std::collections::HashMap;
 use std::fs;
@@ -29,6 +30,7 @@ pub(super) fn install(
     sites: &Path,
     id: &str,
     wheels: &[Downloaded],
+    compiler: Option<&super::Compiler>,
 ) -> Result<PathBuf, PackagesError> {
     let target = sites.join(id);
     if target.is_dir() {
@@ -47,6 +49,14 @@ pub(super) fn install(
             staging.path(),
             &mut budget,
         )?;
+    }
+    if let Some(compile) = compiler
+        && let Err(e) = compile(staging.path())
+    {
+        tracing::warn!(
+            site = id,
+            "packages stay uncompiled (each call compiles what it imports): {e}"
+        );
     }
     make_read_only(staging.path())?;
     let staged = staging.keep();

@@ -167,6 +167,12 @@ fn a_lock_pins_every_wheel_and_uses_the_bundled_packages() {
     let site = store.site(&lock).unwrap().expect("a site");
     assert!(site.join("greetlib/__init__.py").is_file());
     assert!(!site.join("typing_extensions.py").exists());
+    // Compiled once, in the guest, for the guest's CPython.
+    let pycache: Vec<String> = std::fs::read_dir(site.join("greetlib/__pycache__"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(pycache, ["__init__.cpython-315.pyc"]);
     // Read-only on the host.
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(site.join("greetlib/__init__.py"))
