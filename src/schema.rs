@@ -17,7 +17,7 @@
 //!   `additionalProperties: false` (Python rejects unknown keyword arguments) and `$defs` for
 //!   the Enum, TypedDict, dataclass and pydantic classes of the file that are used.
 //!   A parameter's description comes from the docstring (Google `Args:`, NumPy `Parameters`,
-//!   Sphinx `:param x:`), else from `Annotated[T, "text"]` / `Annotated[T, Field(description=...)]`.
+//!   Sphinx `:param x:`, Epydoc `@param x:`), else from `Annotated[T, "text"]` / `Annotated[T, Field(description=...)]`.
 //!   Literal defaults appear as `default`.
 //! - `returns`: the return annotation as a schema (with the docstring's `Returns` text as its
 //!   description), or nothing for no annotation or `-> None`.

@@ -1,4 +1,5 @@
-//! Docstring parsing: Google (`Args:`), NumPy (underlined sections) and Sphinx/reST (`:param x:`).
+//! Docstring parsing: Google (`Args:`), NumPy (underlined sections), Sphinx/reST (`:param x:`)
+//! and Epydoc (`@param x:`), the four styles of the `docstring_parser` package Letta uses.
 //!
 //! The description follows Letta (which uses the `docstring_parser` package): the first line,
 //! then a blank line and the rest of the text before the first section; a Google `Examples:`
@@ -63,6 +64,8 @@ pub(crate) fn parse(raw: &str) -> Docstring {
     let lines = cleandoc(raw);
     let doc = if lines.iter().any(|l| is_sphinx_field(l)) {
         parse_sphinx(&lines)
+    } else if lines.iter().any(|l| is_epydoc_field(l)) {
+        parse_epydoc(&lines)
     } else if lines
         .windows(2)
         .any(|w| is_underline(&w[1]) && !w[0].trim().is_empty())
@@ -409,6 +412,78 @@ fn parse_sphinx(lines: &[String]) -> Docstring {
             }
             [kind]
                 if ["returns", "return", "yields", "yield"].contains(kind)
+                    && doc.returns.is_none()
+                    && !description.is_empty() =>
+            {
+                doc.returns = Some(description);
+            }
+            _ => {}
+        }
+    }
+    doc
+}
+
+/// Epydoc's fields that name a parameter (or, in a class docstring, an attribute).
+const EPYDOC_PARAMS: &[&str] = &[
+    "param",
+    "parameter",
+    "arg",
+    "argument",
+    "keyword",
+    "kwarg",
+    "kwparam",
+    "ivar",
+    "var",
+];
+const EPYDOC_RETURNS: &[&str] = &["return", "returns", "yield"];
+
+/// The field name of an Epydoc field line (`@param x: ...` -> `param`): a line that starts
+/// with `@` at the docstring's margin, as `docstring_parser` reads them.
+fn epydoc_field(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix('@')?;
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == ':')
+        .unwrap_or(rest.len());
+    let name = &rest[..end];
+    (!name.is_empty() && rest[end..].contains(':')).then_some(name)
+}
+
+fn is_epydoc_field(line: &str) -> bool {
+    epydoc_field(line).is_some_and(|f| {
+        EPYDOC_PARAMS.contains(&f)
+            || EPYDOC_RETURNS.contains(&f)
+            || ["type", "rtype", "ytype", "raise", "raises"].contains(&f)
+    })
+}
+
+fn parse_epydoc(lines: &[String]) -> Docstring {
+    let mut doc = Docstring::default();
+    // Any `@word ...:` line starts a field, known or not (`@note:`, `@see:`), so that its
+    // text does not run into the field before it.
+    let starts = |l: &String| epydoc_field(l).is_some();
+    let first = lines.iter().position(starts).unwrap_or(lines.len());
+    doc.description = description(lines.get(..first).unwrap_or(&[]));
+    let mut fields: Vec<(String, Vec<String>)> = Vec::new();
+    for line in lines.get(first..).unwrap_or(&[]) {
+        if starts(line) {
+            fields.push((line.clone(), Vec::new()));
+        } else if let Some(last) = fields.last_mut() {
+            last.1.push(line.clone());
+        }
+    }
+    for (head, rest) in fields {
+        let Some((field, desc)) = head.strip_prefix('@').and_then(|h| h.split_once(':')) else {
+            continue;
+        };
+        let words: Vec<&str> = field.split_whitespace().collect();
+        let description = join_desc(desc, &rest);
+        match words.as_slice() {
+            [kind, name] if EPYDOC_PARAMS.contains(kind) => doc.params.push(ParamDoc {
+                name: name.trim_start_matches('*').to_string(),
+                description,
+            }),
+            [kind]
+                if EPYDOC_RETURNS.contains(kind)
                     && doc.returns.is_none()
                     && !description.is_empty() =>
             {

@@ -110,6 +110,8 @@ pub(crate) fn simple_type(q: &str) -> Option<Value> {
         "datetime.time" => json!({"type": "string", "format": "time"}),
         "datetime.timedelta" => json!({"type": "string", "format": "duration"}),
         "uuid.UUID" => json!({"type": "string", "format": "uuid"}),
+        // As Pydantic has it: a JSON number, or a string that keeps every digit.
+        "decimal.Decimal" => json!({"anyOf": [{"type": "number"}, {"type": "string"}]}),
         _ => return None,
     })
 }

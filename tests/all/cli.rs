@@ -294,3 +294,19 @@ fn a_closed_stdout_ends_quietly_without_a_panic() {
     let out = child.wait_with_output().unwrap();
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
+
+#[test]
+fn arguments_the_schema_accepts_arrive_as_their_annotated_types() {
+    let o = warden(&[
+        "run",
+        &path("typed_args.py"),
+        "--function",
+        "ids",
+        "--args",
+        r#"{"refs": ["0b8a3b1e-6c1f-4c5e-9f5a-2d7c1f0e9a11"], "fallback": "12345678-1234-5678-1234-567812345678"}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(result["value"], serde_json::json!([4, "UUID"]));
+}

@@ -447,3 +447,171 @@ mod filesystem {
         );
     }
 }
+
+fn typed_order() -> serde_json::Value {
+    json!({
+        "order": {
+            "id": "12345678-1234-5678-1234-567812345678",
+            "lines": [
+                {"sku": "a", "quantity": 2, "shipped": "2026-11-20"},
+                {"sku": "b", "quantity": 3}
+            ],
+            "color": "red"
+        },
+        "level": 2,
+        "when": "2026-11-23T10:30:00Z",
+        "day": "2026-11-23",
+        "at": "10:45:00",
+        "ref": "0b8a3b1e-6c1f-4c5e-9f5a-2d7c1f0e9a11",
+        "price": "0.10",
+        "stock": {"x": {"sku": "x", "quantity": 5}},
+        "window": {"start": "2026-11-23T00:00:00", "level": 1},
+        "spare": null,
+        "pair": [1, "green"],
+        "tags": ["a", "b", "a"]
+    })
+}
+
+#[tokio::test]
+async fn annotated_parameters_arrive_as_their_types() {
+    let r = Run::new("typed_args.py", "typed_args", typed_order())
+        .call()
+        .await;
+    assert_eq!(
+        ok_value(&r),
+        &json!({
+            "order": ["Order", "UUID", "Line"],
+            "units": 5,
+            "shipped": ["date", "NoneType"],
+            "color": ["Color", true],
+            "level": ["Level", "HIGH"],
+            "when": ["datetime", 2026, true],
+            "day": ["date", 0],
+            "at": ["time", 45],
+            "ref": ["UUID", 4],
+            "price": ["Decimal", "0.30"],
+            "stock": {"x": ["Line", 10]},
+            "window": ["dict", "datetime", "LOW"],
+            "spare": null,
+            "pair": ["tuple", "Color"],
+            "tags": ["set", 2]
+        })
+    );
+}
+
+#[tokio::test]
+async fn an_optional_model_given_a_value_is_built_and_a_decimal_takes_a_number() {
+    let mut arguments = typed_order();
+    arguments["spare"] = json!({"sku": "s", "quantity": 1, "shipped": "2026-01-02"});
+    arguments["price"] = json!(0.1);
+    let r = Run::new("typed_args.py", "typed_args", arguments)
+        .call()
+        .await;
+    let v = ok_value(&r);
+    // A dataclass in the result converts back to JSON with its date in ISO 8601.
+    assert_eq!(
+        v["spare"],
+        json!({"sku": "s", "quantity": 1, "shipped": "2026-01-02"})
+    );
+    // From the float's shortest form, not its binary value.
+    assert_eq!(v["price"], json!(["Decimal", "0.3"]));
+}
+
+#[tokio::test]
+async fn a_value_that_does_not_convert_is_an_argument_error_naming_the_parameter() {
+    let mut arguments = typed_order();
+    arguments["order"]["lines"][1]["shipped"] = json!("2026-02-30");
+    let r = Run::new("typed_args.py", "typed_args", arguments)
+        .call()
+        .await;
+    assert_eq!(r.status, Status::ToolError, "{r:#?}");
+    let e = r.error.expect("an error");
+    assert_eq!(e.kind, "ArgumentError");
+    assert!(
+        e.message
+            .starts_with("argument order.lines[1].shipped: '2026-02-30' is not an ISO 8601 date"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.traceback, "", "the harness's own frames are not shown");
+
+    let r = Run::new(
+        "typed_args.py",
+        "ids",
+        json!({"refs": ["12345678-1234-5678-1234-567812345678", "not-a-uuid"]}),
+    )
+    .call()
+    .await;
+    let e = r.error.expect("an error");
+    assert_eq!(e.kind, "ArgumentError");
+    assert_eq!(e.message, "argument refs[1]: 'not-a-uuid' is not a UUID");
+
+    let mut arguments = typed_order();
+    arguments["level"] = json!(7);
+    let r = Run::new("typed_args.py", "typed_args", arguments)
+        .call()
+        .await;
+    let e = r.error.expect("an error");
+    assert_eq!(e.kind, "ArgumentError");
+    assert_eq!(
+        e.message,
+        "argument level: 7 is not a value of Level (1, 2)"
+    );
+}
+
+#[tokio::test]
+async fn a_model_that_refuses_its_value_shows_the_tools_frames() {
+    let r = Run::new("typed_args.py", "positive", json!({"item": {"value": -1}}))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::ToolError, "{r:#?}");
+    let e = r.error.expect("an error");
+    assert_eq!(e.kind, "ArgumentError");
+    assert_eq!(
+        e.message,
+        "argument item: not a valid Positive: value must be positive, got -1"
+    );
+    assert!(e.traceback.contains("in __post_init__"), "{}", e.traceback);
+    assert!(!e.traceback.contains("_warden_call"), "{}", e.traceback);
+
+    let r = Run::new("typed_args.py", "positive", json!({"item": {"value": 4}}))
+        .call()
+        .await;
+    assert_eq!(ok_value(&r), &json!(8));
+}
+
+#[tokio::test]
+async fn lists_and_omitted_optionals_of_typed_values() {
+    let r = Run::new(
+        "typed_args.py",
+        "ids",
+        json!({"refs": ["0b8a3b1e-6c1f-4c5e-9f5a-2d7c1f0e9a11"]}),
+    )
+    .call()
+    .await;
+    assert_eq!(ok_value(&r), &json!([4, "NoneType"]));
+}
+
+#[tokio::test]
+async fn an_annotation_that_names_nothing_passes_its_value_unchanged() {
+    let r = Run::new(
+        "typed_args.py",
+        "unresolved",
+        json!({"thing": {"a": 1}, "when": "2026-11-23"}),
+    )
+    .call()
+    .await;
+    assert_eq!(ok_value(&r), &json!(["dict", "date"]));
+}
+
+#[tokio::test]
+async fn plain_json_types_arrive_unchanged() {
+    let r = Run::new(
+        "typed_args.py",
+        "plain",
+        json!({"text": "t", "count": 1, "ratio": 2, "items": ["a"], "table": {"a": 1}}),
+    )
+    .call()
+    .await;
+    assert_eq!(ok_value(&r), &json!(["str", "int", "int", "list", "dict"]));
+}

@@ -140,3 +140,59 @@ fn model_used_by_parameter_and_return_is_defined_in_both() {
     );
     assert!(d.schema.returns.as_ref().unwrap()["$defs"]["M"].is_object());
 }
+
+#[test]
+fn epydoc_fields_describe_parameters_and_the_return_value() {
+    let d = derive_ok(
+        r#"
+def tool(path: str, *, depth: int = 1) -> int:
+    """Count files.
+
+    @param path: Folder to count in.
+    @type path: str
+    @keyword depth: How deep to go,
+        1 for the folder only.
+    @rtype: int
+    @return: The count.
+    @see: os.walk
+    """
+    return 0
+"#,
+    );
+    let properties = &d.schema.parameters["properties"];
+    assert_eq!(
+        properties["path"]["description"],
+        json!("Folder to count in.")
+    );
+    assert_eq!(
+        properties["depth"]["description"],
+        json!("How deep to go,\n1 for the folder only.")
+    );
+    assert_eq!(d.schema.description, "Count files.");
+    assert_eq!(
+        d.schema.returns.as_ref().map(|r| &r["description"]),
+        Some(&json!("The count."))
+    );
+    assert!(d.diagnostics.is_empty(), "{:?}", d.diagnostics);
+}
+
+#[test]
+fn an_at_sign_in_a_google_docstring_is_not_epydoc() {
+    let d = derive_ok(
+        r#"
+def tool(user: str) -> str:
+    """Greet a user.
+
+    Mention them as @user: the handle without the sign.
+
+    Args:
+        user: The handle.
+    """
+    return user
+"#,
+    );
+    assert_eq!(
+        d.schema.parameters["properties"]["user"]["description"],
+        json!("The handle.")
+    );
+}
