@@ -7,7 +7,9 @@
 //! statically, never by running the tool) → **[`manifest`]** (one immutable tool
 //! version) → **[`sandbox`]** (one call in a fresh instance, caged by [`limits`] and
 //! [`grants`]) → **[`outcome`]** (a [`outcome::CallResult`] with a status from a closed
-//! set). The [`registry`] stores manifests, [`tenant`]s and a hash-chained audit trail.
+//! set). [`packages`] turns a tool's requirements into a lock and a read-only site folder
+//! (it runs pip, never the guest). The [`registry`] stores manifests, [`tenant`]s and a
+//! hash-chained audit trail.
 //! [`app`] is the only module that combines the layers; the surfaces ([`http`], the
 //! CLI in `src/cli.rs`) call it.
 //!
@@ -21,7 +23,7 @@
 //! # The guest's view of the world
 //!
 //! A guest starts with nothing. It gets a read-only empty `/`, the standard library at
-//! `/usr/local/lib`, its own source at `/tool`, the folders and environment variables
+//! `/usr/local/lib`, its own source at `/tool`, its installed packages at `/packages`, the folders and environment variables
 //! granted to it, and its request on stdin. It has no network, no processes, no host
 //! environment and no clock beyond wall and monotonic time. [`sandbox::wasi`] builds
 //! that view in one short file, for reviewers.

@@ -678,3 +678,61 @@ async fn a_tool_cannot_write_into_its_packages() {
         "from wordlib import shout\n\ndef greet(name):\n    return shout('hello ' + name)\n"
     );
 }
+
+/// The one test that reaches the configured package index (the machine's pip settings):
+/// Pydantic 1.10 is the Pydantic that runs in the guest, and no small wheel stands in
+/// for it.
+#[tokio::test]
+async fn a_letta_tool_with_nested_pydantic_models_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Packages::new(
+        dir.path(),
+        &shared_sandbox()
+            .runtime()
+            .path(warden::sandbox::artifacts::Role::Stdlib),
+        warden::packages::Pip::default(),
+        warden::sandbox::Progress::Quiet,
+    )
+    .unwrap()
+    .with_compiler(warden::app::bytecode::compiler(std::sync::Arc::clone(
+        shared_sandbox(),
+    )));
+    let source = std::fs::read_to_string(crate::support::fixture("letta_pydantic.py")).unwrap();
+    let declared = warden::packages::script::read(&source)
+        .unwrap()
+        .dependencies;
+    let lock = tokio::task::spawn_blocking(move || store.lock(declared).map(|l| (store, l)))
+        .await
+        .unwrap();
+    let (store, lock) = lock.unwrap();
+    assert_eq!(lock.packages.len(), 1, "{lock:?}");
+    assert_eq!(lock.packages[0].name, "pydantic");
+    assert!(lock.packages[0].version.starts_with("1."), "{lock:?}");
+    let site = store.site(&lock).unwrap().unwrap();
+    let r = Run::new(
+        "letta_pydantic.py",
+        "store_person",
+        json!({"person": {
+            "name": "Ada", "age": 36,
+            "address": {"street": "1 Rue", "zip_code": "75001"},
+            "previous": [{"street": "2 Road", "zip_code": "10001", "country": "US"}],
+        }}),
+    )
+    .packages(site)
+    .call()
+    .await;
+    assert_eq!(r.status, warden::outcome::Status::Ok, "{r:?}");
+    let v = r.value.unwrap();
+    assert_eq!(v["type"], "Person", "{v}");
+    assert_eq!(v["address_type"], "Address", "{v}");
+    assert_eq!(v["countries"], json!(["FR", "US"]), "{v}");
+    assert_eq!(v["next_year"], 37, "{v}");
+    assert_eq!(v["tags"], Value::Null, "{v}");
+    assert!(
+        v["json"]
+            .as_str()
+            .unwrap()
+            .contains("\"zip_code\": \"75001\""),
+        "{v}"
+    );
+}

@@ -54,7 +54,9 @@ pub fn package_store_with(home: &Path, find_links: Vec<PathBuf>) -> Packages {
         Progress::Quiet,
     )
     .expect("the runtime lists its bundled packages")
-    .with_compiler(warden::app::bytecode::compiler(Arc::clone(shared_sandbox())))
+    .with_compiler(warden::app::bytecode::compiler(
+        Arc::clone(shared_sandbox()),
+    ))
 }
 
 /// The path of a file under `tests/fixtures/tools/` or `examples/`.
