@@ -23,8 +23,9 @@
 //! # The guest's view of the world
 //!
 //! A guest starts with nothing. It gets a read-only empty `/`, the standard library at
-//! `/usr/local/lib`, its own source at `/tool`, its installed packages at `/packages`, the folders and environment variables
-//! granted to it, and its request on stdin. It has no network, no processes, no host
+//! `/usr/local/lib`, its own source at `/tool`, its installed packages (if any) at
+//! `/packages`, the folders and environment variables granted to it, and its request on
+//! stdin. It has no network, no processes, no host
 //! environment and no clock beyond wall and monotonic time. [`sandbox::wasi`] builds
 //! that view in one short file, for reviewers.
 
