@@ -68,6 +68,21 @@ impl fmt::Display for CharLimit {
     }
 }
 
+impl FromStr for CharLimit {
+    type Err = LimitError;
+
+    /// Accepts a positive whole number such as `50000` or `50_000`, and the displayed
+    /// form, `50000 characters`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let digits = t.strip_suffix("characters").unwrap_or(t).trim();
+        match digits.replace('_', "").parse::<u32>() {
+            Ok(n) if n > 0 => Ok(CharLimit(n)),
+            _ => Err(LimitError::Chars(s.to_owned())),
+        }
+    }
+}
+
 /// A number of files: descriptors open at once, or files and folders created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -241,6 +256,9 @@ pub enum LimitError {
     /// Not a positive whole number of files.
     #[error("invalid count {0:?}: give a positive whole number such as 256")]
     Count(String),
+    /// Not a positive whole number of characters.
+    #[error("invalid character count {0:?}: give a positive whole number such as 50000")]
+    Chars(String),
 }
 
 /// Parses a byte size such as `256MiB`, `64 KiB` or `1048576`. Zero is refused.
@@ -307,6 +325,36 @@ mod tests {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn defaults_read_back_from_their_display() {
+        // The CLI shows each default with Display and parses it back.
+        assert_eq!(DEFAULT_FUEL.to_string().parse(), Ok(DEFAULT_FUEL));
+        assert_eq!(
+            DEFAULT_RETURN_CHARS.to_string().parse(),
+            Ok(DEFAULT_RETURN_CHARS)
+        );
+        assert_eq!(
+            DEFAULT_OPEN_FILES.to_string().parse(),
+            Ok(DEFAULT_OPEN_FILES)
+        );
+        assert_eq!(
+            DEFAULT_FILES_CREATED.to_string().parse(),
+            Ok(DEFAULT_FILES_CREATED)
+        );
+        for size in [
+            DEFAULT_MEMORY,
+            DEFAULT_STDOUT,
+            DEFAULT_STDERR,
+            DEFAULT_DISK_WRITE,
+        ] {
+            assert_eq!(parse_size(&size.to_string()), Ok(size));
+        }
+        let shown = humantime::format_duration(DEFAULT_DEADLINE).to_string();
+        assert_eq!(parse_duration(&shown), Ok(DEFAULT_DEADLINE));
+        assert_eq!("50_000".parse(), Ok(CharLimit(50_000)));
+        assert!("0".parse::<CharLimit>().is_err());
     }
 
     #[test]

@@ -106,9 +106,18 @@ fn arguments_that_are_not_a_json_object_are_refused() {
 
 #[test]
 fn bad_limits_and_grants_are_refused_before_running() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--memory", "lots"], "invalid size"),
-        (&["--timeout", "soon"], "invalid duration"),
+        (&["--timeout", "soon"], "give a duration such as 5s"),
+        (
+            &["--fuel", "plenty"],
+            "give a positive whole number such as 2000000000",
+        ),
+        (
+            &["--stdout-limit", "1 parsec"],
+            "give a size such as 256MiB",
+        ),
+        (&["--return-char-limit", "many"], "invalid character count"),
         (
             &["--mount", "/nonexistent-folder-xyz:/data"],
             "is not a folder on this host",
