@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::limits::LimitError;
 use crate::manifest::{Manifest, ManifestError};
 use crate::registry::{
     AuditRecord, Page, Registry, RegistryError, Tenant, Tool, ToolId, ToolQuery, Update,
@@ -154,12 +155,9 @@ pub enum AppError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A limit was given as zero.
-    #[error("{limit} must be at least 1: raise it, or leave it out for the default")]
-    ZeroLimit {
-        /// Which limit.
-        limit: &'static str,
-    },
+    /// A limit was given below its minimum.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
     /// The tool is disabled.
     #[error("tool {tool} is disabled: enable it to call it")]
     Disabled {

@@ -171,6 +171,11 @@ fn duration(s: &str) -> Result<humantime::Duration, warden::limits::LimitError> 
     warden::limits::parse_duration(s).map(Into::into)
 }
 
+/// Parses a deadline flag (`10s`, `500ms`), refusing less than the least deadline.
+fn deadline(s: &str) -> Result<humantime::Duration, warden::limits::LimitError> {
+    warden::limits::parse_deadline(s).map(Into::into)
+}
+
 fn default_home() -> Result<PathBuf> {
     dirs::cache_dir()
         .map(|d| d.join("warden"))

@@ -13,7 +13,7 @@ use warden::outcome::{CallResult, Status};
 use warden::sandbox::{Call, Sandbox, SandboxConfig, ToolFolder};
 use warden::schema::{self, DeriveOptions};
 
-use super::{ExitCode, InvalidArguments, duration, file_stem, read_tool, render_failure, usage};
+use super::{ExitCode, InvalidArguments, deadline, file_stem, read_tool, render_failure, usage};
 
 /// `warden run`.
 #[derive(Debug, Args)]
@@ -34,18 +34,18 @@ pub struct RunArgs {
     pub fuel: Fuel,
 
     /// Memory cap (e.g. 256MiB).
-    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_MEMORY, value_parser = limits::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_MEMORY, value_parser = limits::parse_memory)]
     pub memory: ByteSize,
 
     /// Wall-clock deadline (e.g. 10s, 500ms).
-    #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = deadline)]
     pub timeout: humantime::Duration,
 
-    /// Cap on the tool's stdout (e.g. 1MiB).
+    /// Cap on the tool's stdout (e.g. 1MiB); 0: the tool may print nothing.
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_STDOUT, value_parser = limits::parse_size)]
     pub stdout_limit: ByteSize,
 
-    /// Cap on the tool's stderr (e.g. 1MiB).
+    /// Cap on the tool's stderr (e.g. 1MiB); 0: the tool may print nothing there.
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_STDERR, value_parser = limits::parse_size)]
     pub stderr_limit: ByteSize,
 
@@ -54,14 +54,14 @@ pub struct RunArgs {
     pub return_char_limit: CharLimit,
 
     /// Files the guest may hold open at once.
-    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_OPEN_FILES)]
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_OPEN_FILES, value_parser = limits::parse_open_files)]
     pub open_files: FileCount,
 
-    /// Bytes the guest may write to read-write mounts in one call.
+    /// Bytes the guest may write to read-write mounts in one call; 0: none.
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_DISK_WRITE, value_parser = limits::parse_size)]
     pub disk_write: ByteSize,
 
-    /// Files and folders the guest may create in one call.
+    /// Files and folders the guest may create in one call; 0: none.
     #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FILES_CREATED)]
     pub files_created: FileCount,
 

@@ -10,7 +10,7 @@ use warden::limits::{self, ByteSize, Fuel, Limits};
 use warden::registry::{Registry, Tenant};
 use warden::tenant::{AllowedFolder, TenantId, TenantPolicy};
 
-use super::{ExitCode, duration, usage};
+use super::{ExitCode, deadline, usage};
 
 /// The registry database under Warden's home.
 pub(super) fn database(home: &Path) -> PathBuf {
@@ -68,10 +68,10 @@ pub struct CreateArgs {
     #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL)]
     pub max_fuel: Fuel,
     /// Ceiling on a call's memory (e.g. 256MiB).
-    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_MEMORY, value_parser = limits::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_MEMORY, value_parser = limits::parse_memory)]
     pub max_memory: ByteSize,
     /// Ceiling on a call's deadline (e.g. 10s).
-    #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = deadline)]
     pub max_deadline: humantime::Duration,
     /// Print the tenant and key as JSON.
     #[arg(long)]

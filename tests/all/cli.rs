@@ -303,3 +303,66 @@ fn a_closed_stdout_ends_quietly_without_a_panic() {
     let out = child.wait_with_output().unwrap();
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
+
+#[test]
+fn memory_below_the_runtimes_floor_is_refused_and_the_floor_runs() {
+    let add = path("add.py");
+    let run = |memory: &str| {
+        warden(&[
+            "run",
+            &add,
+            "--args",
+            r#"{"a": 1, "b": 2}"#,
+            "--memory",
+            memory,
+        ])
+    };
+    let o = run("39MiB");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("below the minimum of 40.0 MiB"),
+        "{}",
+        stderr(&o)
+    );
+    // The floor is what the runtime needs: a trivial tool runs under exactly that cap.
+    let o = run("40MiB");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (flag, value) in [("--max-memory", "1MiB"), ("--max-fuel", "0")] {
+        let o = warden(&["tenant", "create", "low", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn zero_output_and_disk_caps_mean_none_allowed() {
+    let quiet = [
+        "--stdout-limit",
+        "0",
+        "--stderr-limit",
+        "0",
+        "--disk-write",
+        "0",
+        "--files-created",
+        "0",
+    ];
+    let add = path("add.py");
+    let mut args = vec!["run", &add, "--args", r#"{"a": 1, "b": 2}"#];
+    args.extend_from_slice(&quiet);
+    let o = warden(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A traceback is reported with the result, not on the tool's stderr.
+    let raises = path("raises.py");
+    let mut args = vec!["run", &raises, "--args", r#"{"value": -2}"#];
+    args.extend_from_slice(&quiet);
+    let o = warden(&args);
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    let flood = path("flood.py");
+    let mut args = vec!["run", &flood, "--function", "forge"];
+    args.extend_from_slice(&quiet);
+    let o = warden(&args);
+    assert_eq!(o.status.code(), Some(15), "{}", stderr(&o));
+    // Open files may not be zero: the guest could not open its own tool.
+    let o = warden(&["run", &add, "--open-files", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("below the minimum"), "{}", stderr(&o));
+}
