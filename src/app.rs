@@ -4,14 +4,20 @@
 //! every change and every run.
 //!
 //! # Calls
-//! A call ([`App::run`]) loads the tenant's policy and the tool's current version,
-//! re-admits its grants (a folder may have become a symlink since registration), takes
-//! a token from the tenant's calls-per-minute bucket ([`AppError::RateLimited`] when
-//! empty), refuses a disabled tool ([`AppError::Disabled`]), validates the arguments
-//! against the schema ([`AppError::InvalidArguments`]: every violation at once, up to
-//! [`MAX_VIOLATIONS`] of them, and their count), then
-//! waits for one of the tenant's `max_concurrent_calls` permits and runs with the tool's
-//! limits bounded by the tenant's ceilings.
+//! A call ([`App::run`]) is checked in this order (`admit` in `app/run.rs`):
+//! 1. load the tenant's policy and the tool's current version;
+//! 2. re-admit its grants (a folder may have become a symlink since registration);
+//! 3. make sure the version's tool file is on disk;
+//! 4. refuse a disabled tool ([`AppError::Disabled`]);
+//! 5. drop nulls that stand for defaults, and refuse a version whose stored schema
+//!    does not compile ([`AppError::BrokenSchema`], a server fault);
+//! 6. validate the arguments against the schema ([`AppError::InvalidArguments`]: every
+//!    violation at once, up to [`MAX_VIOLATIONS`] of them, and their count);
+//! 7. last, take a token from the tenant's calls-per-minute bucket
+//!    ([`AppError::RateLimited`] when empty), so a call refused above spends none.
+//!
+//! Then it waits for one of the tenant's `max_concurrent_calls` permits and runs with
+//! the tool's limits bounded by the tenant's ceilings.
 //!
 //! The guest runs in its own tokio task: the sandbox yields to the executor every epoch
 //! tick, so a tenant's busy loops share the worker threads with every other task instead
@@ -43,6 +49,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::limits::LimitError;
 use crate::manifest::{Manifest, ManifestError, VersionId};
 use crate::packages::{Packages, PackagesError};
 use crate::registry::{
@@ -158,12 +165,9 @@ pub enum AppError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A limit was given as zero.
-    #[error("{limit} must be at least 1: raise it, or leave it out for the default")]
-    ZeroLimit {
-        /// Which limit.
-        limit: &'static str,
-    },
+    /// A limit was given below its minimum.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
     /// The tool is disabled.
     #[error("tool {tool} is disabled: enable it to call it")]
     Disabled {

@@ -170,6 +170,18 @@ fn render_failure(
     ))
 }
 
+/// Parses a duration flag (`10s`, `500ms`): clap's value parser for every duration.
+/// The field is a `humantime::Duration` because its `Display` (`10s`, `2m`) reads back
+/// as it was, which clap needs to show and parse a typed default.
+fn duration(s: &str) -> Result<humantime::Duration, warden::limits::LimitError> {
+    warden::limits::parse_duration(s).map(Into::into)
+}
+
+/// Parses a deadline flag (`10s`, `500ms`), refusing less than the least deadline.
+fn deadline(s: &str) -> Result<humantime::Duration, warden::limits::LimitError> {
+    warden::limits::parse_deadline(s).map(Into::into)
+}
+
 fn default_home() -> Result<PathBuf> {
     dirs::cache_dir()
         .map(|d| d.join("warden"))

@@ -59,7 +59,7 @@ pub struct HttpConfig {
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
-            request_timeout: Duration::from_secs(120),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -70,6 +70,8 @@ impl Default for HttpConfig {
     }
 }
 
+/// Default of [`HttpConfig::request_timeout`]: 120 s.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default of [`HttpConfig::header_read_timeout`]: 10 s.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of [`HttpConfig::body_read_timeout`]: 30 s.

@@ -3,6 +3,19 @@
 //! Plain data: this module imports nothing else of Warden's. Human strings (`5s`,
 //! `256MiB`) are parsed here once, at the boundary, into [`Duration`], [`ByteSize`],
 //! [`Fuel`] and [`CharLimit`]; everything past the boundary sees only those types.
+//!
+//! # Zero and the minimum of each limit
+//! One rule, applied wherever limits come in: `warden run` flags, the `limits` of a tool
+//! registered with the service, and a tenant's ceilings ([`Limits::check`]).
+//! - `fuel`, `deadline`, `memory`, `return_chars` and `open_files` have a minimum
+//!   ([`MIN_FUEL`], [`MIN_DEADLINE`], [`MIN_MEMORY`], [`MIN_RETURN_CHARS`],
+//!   [`MIN_OPEN_FILES`]); below it no call could do anything, so it is refused.
+//! - `stdout`, `stderr`, `disk_write` and `files_created` may be zero: none allowed. A
+//!   tool that prints one byte ends `output_limit`; one that writes a byte or creates a
+//!   file in a read-write grant gets `EDQUOT`.
+//!
+//! Limits read back from storage are not checked again: a version stored before this
+//! rule keeps running as it did.
 
 use std::fmt;
 use std::str::FromStr;
@@ -38,7 +51,8 @@ impl fmt::Display for Fuel {
 impl FromStr for Fuel {
     type Err = LimitError;
 
-    /// Accepts `2000000000`, `2_000_000_000`, or a suffix `k`, `M`, `G` (powers of ten).
+    /// Accepts `2000000000`, `2_000_000_000`, or a suffix `k`, `M`, `G` (powers of ten);
+    /// refuses less than [`MIN_FUEL`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || LimitError::Fuel(s.to_owned());
         let t = s.trim().replace('_', "");
@@ -49,11 +63,11 @@ impl FromStr for Fuel {
             _ => (t.as_str(), 1),
         };
         let n: u64 = digits.parse().map_err(|_| bad())?;
-        let fuel = n.checked_mul(scale).ok_or_else(bad)?;
-        if fuel == 0 {
+        let fuel = Fuel(n.checked_mul(scale).ok_or_else(bad)?);
+        if fuel < MIN_FUEL {
             return Err(bad());
         }
-        Ok(Fuel(fuel))
+        Ok(fuel)
     }
 }
 
@@ -65,6 +79,21 @@ pub struct CharLimit(pub u32);
 impl fmt::Display for CharLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} characters", self.0)
+    }
+}
+
+impl FromStr for CharLimit {
+    type Err = LimitError;
+
+    /// Accepts a positive whole number such as `50000` or `50_000`, and the displayed
+    /// form, `50000 characters`; refuses less than [`MIN_RETURN_CHARS`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let digits = t.strip_suffix("characters").unwrap_or(t).trim();
+        match digits.replace('_', "").parse::<u32>().map(CharLimit) {
+            Ok(n) if n >= MIN_RETURN_CHARS => Ok(n),
+            _ => Err(LimitError::Chars(s.to_owned())),
+        }
     }
 }
 
@@ -82,10 +111,11 @@ impl fmt::Display for FileCount {
 impl FromStr for FileCount {
     type Err = LimitError;
 
-    /// Accepts a positive whole number such as `256`.
+    /// Accepts a whole number such as `256` or `1_000`, zero included: see
+    /// [`parse_open_files`] for the count that may not be zero.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().replace('_', "").parse::<u32>() {
-            Ok(n) if n > 0 => Ok(FileCount(n)),
+            Ok(n) => Ok(FileCount(n)),
             _ => Err(LimitError::Count(s.to_owned())),
         }
     }
@@ -112,6 +142,21 @@ pub const DEFAULT_DISK_WRITE: ByteSize = ByteSize::mib(64);
 /// Files and folders the guest may create in its read-write grants in one call.
 /// Default: 1,000.
 pub const DEFAULT_FILES_CREATED: FileCount = FileCount(1_000);
+
+/// Least CPU budget: 1 unit (zero would stop every call before it starts).
+pub const MIN_FUEL: Fuel = Fuel(1);
+/// Least deadline: 1 ms, the unit it is stored and served in (`deadline_ms`).
+pub const MIN_DEADLINE: Duration = Duration::from_millis(1);
+/// Least memory cap: 40 MiB. The runtime's snapshot starts with 40 MiB of linear
+/// memory, so under a smaller cap the guest cannot even be instantiated and every call
+/// ends `memory_limit`; measured with a trivial tool (`tests/all/cli.rs` runs one at
+/// exactly this cap, so a runtime that outgrows it is noticed).
+pub const MIN_MEMORY: ByteSize = ByteSize::mib(40);
+/// Least `return_char_limit`: 1 character (zero would cut every result to nothing).
+pub const MIN_RETURN_CHARS: CharLimit = CharLimit(1);
+/// Least number of files open at once: 1 (the guest could open nothing, not even its
+/// tool).
+pub const MIN_OPEN_FILES: FileCount = FileCount(1);
 
 /// Every limit that applies to one call.
 ///
@@ -208,6 +253,30 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Checks each limit against its minimum (see the [module docs](self)): fuel,
+    /// deadline, memory, return characters and open files; the others may be zero.
+    /// Names the limit as its JSON field does (`memory_bytes`).
+    pub fn check(&self) -> Result<(), LimitError> {
+        at_least("fuel", self.fuel, MIN_FUEL, Fuel::to_string)?;
+        at_least("deadline_ms", self.deadline, MIN_DEADLINE, |d| {
+            humantime::format_duration(*d).to_string()
+        })?;
+        at_least("memory_bytes", self.memory, MIN_MEMORY, ByteSize::to_string)?;
+        at_least(
+            "return_char_limit",
+            self.return_chars,
+            MIN_RETURN_CHARS,
+            CharLimit::to_string,
+        )?;
+        at_least(
+            "open_files",
+            self.open_files,
+            MIN_OPEN_FILES,
+            FileCount::to_string,
+        )?;
+        Ok(())
+    }
+
     /// These limits, each lowered to the matching ceiling where it is higher.
     pub fn bounded_by(&self, ceilings: &Limits) -> Limits {
         Limits {
@@ -238,17 +307,50 @@ pub enum LimitError {
     /// Not a duration.
     #[error("invalid duration {0:?}: give a duration such as 5s, 500ms or 1m")]
     Duration(String),
-    /// Not a positive whole number of files.
-    #[error("invalid count {0:?}: give a positive whole number such as 256")]
+    /// Not a whole number of files.
+    #[error("invalid count {0:?}: give a whole number such as 256")]
     Count(String),
+    /// Not a positive whole number of characters.
+    #[error("invalid character count {0:?}: give a positive whole number such as 50000")]
+    Chars(String),
+    /// A limit below its minimum (see the [module docs](self)).
+    #[error("{limit} {given} is below the minimum of {minimum}: raise it")]
+    BelowMinimum {
+        /// Which limit.
+        limit: &'static str,
+        /// What was given.
+        given: String,
+        /// The least it may be.
+        minimum: String,
+    },
 }
 
-/// Parses a byte size such as `256MiB`, `64 KiB` or `1048576`. Zero is refused.
-pub fn parse_size(s: &str) -> Result<ByteSize, LimitError> {
-    match ByteSize::from_str(s.trim()) {
-        Ok(size) if size.as_u64() > 0 => Ok(size),
-        _ => Err(LimitError::Size(s.to_owned())),
+/// `value`, unless it is below `minimum`.
+fn at_least<T: PartialOrd>(
+    limit: &'static str,
+    value: T,
+    minimum: T,
+    show: impl Fn(&T) -> String,
+) -> Result<T, LimitError> {
+    if value < minimum {
+        return Err(LimitError::BelowMinimum {
+            limit,
+            given: show(&value),
+            minimum: show(&minimum),
+        });
     }
+    Ok(value)
+}
+
+/// Parses a byte size such as `256MiB`, `64 KiB` or `1048576`. Zero is accepted: for
+/// the output and disk caps it means none allowed.
+pub fn parse_size(s: &str) -> Result<ByteSize, LimitError> {
+    ByteSize::from_str(s.trim()).map_err(|_| LimitError::Size(s.to_owned()))
+}
+
+/// Parses a memory cap such as `256MiB`; refuses less than [`MIN_MEMORY`].
+pub fn parse_memory(s: &str) -> Result<ByteSize, LimitError> {
+    at_least("memory", parse_size(s)?, MIN_MEMORY, ByteSize::to_string)
 }
 
 /// Parses a duration such as `5s`, `500ms` or `1m`. Zero is refused.
@@ -257,6 +359,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, LimitError> {
         Ok(d) if !d.is_zero() => Ok(d),
         _ => Err(LimitError::Duration(s.to_owned())),
     }
+}
+
+/// Parses a deadline such as `10s` or `500ms`; refuses less than [`MIN_DEADLINE`].
+pub fn parse_deadline(s: &str) -> Result<Duration, LimitError> {
+    at_least("deadline", parse_duration(s)?, MIN_DEADLINE, |d| {
+        humantime::format_duration(*d).to_string()
+    })
+}
+
+/// Parses a number of files open at once such as `256`; refuses less than
+/// [`MIN_OPEN_FILES`].
+pub fn parse_open_files(s: &str) -> Result<FileCount, LimitError> {
+    at_least(
+        "open files",
+        s.parse::<FileCount>()?,
+        MIN_OPEN_FILES,
+        FileCount::to_string,
+    )
 }
 
 mod millis {
@@ -303,10 +423,118 @@ mod tests {
         assert_eq!(parse_size("256MiB"), Ok(ByteSize::mib(256)));
         assert_eq!(parse_size("1048576"), Ok(ByteSize::mib(1)));
         assert!(parse_size("lots").is_err());
-        assert!(parse_size("0").is_err());
+        assert_eq!(parse_size("0"), Ok(ByteSize::b(0)));
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn defaults_read_back_from_their_display() {
+        // The CLI shows each default with Display and parses it back.
+        assert_eq!(DEFAULT_FUEL.to_string().parse(), Ok(DEFAULT_FUEL));
+        assert_eq!(
+            DEFAULT_RETURN_CHARS.to_string().parse(),
+            Ok(DEFAULT_RETURN_CHARS)
+        );
+        assert_eq!(
+            DEFAULT_OPEN_FILES.to_string().parse(),
+            Ok(DEFAULT_OPEN_FILES)
+        );
+        assert_eq!(
+            DEFAULT_FILES_CREATED.to_string().parse(),
+            Ok(DEFAULT_FILES_CREATED)
+        );
+        for size in [
+            DEFAULT_MEMORY,
+            DEFAULT_STDOUT,
+            DEFAULT_STDERR,
+            DEFAULT_DISK_WRITE,
+        ] {
+            assert_eq!(parse_size(&size.to_string()), Ok(size));
+        }
+        let shown = humantime::format_duration(DEFAULT_DEADLINE).to_string();
+        assert_eq!(parse_duration(&shown), Ok(DEFAULT_DEADLINE));
+        assert_eq!("50_000".parse(), Ok(CharLimit(50_000)));
+        assert!("0".parse::<CharLimit>().is_err());
+    }
+
+    #[test]
+    fn only_the_output_and_disk_caps_may_be_zero() {
+        let none_allowed = Limits {
+            stdout: ByteSize::b(0),
+            stderr: ByteSize::b(0),
+            disk_write: ByteSize::b(0),
+            files_created: FileCount(0),
+            ..Limits::default()
+        };
+        assert_eq!(none_allowed.check(), Ok(()));
+        let at_minimum = Limits {
+            fuel: MIN_FUEL,
+            deadline: MIN_DEADLINE,
+            memory: MIN_MEMORY,
+            return_chars: MIN_RETURN_CHARS,
+            open_files: MIN_OPEN_FILES,
+            ..none_allowed
+        };
+        assert_eq!(at_minimum.check(), Ok(()));
+        let below: [(&str, Limits); 5] = [
+            (
+                "fuel",
+                Limits {
+                    fuel: Fuel(0),
+                    ..at_minimum
+                },
+            ),
+            (
+                "deadline_ms",
+                Limits {
+                    deadline: Duration::from_micros(999),
+                    ..at_minimum
+                },
+            ),
+            (
+                "memory_bytes",
+                Limits {
+                    memory: ByteSize::b(MIN_MEMORY.as_u64() - 1),
+                    ..at_minimum
+                },
+            ),
+            (
+                "return_char_limit",
+                Limits {
+                    return_chars: CharLimit(0),
+                    ..at_minimum
+                },
+            ),
+            (
+                "open_files",
+                Limits {
+                    open_files: FileCount(0),
+                    ..at_minimum
+                },
+            ),
+        ];
+        for (name, limits) in below {
+            match limits.check() {
+                Err(LimitError::BelowMinimum { limit, .. }) => assert_eq!(limit, name),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        // The flag parsers apply the same rule.
+        assert_eq!("0".parse(), Ok(FileCount(0)));
+        assert!(parse_open_files("0").is_err());
+        assert_eq!(parse_open_files("1"), Ok(MIN_OPEN_FILES));
+        assert!("0".parse::<Fuel>().is_err());
+        assert!("0".parse::<CharLimit>().is_err());
+        assert_eq!(parse_memory("40MiB"), Ok(MIN_MEMORY));
+        let refused = parse_memory("39MiB").unwrap_err().to_string();
+        assert!(
+            refused.contains("below the minimum of 40.0 MiB"),
+            "{refused}"
+        );
+        assert_eq!(parse_deadline("1ms"), Ok(MIN_DEADLINE));
+        assert!(parse_deadline("999us").is_err());
     }
 
     #[test]
@@ -341,7 +569,6 @@ mod tests {
                 .unwrap()
                 .contains(r#""open_files":512"#)
         );
-        assert!("0".parse::<FileCount>().is_err());
         assert_eq!("1_000".parse(), Ok(FileCount(1000)));
     }
 }

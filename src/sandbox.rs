@@ -63,6 +63,9 @@ pub const WASMTIME_VERSION: &str = "48.0.8";
 /// own stdout cap: error text and framing.
 const FRAME_OVERHEAD: u64 = 256 * 1024;
 
+/// Default of [`SandboxConfig::max_instances`]: 32.
+pub const DEFAULT_MAX_INSTANCES: u32 = 32;
+
 /// Settings fixed for the life of a [`Sandbox`].
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
@@ -82,7 +85,7 @@ impl SandboxConfig {
     pub fn new(home: PathBuf) -> Self {
         SandboxConfig {
             home,
-            max_instances: 32,
+            max_instances: DEFAULT_MAX_INSTANCES,
             max_memory: ByteSize::gib(4),
             progress: Progress::Show,
         }

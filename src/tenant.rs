@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::grants::{Access, GrantError, Grants, canonical_host_folder};
-use crate::limits::Limits;
+use crate::limits::{LimitError, Limits};
 
 /// Prefix of every API key, so that leaked keys are easy to find by secret scanners.
 pub const API_KEY_PREFIX: &str = "wdn_";
@@ -301,8 +301,8 @@ impl Default for TenantPolicy {
 }
 
 impl TenantPolicy {
-    /// Checks the policy itself: allowed folders are absolute UTF-8 paths, rates and
-    /// ceilings are positive.
+    /// Checks the policy itself: allowed folders are absolute UTF-8 paths, rates are
+    /// positive, ceilings are at least each limit's minimum ([`Limits::check`]).
     pub fn check(&self) -> Result<(), TenantError> {
         for folder in &self.allowed_folders {
             let p = &folder.path;
@@ -313,20 +313,8 @@ impl TenantPolicy {
         if self.max_concurrent_calls == 0 || self.calls_per_minute == 0 {
             return Err(TenantError::ZeroRate);
         }
-        // A zero ceiling would make every tool fail (or truncate every result to nothing).
-        let c = &self.ceilings;
-        let zero = [
-            ("fuel", c.fuel.0 == 0),
-            ("deadline_ms", c.deadline.is_zero()),
-            ("memory_bytes", c.memory.as_u64() == 0),
-            ("stdout_bytes", c.stdout.as_u64() == 0),
-            ("stderr_bytes", c.stderr.as_u64() == 0),
-            ("return_char_limit", c.return_chars.0 == 0),
-        ];
-        if let Some((limit, _)) = zero.into_iter().find(|(_, is_zero)| *is_zero) {
-            return Err(TenantError::ZeroCeiling { limit });
-        }
-        Ok(())
+        // A ceiling below a limit's minimum would make every tool fail.
+        self.ceilings.check().map_err(TenantError::Ceiling)
     }
 
     /// Admits `grants` when they are consistent and every mount's host folder, once
@@ -445,14 +433,9 @@ pub enum TenantError {
     /// A policy rate is zero.
     #[error("max_concurrent_calls and calls_per_minute must be at least 1: raise them")]
     ZeroRate,
-    /// A ceiling is zero.
-    #[error(
-        "the ceiling {limit} must be at least 1: raise it, or leave the ceilings out for the defaults"
-    )]
-    ZeroCeiling {
-        /// Which ceiling.
-        limit: &'static str,
-    },
+    /// A ceiling is below its limit's minimum.
+    #[error("the ceiling {0}, or leave the ceilings out for the defaults")]
+    Ceiling(LimitError),
     /// A mount's host path is relative, so it would depend on the service's directory.
     #[error("mount source {} is relative: give an absolute path", .0.display())]
     RelativeHost(PathBuf),

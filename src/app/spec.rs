@@ -97,41 +97,27 @@ pub struct LimitsSpec {
 }
 
 impl LimitsSpec {
-    /// The limits this asks for, over the defaults bounded by `ceilings`; the given
-    /// ones are admitted by the caller.
+    /// The limits this asks for, over the defaults bounded by `ceilings`, each given one
+    /// at least its minimum ([`Limits::check`]); the given ones are admitted by the
+    /// caller.
     fn resolve(&self, ceilings: &Limits) -> Result<Limits, AppError> {
-        let zero = |limit: &'static str| AppError::ZeroLimit { limit };
-        let mut limits = Limits::default().bounded_by(ceilings);
-        if let Some(f) = self.fuel {
-            limits.fuel = Fuel(nonzero(f).ok_or(zero("fuel"))?);
-        }
-        if let Some(ms) = self.deadline_ms {
-            limits.deadline =
-                std::time::Duration::from_millis(nonzero(ms).ok_or(zero("deadline_ms"))?);
-        }
-        let sizes = [
-            ("memory_bytes", self.memory_bytes, &mut limits.memory),
-            ("stdout_bytes", self.stdout_bytes, &mut limits.stdout),
-            ("stderr_bytes", self.stderr_bytes, &mut limits.stderr),
-        ];
-        for (name, given, slot) in sizes {
-            if let Some(b) = given {
-                *slot = ByteSize::b(nonzero(b).ok_or(zero(name))?);
-            }
-        }
-        if let Some(c) = self.return_char_limit {
-            // Zero would truncate every result to nothing.
-            if c == 0 {
-                return Err(zero("return_char_limit"));
-            }
-            limits.return_chars = CharLimit(c);
-        }
-        Ok(limits)
+        let defaults = Limits::default().bounded_by(ceilings);
+        let given = Limits {
+            fuel: self.fuel.map_or(defaults.fuel, Fuel),
+            deadline: self
+                .deadline_ms
+                .map_or(defaults.deadline, std::time::Duration::from_millis),
+            memory: self.memory_bytes.map_or(defaults.memory, ByteSize::b),
+            stdout: self.stdout_bytes.map_or(defaults.stdout, ByteSize::b),
+            stderr: self.stderr_bytes.map_or(defaults.stderr, ByteSize::b),
+            return_chars: self
+                .return_char_limit
+                .map_or(defaults.return_chars, CharLimit),
+            ..defaults
+        };
+        given.check()?;
+        Ok(given)
     }
-}
-
-fn nonzero(n: u64) -> Option<u64> {
-    (n > 0).then_some(n)
 }
 
 /// What [`validate`] found: the schema when one can be derived, its health, and every

@@ -15,7 +15,7 @@ use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder};
 use warden::schema::{self, DeriveOptions};
 
 use super::packages::PipArgs;
-use super::{ExitCode, InvalidArguments, file_stem, read_tool, render_failure, usage};
+use super::{ExitCode, InvalidArguments, deadline, file_stem, read_tool, render_failure, usage};
 
 /// `warden run`.
 #[derive(Debug, Args)]
@@ -32,38 +32,38 @@ pub struct RunArgs {
     pub function: Option<String>,
 
     /// CPU budget in fuel units (e.g. 2000000000, 2_000_000_000 or 2G).
-    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL.to_string())]
-    pub fuel: String,
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL)]
+    pub fuel: Fuel,
 
     /// Memory cap (e.g. 256MiB).
-    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
-    pub memory: String,
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_MEMORY, value_parser = limits::parse_memory)]
+    pub memory: ByteSize,
 
     /// Wall-clock deadline (e.g. 10s, 500ms).
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub timeout: String,
+    #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = deadline)]
+    pub timeout: humantime::Duration,
 
-    /// Cap on the tool's stdout.
-    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
-    pub stdout_limit: String,
+    /// Cap on the tool's stdout (e.g. 1MiB); 0: the tool may print nothing.
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_STDOUT, value_parser = limits::parse_size)]
+    pub stdout_limit: ByteSize,
 
-    /// Cap on the tool's stderr.
-    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
-    pub stderr_limit: String,
+    /// Cap on the tool's stderr (e.g. 1MiB); 0: the tool may print nothing there.
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_STDERR, value_parser = limits::parse_size)]
+    pub stderr_limit: ByteSize,
 
     /// Characters of the serialized result kept; longer results are truncated.
-    #[arg(long, value_name = "CHARS", default_value_t = limits::DEFAULT_RETURN_CHARS.0)]
-    pub return_char_limit: u32,
+    #[arg(long, value_name = "CHARS", default_value_t = limits::DEFAULT_RETURN_CHARS)]
+    pub return_char_limit: CharLimit,
 
     /// Files the guest may hold open at once.
-    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_OPEN_FILES)]
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_OPEN_FILES, value_parser = limits::parse_open_files)]
     pub open_files: FileCount,
 
-    /// Bytes the guest may write to read-write mounts in one call.
+    /// Bytes the guest may write to read-write mounts in one call; 0: none.
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_DISK_WRITE, value_parser = limits::parse_size)]
     pub disk_write: ByteSize,
 
-    /// Files and folders the guest may create in one call.
+    /// Files and folders the guest may create in one call; 0: none.
     #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FILES_CREATED)]
     pub files_created: FileCount,
 
@@ -231,15 +231,12 @@ impl Prepared {
             }
         };
         let limits = Limits {
-            fuel: args
-                .fuel
-                .parse::<Fuel>()
-                .map_err(|e| usage(e.to_string()))?,
-            deadline: limits::parse_duration(&args.timeout).map_err(|e| usage(e.to_string()))?,
-            memory: size(&args.memory)?,
-            stdout: size(&args.stdout_limit)?,
-            stderr: size(&args.stderr_limit)?,
-            return_chars: CharLimit(args.return_char_limit),
+            fuel: args.fuel,
+            deadline: args.timeout.into(),
+            memory: args.memory,
+            stdout: args.stdout_limit,
+            stderr: args.stderr_limit,
+            return_chars: args.return_char_limit,
             open_files: args.open_files,
             disk_write: args.disk_write,
             files_created: args.files_created,
@@ -260,10 +257,6 @@ impl Prepared {
             limits,
         })
     }
-}
-
-fn size(s: &str) -> Result<ByteSize> {
-    limits::parse_size(s).map_err(|e| usage(e.to_string()))
 }
 
 fn json_kind(v: &Value) -> &'static str {

@@ -10,12 +10,11 @@ use clap::Args;
 
 use warden::app::{App, AppConfig};
 use warden::http::{self, HttpConfig};
-use warden::limits;
-use warden::sandbox::{Sandbox, SandboxConfig};
+use warden::sandbox::{DEFAULT_MAX_INSTANCES, Sandbox, SandboxConfig};
 
 use super::packages::PipArgs;
 use super::tenant::{database, open_registry};
-use super::{ExitCode, usage};
+use super::{ExitCode, duration};
 
 /// `warden serve`.
 #[derive(Debug, Args)]
@@ -39,31 +38,30 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     /// Longest a request may take (e.g. 120s).
-    #[arg(long, value_name = "DURATION", default_value = "120s")]
-    pub request_timeout: String,
+    #[arg(long, value_name = "DURATION", default_value_t = http::DEFAULT_REQUEST_TIMEOUT.into(), value_parser = duration)]
+    pub request_timeout: humantime::Duration,
     /// Longest to wait for a request's head, on a new connection or between requests
     /// of a kept-alive one; then the connection is closed (slowloris, idle clients).
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub header_read_timeout: String,
+    #[arg(long, value_name = "DURATION", default_value_t = http::DEFAULT_HEADER_READ_TIMEOUT.into(), value_parser = duration)]
+    pub header_read_timeout: humantime::Duration,
     /// Longest a request's body may take to arrive; then the answer is 408.
-    #[arg(long, value_name = "DURATION", default_value = "30s")]
-    pub body_read_timeout: String,
+    #[arg(long, value_name = "DURATION", default_value_t = http::DEFAULT_BODY_READ_TIMEOUT.into(), value_parser = duration)]
+    pub body_read_timeout: humantime::Duration,
     /// On SIGTERM or Ctrl-C, longest the requests in flight get to finish; connections
     /// still open then are closed and the server exits.
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub shutdown_grace: String,
+    #[arg(long, value_name = "DURATION", default_value_t = http::DEFAULT_SHUTDOWN_GRACE.into(), value_parser = duration)]
+    pub shutdown_grace: humantime::Duration,
     /// Most sandbox instances alive at once, over all tenants.
-    #[arg(long, value_name = "N", default_value_t = 32)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
-    let duration = |s: &str| limits::parse_duration(s).map_err(|e| usage(e.to_string()));
     let http_config = HttpConfig {
-        request_timeout: duration(&args.request_timeout)?,
-        header_read_timeout: duration(&args.header_read_timeout)?,
-        body_read_timeout: duration(&args.body_read_timeout)?,
-        shutdown_grace: duration(&args.shutdown_grace)?,
+        request_timeout: args.request_timeout.into(),
+        header_read_timeout: args.header_read_timeout.into(),
+        body_read_timeout: args.body_read_timeout.into(),
+        shutdown_grace: args.shutdown_grace.into(),
         ..HttpConfig::default()
     };
     let operator_key = std::env::var(&args.operator_key_env)

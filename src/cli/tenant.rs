@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use warden::limits::{self, Fuel};
+use warden::limits::{self, ByteSize, Fuel, Limits};
 use warden::registry::{Registry, Tenant};
 use warden::tenant::{AllowedFolder, TenantId, TenantPolicy};
 
-use super::{ExitCode, usage};
+use super::{ExitCode, deadline, usage};
 
 /// The registry database under Warden's home.
 pub(super) fn database(home: &Path) -> PathBuf {
@@ -65,14 +65,14 @@ pub struct CreateArgs {
     #[arg(long, value_name = "DIR[:ro|:rw]")]
     pub allow_folder: Vec<AllowedFolder>,
     /// Ceiling on a call's fuel (e.g. 2G).
-    #[arg(long, value_name = "N")]
-    pub max_fuel: Option<String>,
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL)]
+    pub max_fuel: Fuel,
     /// Ceiling on a call's memory (e.g. 256MiB).
-    #[arg(long, value_name = "SIZE")]
-    pub max_memory: Option<String>,
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_MEMORY, value_parser = limits::parse_memory)]
+    pub max_memory: ByteSize,
     /// Ceiling on a call's deadline (e.g. 10s).
-    #[arg(long, value_name = "DURATION")]
-    pub max_deadline: Option<String>,
+    #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = deadline)]
+    pub max_deadline: humantime::Duration,
     /// Print the tenant and key as JSON.
     #[arg(long)]
     pub json: bool,
@@ -80,22 +80,17 @@ pub struct CreateArgs {
 
 impl CreateArgs {
     fn policy(&self) -> Result<TenantPolicy> {
-        let mut policy = TenantPolicy {
+        let policy = TenantPolicy {
             max_concurrent_calls: self.max_concurrent_calls,
             calls_per_minute: self.calls_per_minute,
             allowed_folders: self.allow_folder.clone(),
-            ..TenantPolicy::default()
+            ceilings: Limits {
+                fuel: self.max_fuel,
+                memory: self.max_memory,
+                deadline: self.max_deadline.into(),
+                ..Limits::default()
+            },
         };
-        if let Some(f) = &self.max_fuel {
-            policy.ceilings.fuel = f.parse::<Fuel>().map_err(|e| usage(e.to_string()))?;
-        }
-        if let Some(m) = &self.max_memory {
-            policy.ceilings.memory = limits::parse_size(m).map_err(|e| usage(e.to_string()))?;
-        }
-        if let Some(d) = &self.max_deadline {
-            policy.ceilings.deadline =
-                limits::parse_duration(d).map_err(|e| usage(e.to_string()))?;
-        }
         policy.check().map_err(|e| usage(e.to_string()))?;
         Ok(policy)
     }

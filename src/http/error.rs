@@ -138,7 +138,7 @@ impl ApiError {
                 AppError::InvalidArguments { .. } => {
                     client(S::UNPROCESSABLE_ENTITY, "invalid_arguments")
                 }
-                AppError::ZeroLimit { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_limits"),
+                AppError::Limit(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_limits"),
                 AppError::InvalidSchema { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_schema"),
                 AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
                 AppError::RateLimited { .. } => client(S::TOO_MANY_REQUESTS, "rate_limited"),
@@ -234,7 +234,7 @@ fn tenant(e: &TenantError) -> Wire {
         TenantError::Name(_)
         | TenantError::RelativeFolder(_)
         | TenantError::ZeroRate
-        | TenantError::ZeroCeiling { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_tenant"),
+        | TenantError::Ceiling(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_tenant"),
         TenantError::ApiKey => client(S::UNAUTHORIZED, "unauthorized"),
     }
 }

@@ -106,9 +106,18 @@ fn arguments_that_are_not_a_json_object_are_refused() {
 
 #[test]
 fn bad_limits_and_grants_are_refused_before_running() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--memory", "lots"], "invalid size"),
-        (&["--timeout", "soon"], "invalid duration"),
+        (&["--timeout", "soon"], "give a duration such as 5s"),
+        (
+            &["--fuel", "plenty"],
+            "give a positive whole number such as 2000000000",
+        ),
+        (
+            &["--stdout-limit", "1 parsec"],
+            "give a size such as 256MiB",
+        ),
+        (&["--return-char-limit", "many"], "invalid character count"),
         (
             &["--mount", "/nonexistent-folder-xyz:/data"],
             "is not a folder on this host",
@@ -309,4 +318,67 @@ fn arguments_the_schema_accepts_arrive_as_their_annotated_types() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let result: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
     assert_eq!(result["value"], serde_json::json!([4, "UUID"]));
+}
+
+#[test]
+fn memory_below_the_runtimes_floor_is_refused_and_the_floor_runs() {
+    let add = path("add.py");
+    let run = |memory: &str| {
+        warden(&[
+            "run",
+            &add,
+            "--args",
+            r#"{"a": 1, "b": 2}"#,
+            "--memory",
+            memory,
+        ])
+    };
+    let o = run("39MiB");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("below the minimum of 40.0 MiB"),
+        "{}",
+        stderr(&o)
+    );
+    // The floor is what the runtime needs: a trivial tool runs under exactly that cap.
+    let o = run("40MiB");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (flag, value) in [("--max-memory", "1MiB"), ("--max-fuel", "0")] {
+        let o = warden(&["tenant", "create", "low", flag, value]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn zero_output_and_disk_caps_mean_none_allowed() {
+    let quiet = [
+        "--stdout-limit",
+        "0",
+        "--stderr-limit",
+        "0",
+        "--disk-write",
+        "0",
+        "--files-created",
+        "0",
+    ];
+    let add = path("add.py");
+    let mut args = vec!["run", &add, "--args", r#"{"a": 1, "b": 2}"#];
+    args.extend_from_slice(&quiet);
+    let o = warden(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A traceback is reported with the result, not on the tool's stderr.
+    let raises = path("raises.py");
+    let mut args = vec!["run", &raises, "--args", r#"{"value": -2}"#];
+    args.extend_from_slice(&quiet);
+    let o = warden(&args);
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    let flood = path("flood.py");
+    let mut args = vec!["run", &flood, "--function", "forge"];
+    args.extend_from_slice(&quiet);
+    let o = warden(&args);
+    assert_eq!(o.status.code(), Some(15), "{}", stderr(&o));
+    // Open files may not be zero: the guest could not open its own tool.
+    let o = warden(&["run", &add, "--open-files", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("below the minimum"), "{}", stderr(&o));
 }

@@ -194,27 +194,28 @@ async fn an_explicit_schema_that_cannot_check_arguments_is_422() {
 }
 
 #[tokio::test]
-async fn zero_limits_are_422() {
+async fn limits_below_their_minimum_are_422() {
     let s = Service::start();
     let key = s.tenant(json!({})).await;
     let id = s.register(&key, json!({"source": ADD})).await;
-    for limit in [
-        "fuel",
-        "deadline_ms",
-        "memory_bytes",
-        "stdout_bytes",
-        "stderr_bytes",
-        "return_char_limit",
+    // 40 MiB less one byte: the runtime's snapshot alone needs 40 MiB.
+    for (limit, value) in [
+        ("fuel", 0),
+        ("deadline_ms", 0),
+        ("memory_bytes", 0),
+        ("memory_bytes", 40 * 1024 * 1024 - 1),
+        ("return_char_limit", 0),
     ] {
         let message = refused(
             &s,
             &key,
             &id,
-            json!({"source": ADD, "limits": {limit: 0}}),
+            json!({"source": ADD, "limits": {limit: value}}),
             "invalid_limits",
         )
         .await;
         assert!(message.starts_with(limit), "{message}");
+        assert!(message.contains("below the minimum"), "{message}");
     }
     nothing_stored(&s, &key, &id).await;
 
@@ -222,27 +223,50 @@ async fn zero_limits_are_422() {
         "fuel": 1_000_000_000u64, "deadline_ms": 5000, "memory_bytes": 134_217_728u64,
         "stdout_bytes": 65536, "stderr_bytes": 65536, "return_char_limit": 1000
     });
-    ceilings["return_char_limit"] = json!(0);
-    let r = s
-        .send(
-            Method::POST,
-            "/v1/admin/tenants",
-            Some(super::OPERATOR_KEY),
-            Some(json!({"name": "zero", "policy": {"ceilings": ceilings}})),
+    for (limit, value) in [("return_char_limit", 0), ("memory_bytes", 1 << 20)] {
+        let mut ceilings = ceilings.clone();
+        ceilings[limit] = json!(value);
+        let r = s
+            .send(
+                Method::POST,
+                "/v1/admin/tenants",
+                Some(super::OPERATOR_KEY),
+                Some(json!({"name": "low", "policy": {"ceilings": ceilings}})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_tenant"),
+            "{}",
+            r.json
+        );
+        let message = r.json["error"]["message"].as_str().unwrap();
+        assert!(message.contains(limit), "{message}");
+    }
+    // A ceiling of zero on output is a tenant whose tools may print nothing.
+    ceilings["stdout_bytes"] = json!(0);
+    s.tenant(json!({"ceilings": ceilings})).await;
+}
+
+#[tokio::test]
+async fn zero_output_caps_are_accepted_and_mean_no_output() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let quiet = json!({"source": ADD, "limits": {
+        "stdout_bytes": 0, "stderr_bytes": 0, "memory_bytes": 40 * 1024 * 1024,
+    }});
+    let id = s.register(&key, quiet).await;
+    let ran = s.run(&key, &id, json!({"a": 1, "b": 2})).await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.json);
+    assert_eq!(ran.json["status"], "ok", "{}", ran.json);
+
+    let chatty = "def chatty() -> int:\n    \"\"\"Prints.\"\"\"\n    print('hi')\n    return 1\n";
+    let id = s
+        .register(
+            &key,
+            json!({"source": chatty, "limits": {"stdout_bytes": 0}}),
         )
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_tenant"),
-        "{}",
-        r.json
-    );
-    assert!(
-        r.json["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("return_char_limit"),
-        "{}",
-        r.json
-    );
+    let ran = s.run(&key, &id, json!({})).await;
+    assert_eq!(ran.json["status"], "output_limit", "{}", ran.json);
 }
