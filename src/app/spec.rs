@@ -16,7 +16,7 @@ use crate::tenant::TenantPolicy;
 use super::AppError;
 
 /// A tool as a client describes it: its source and everything around it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     /// The Python source.
@@ -48,7 +48,7 @@ pub struct ToolSpec {
 
 /// Limits as a client gives them: any subset, in plain units. A given limit above the
 /// tenant's ceiling is refused; a missing one is the default bounded by the ceiling.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSpec {
     /// CPU budget in fuel units.
@@ -111,7 +111,7 @@ fn nonzero(n: u64) -> Option<u64> {
 
 /// What [`validate`] found: the schema when one can be derived, its health, and every
 /// diagnostic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Validation {
     /// True when no diagnostic is an error: the tool can be registered.
     pub valid: bool,
