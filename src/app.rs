@@ -114,7 +114,7 @@ impl std::fmt::Debug for App {
 }
 
 /// A tool with its current version: what registration, update and lookup return.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolView {
     /// The tool.
     pub tool: Tool,

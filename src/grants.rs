@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 pub const RESERVED_GUEST_PATHS: &[&str] = &["/usr/local/lib", "/tool", "/packages"];
 
 /// Every capability a call gets beyond the bare interpreter.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Grants {
     /// Host folders visible to the guest.
@@ -67,7 +67,7 @@ impl fmt::Display for Grants {
 }
 
 /// Whether the guest may change what it sees under a mount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     /// Read only: any write, create, rename or delete fails with `PermissionError`.
@@ -86,10 +86,11 @@ impl fmt::Display for Access {
 }
 
 /// One host folder mounted into the guest.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Mount {
     /// The host folder. Must exist and be a folder when the call starts.
+    #[schema(value_type = String)]
     pub host: PathBuf,
     /// Where the guest sees it.
     pub guest: GuestPath,
@@ -128,7 +129,7 @@ impl FromStr for Mount {
 
 /// An absolute, normalized guest path: starts with `/`, no `.` or `..` components, no
 /// empty components, not `/` itself, and clear of [`RESERVED_GUEST_PATHS`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(try_from = "String", into = "String")]
 pub struct GuestPath(String);
 
@@ -206,7 +207,7 @@ impl From<GuestPath> for String {
 }
 
 /// One environment variable given to the guest.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvVar {
     /// A name of letters, digits and `_`, not starting with a digit.

@@ -3,11 +3,17 @@
 //! with timeouts for slow clients and a bounded graceful shutdown (`http/server.rs`).
 //!
 //! What lives here: routing, authentication (`Authorization: Bearer ...`, a tenant's
-//! API key or the operator key), request body limits, the request timeout, and the
-//! one error table ([`error`]). No SQL, no wasmtime: everything else is the app's.
+//! API key or the operator key), request body limits, the request timeout, request ids,
+//! and the one error table ([`error`]). No SQL, no wasmtime: everything else is the app's.
 //!
-//! The endpoints are listed in [`openapi::ROUTES`] and described by the OpenAPI 3.1
-//! document served at `/openapi.json`.
+//! # Request ids
+//! Every request gets an id: the `x-request-id` header it came with, or a fresh UUID.
+//! The answer carries it back in `x-request-id`, and every log line written while the
+//! request is handled (an error's included) is in a `request` span that names it, so a
+//! client's report of a failed request finds its log lines.
+//!
+//! The endpoints are described by the OpenAPI 3.1 document served at `/openapi.json`,
+//! generated from the handlers and the types they read and return ([`openapi`]).
 
 pub mod error;
 mod extract;
@@ -20,11 +26,18 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
-use axum::http::header;
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum_extra::TypedHeader;
+use axum_extra::headers::Authorization;
+use axum_extra::headers::authorization::Bearer;
+use tower::ServiceBuilder;
+use tower_http::request_id::{
+    MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
+use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
 
@@ -90,7 +103,7 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
     let tool_limit = DefaultBodyLimit::max(config.max_tool_body_bytes);
     let run_limit = DefaultBodyLimit::max(config.max_run_body_bytes);
     let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(h::healthz))
         .route("/metrics", get(h::operator_metrics))
         .route("/openapi.json", get(h::openapi))
@@ -133,17 +146,49 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
             config.body_read_timeout,
             server::body_deadline,
         ))
-        .with_state(app)
+        .with_state(app);
+    with_request_ids(router)
+}
+
+/// The outermost layers: a request id on the request (kept if the client sent one), a
+/// `request` span naming it around everything below, and the id on the answer.
+fn with_request_ids(router: Router) -> Router {
+    router.layer(
+        ServiceBuilder::new()
+            .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+            .layer(
+                TraceLayer::new_for_http()
+                    // At ERROR level, so that the span is enabled whenever an error
+                    // line is written inside it, whatever the log filter.
+                    .make_span_with(|request: &Request| {
+                        let id = request
+                            .extensions()
+                            .get::<RequestId>()
+                            .and_then(|id| id.header_value().to_str().ok())
+                            .unwrap_or("-");
+                        tracing::error_span!(
+                            "request",
+                            id = %id,
+                            method = %request.method(),
+                            path = %request.uri().path(),
+                        )
+                    })
+                    // Server faults are logged, with their cause, by `ApiError`.
+                    .on_failure(()),
+            )
+            .layer(PropagateRequestIdLayer::x_request_id()),
+    )
 }
 
 /// Only `GET /metrics`, without a key: for a separate address that only the metrics
 /// scraper can reach (`warden serve --metrics-listen`). Every other path is 404.
 pub fn metrics_router(app: App) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/metrics", get(handlers::metrics))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::Method })
-        .with_state(app)
+        .with_state(app);
+    with_request_ids(router)
 }
 
 async fn timeout(State(limit): State<Duration>, request: Request, next: Next) -> Response {
@@ -176,13 +221,18 @@ pub async fn serve_metrics(
     server::run(listener, metrics_router(app), config, shutdown).await
 }
 
-/// The token of an `Authorization: Bearer TOKEN` header.
-fn bearer(parts: &Parts) -> Option<&str> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
+/// The credentials of an `Authorization: Bearer TOKEN` header (the scheme in any case);
+/// `None` when it is missing or not a bearer token, which every endpoint refuses alike.
+async fn bearer<S: Send + Sync>(parts: &mut Parts, state: &S) -> Option<Authorization<Bearer>> {
+    TypedHeader::<Authorization<Bearer>>::from_request_parts(parts, state)
+        .await
+        .ok()
+        .map(|TypedHeader(credentials)| credentials)
+}
+
+/// The token of `credentials`, without surrounding spaces.
+fn token(credentials: &Option<Authorization<Bearer>>) -> Option<&str> {
+    credentials.as_ref().map(|c| c.token().trim())
 }
 
 /// The tenant a request is authenticated as.
@@ -193,7 +243,8 @@ impl FromRequestParts<App> for Tenant {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
-        Ok(Tenant(app.authenticate(bearer(parts)).await?))
+        let credentials = bearer(parts, app).await;
+        Ok(Tenant(app.authenticate(token(&credentials)).await?))
     }
 }
 
@@ -205,7 +256,8 @@ impl FromRequestParts<App> for Operator {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
-        app.authorize_operator(bearer(parts))?;
+        let credentials = bearer(parts, app).await;
+        app.authorize_operator(token(&credentials))?;
         Ok(Operator)
     }
 }

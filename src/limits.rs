@@ -29,7 +29,19 @@ use serde::{Deserialize, Serialize};
 /// A fresh call of a trivial tool costs about 1.4 million units (the harness's own
 /// work included); `import numpy` costs far more. When the guest runs out, it traps
 /// at once and the call ends with status `out_of_fuel`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct Fuel(pub u64);
 
@@ -72,7 +84,19 @@ impl FromStr for Fuel {
 }
 
 /// A number of Unicode characters (Python `str` length), used for `return_char_limit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct CharLimit(pub u32);
 
@@ -98,7 +122,19 @@ impl FromStr for CharLimit {
 }
 
 /// A number of files: descriptors open at once, or files and folders created.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct FileCount(pub u32);
 

@@ -38,7 +38,7 @@ pub const MAX_TAGS: usize = 32;
 pub const MAX_DESCRIPTION_BYTES: usize = 4096;
 
 /// Everything that makes up one version of a tool, as registered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     /// The tool's name, unique per tenant; what a model calls.
@@ -167,7 +167,9 @@ fn is_python_identifier(s: &str) -> bool {
 }
 
 /// The content hash of a version: 64 lower-case hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct VersionId(String);
 
@@ -211,7 +213,9 @@ impl From<VersionId> for String {
 
 /// A tool name: 1 to 64 ASCII letters, digits, `_` or `-` (the rule OpenAI and Anthropic
 /// apply to function names).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct ToolName(String);
 
@@ -257,7 +261,9 @@ impl From<ToolName> for String {
 }
 
 /// A tag: 1 to 64 characters of lower-case ASCII letters, digits, `-`, `_`, `.` or `:`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct Tag(String);
 

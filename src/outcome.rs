@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::limits::Fuel;
 
 /// How a call ended. The set is closed: callers may match on it exhaustively.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// The tool returned; `value` holds its result.
@@ -70,7 +70,7 @@ impl fmt::Display for Status {
 }
 
 /// An exception raised by the tool (or the reason its result could not be returned).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolError {
     /// The exception's class name, e.g. `ValueError`.
     #[serde(rename = "type")]
@@ -82,7 +82,7 @@ pub struct ToolError {
 }
 
 /// Says that the result was cut to `return_char_limit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Truncation {
     /// Characters of the full serialized result.
     pub original_chars: u64,
@@ -91,7 +91,7 @@ pub struct Truncation {
 }
 
 /// Everything known about one call once it has ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CallResult {
     /// How the call ended.
     pub status: Status,
@@ -113,6 +113,7 @@ pub struct CallResult {
     pub fuel_used: Fuel,
     /// Wall time from instantiation to the end of the call.
     #[serde(rename = "wall_time_us", with = "micros")]
+    #[schema(value_type = u64)]
     pub wall_time: Duration,
     /// The largest the guest's linear memory grew to, in bytes.
     pub peak_memory_bytes: u64,

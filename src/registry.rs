@@ -145,7 +145,9 @@ impl Registry {
 
 /// A tool's id: `tool_` and 32 lower-case hex digits (16 random bytes), so ids cannot be
 /// guessed or enumerated.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct ToolId(String);
 

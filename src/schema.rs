@@ -88,7 +88,7 @@ pub struct DeriveOptions {
 }
 
 /// A tool's schema.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolSchema {
     /// The function name.
     pub name: String,

@@ -36,7 +36,9 @@ pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 4;
 pub const DEFAULT_CALLS_PER_MINUTE: u32 = 120;
 
 /// A tenant's id: `tnt_` and 32 lower-case hex digits (16 random bytes).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct TenantId(String);
 
@@ -159,7 +161,7 @@ impl fmt::Debug for ApiKeyHash {
 
 /// What a tenant may do: the ceilings on its tools' limits, its call rates and the host
 /// folders its tools may mount.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TenantPolicy {
     /// No limit of a tool may exceed these. Default: [`Limits::default`].

@@ -21,7 +21,7 @@ use crate::tenant::TenantId;
 pub const MAX_BATCH_CALLS: usize = 100;
 
 /// The answer to a call: which version ran, and how it ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunOutput {
     /// The tool.
     pub tool: ToolId,
@@ -33,7 +33,7 @@ pub struct RunOutput {
 }
 
 /// One call of a batch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchCall {
     /// The tool's id (an unknown or malformed one fails this call alone).

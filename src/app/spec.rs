@@ -19,7 +19,7 @@ use crate::tenant::TenantPolicy;
 use super::AppError;
 
 /// A tool as a client describes it: its source and everything around it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
     /// The Python source.
@@ -73,7 +73,7 @@ pub fn requirements(spec: &ToolSpec) -> Result<Vec<Requirement>, PackagesError> 
 
 /// Limits as a client gives them: any subset, in plain units. A given limit above the
 /// tenant's ceiling is refused; a missing one is the default bounded by the ceiling.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSpec {
     /// CPU budget in fuel units.
@@ -122,7 +122,7 @@ impl LimitsSpec {
 
 /// What [`validate`] found: the schema when one can be derived, its health, and every
 /// diagnostic.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Validation {
     /// True when no diagnostic is an error: the tool can be registered.
     pub valid: bool,
@@ -135,6 +135,7 @@ pub struct Validation {
     /// The tool's requirements (PEP 723 block and `pip_requirements`), sorted. Checked
     /// for syntax here; resolved only at registration.
     #[serde(default)]
+    #[schema(value_type = Vec<String>)]
     pub requirements: Vec<Requirement>,
     /// Why the requirements are unusable, if they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,14 +9,48 @@ use axum::extract::multipart::MultipartError;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::app::{AppError, retry_after_secs};
 use crate::packages::PackagesError;
 use crate::registry::RegistryError;
 use crate::sandbox::SandboxError;
-use crate::schema::SchemaError;
+use crate::schema::{Diagnostic, SchemaError, Violation};
 use crate::tenant::TenantError;
+
+/// The body of every error answer: `{"error": {"code", "message", "details"?}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// One error: a stable machine code, a message for people and, for some, details.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable machine code, e.g. `not_found`, `invalid_arguments`, `rate_limited`; each
+    /// answer in this document lists the codes it may carry.
+    #[schema(example = "not_found")]
+    pub code: &'static str,
+    /// What went wrong and what to do. Generic for server faults (`internal`), whose
+    /// details are logged.
+    pub message: String,
+    /// Present for `invalid_source` (the diagnostics) and `invalid_arguments` (the
+    /// violations, up to the first 100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<ErrorDetails>,
+}
+
+/// The details of an error: diagnostics of a source, or violations of arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ErrorDetails {
+    /// Every diagnostic of an invalid source, in source order.
+    Diagnostics(Vec<Diagnostic>),
+    /// The arguments' violations, in the validator's order.
+    Violations(Vec<Violation>),
+}
 
 /// An error answered over HTTP.
 #[derive(Debug, thiserror::Error)]
@@ -174,13 +208,15 @@ impl ApiError {
     }
 
     /// Diagnostics or violations, for the errors that have them.
-    fn details(&self) -> Option<Value> {
+    fn details(&self) -> Option<ErrorDetails> {
         match self {
-            ApiError::App(AppError::InvalidSource(d)) => Some(json!(d)),
+            ApiError::App(AppError::InvalidSource(d)) => Some(ErrorDetails::Diagnostics(d.clone())),
             ApiError::App(AppError::Schema(e @ SchemaError::Derive(_))) => {
-                Some(json!(e.diagnostics()))
+                Some(ErrorDetails::Diagnostics(e.diagnostics().to_vec()))
             }
-            ApiError::App(AppError::InvalidArguments { violations, .. }) => Some(json!(violations)),
+            ApiError::App(AppError::InvalidArguments { violations, .. }) => {
+                Some(ErrorDetails::Violations(violations.clone()))
+            }
             _ => None,
         }
     }
@@ -191,7 +227,7 @@ impl ApiError {
     }
 
     /// The error's JSON body.
-    pub fn body(&self) -> Value {
+    pub fn body(&self) -> ErrorBody {
         let wire = self.wire();
         let message = if wire.client {
             self.to_string()
@@ -199,11 +235,13 @@ impl ApiError {
             "internal error: the service logged the details; retry, and report it if it persists"
                 .to_owned()
         };
-        let mut error = json!({ "code": wire.code, "message": message });
-        if let Some(details) = self.details() {
-            error["details"] = details;
+        ErrorBody {
+            error: ErrorDetail {
+                code: wire.code,
+                message,
+                details: self.details(),
+            },
         }
-        json!({ "error": error })
     }
 }
 

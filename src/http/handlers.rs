@@ -1,6 +1,12 @@
 //! One handler per endpoint: parse the request into typed values, call the app, shape
 //! the answer. Requests are read with the extractors of `extract.rs`, whose rejections
 //! are [`ApiError`]s with JSON bodies.
+//!
+//! Each handler carries its OpenAPI description (`#[utoipa::path]`): its doc comment is
+//! the summary, the request and answer bodies are the Rust types it reads and returns,
+//! and its responses list the errors particular to it. The errors every endpoint of a
+//! kind shares (401 for a keyed one, 400/413/415/422 for a JSON body, ...) are added by
+//! `openapi.rs`.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,10 +14,12 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use utoipa::{IntoParams, ToSchema};
 
+use super::error::ErrorBody;
 use super::extract::{JsonBody, Object, PathParam, QueryParams, Upload};
 use super::{ApiError, Operator, Tenant, openapi};
-use crate::app::{App, AppError, BatchCall, LimitsSpec, ToolSpec, ToolView, Validation};
+use crate::app::{App, AppError, BatchCall, LimitsSpec, RunOutput, ToolSpec, ToolView, Validation};
 use crate::grants::Grants;
 use crate::manifest::{Tag, ToolName};
 use crate::registry::{AuditRecord, Page, ToolId, ToolQuery, VersionSummary};
@@ -25,13 +33,30 @@ fn tool_id(id: &str) -> Result<ToolId, ApiError> {
     Ok(id.parse().map_err(AppError::from)?)
 }
 
-pub(super) async fn healthz(State(app): State<App>) -> Answer<Json<Value>> {
-    app.health().await?;
-    Ok(Json(json!({ "status": "ok" })))
+/// The answer of `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Liveness {
+    /// Always `ok`.
+    #[schema(example = "ok")]
+    status: &'static str,
 }
 
-/// The metrics name every tenant: on the service's own address, only the operator may
-/// read them (a `--metrics-listen` address serves [`metrics`] without a key).
+/// Liveness: the registry answers.
+#[utoipa::path(get, path = "/healthz", tag = "service",
+    responses((status = 200, description = "The registry answers.", body = Liveness)))]
+pub(super) async fn healthz(State(app): State<App>) -> Answer<Json<Liveness>> {
+    app.health().await?;
+    Ok(Json(Liveness { status: "ok" }))
+}
+
+/// Metrics in the Prometheus text format (they name every tenant).
+///
+/// Without a key on a `--metrics-listen` address.
+// The metrics name every tenant: on the service's own address, only the operator may
+// read them (a `--metrics-listen` address serves [`metrics`] without a key).
+#[utoipa::path(get, path = "/metrics", tag = "service", security(("operatorKey" = [])),
+    responses((status = 200, description = "The metrics, in the OpenMetrics text format.",
+        body = String, content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")))]
 pub(super) async fn operator_metrics(State(app): State<App>, _: Operator) -> impl IntoResponse {
     metrics(State(app)).await
 }
@@ -46,10 +71,24 @@ pub(super) async fn metrics(State(app): State<App>) -> impl IntoResponse {
     )
 }
 
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "service",
+    responses((status = 200, description = "The OpenAPI 3.1 document of the service.", body = Object)))]
 pub(super) async fn openapi() -> Json<Value> {
     Json(openapi::document())
 }
 
+/// Register a tool from JSON.
+///
+/// The schema is derived from the source unless `schema` is given; 422 with every
+/// diagnostic for invalid source.
+#[utoipa::path(post, path = "/v1/tools", tag = "tools", security(("tenantKey" = [])),
+    request_body = ToolSpec,
+    responses(
+        (status = 201, description = "Registered: the tool and its first version.", body = ToolView),
+        (status = 409, description = "`name_taken`: the tenant has a tool of this name.", body = ErrorBody),
+        (status = 422, description = REGISTRATION_422, body = ErrorBody),
+    ))]
 pub(super) async fn create_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -58,10 +97,15 @@ pub(super) async fn create_tool(
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))
 }
 
+/// Why a registration, update or validation may be refused with 422.
+const REGISTRATION_422: &str = "`invalid_source` (with the diagnostics in `details`), \
+`invalid_manifest`, `invalid_limits`, `invalid_schema`, `above_ceiling`, `grant_refused`, \
+`invalid_grants`, or the body's own `invalid_body`.";
+
 /// The optional `spec` part of an upload: everything but the source and the function.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct UploadSpec {
+pub(super) struct UploadSpec {
     #[serde(default)]
     name: Option<ToolName>,
     #[serde(default)]
@@ -76,8 +120,30 @@ struct UploadSpec {
     pip_requirements: Vec<PipRequirement>,
 }
 
-/// `multipart/form-data` with a `file` part (`NAME.py`: the stem names the function)
-/// and an optional `spec` part (JSON).
+/// The parts of an upload.
+#[derive(ToSchema)]
+#[expect(
+    dead_code,
+    reason = "describes the multipart body for the OpenAPI document"
+)]
+pub(super) struct UploadForm {
+    /// The tool's source, as a file named `NAME.py`: the stem names the function.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+    /// Everything but the source and the function, as JSON.
+    spec: Option<UploadSpec>,
+}
+
+/// Register a tool from a multipart upload.
+///
+/// Part `file` (`NAME.py`, the stem names the function), optional part `spec` (JSON).
+#[utoipa::path(post, path = "/v1/tools/upload", tag = "tools", security(("tenantKey" = [])),
+    request_body(content = UploadForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "Registered: the tool and its first version.", body = ToolView),
+        (status = 409, description = "`name_taken`: the tenant has a tool of this name.", body = ErrorBody),
+        (status = 422, description = REGISTRATION_422, body = ErrorBody),
+    ))]
 pub(super) async fn upload_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -136,6 +202,16 @@ pub(super) async fn upload_tool(
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))
 }
 
+/// Check a tool as registration would and return the inferred schema; nothing is stored.
+///
+/// Invalid source is a 200 with `valid: false` and the diagnostics; grants and limits
+/// that the tenant's policy refuses are a 422, as on registration.
+#[utoipa::path(post, path = "/v1/tools/validate", tag = "tools", security(("tenantKey" = [])),
+    request_body = ToolSpec,
+    responses(
+        (status = 200, description = "What registration would find.", body = Validation),
+        (status = 422, description = REGISTRATION_422, body = ErrorBody),
+    ))]
 pub(super) async fn validate_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -144,6 +220,26 @@ pub(super) async fn validate_tool(
     Ok(Json(app.validate(&t, spec).await?))
 }
 
+/// One page of the tenant's tools, by name.
+#[derive(ToSchema)]
+#[schema(as = ToolPage)]
+#[expect(
+    dead_code,
+    reason = "describes Page<Tool, ToolName> for the OpenAPI document"
+)]
+pub(super) struct ToolPageDoc {
+    /// The tools, sorted by name.
+    items: Vec<crate::registry::Tool>,
+    /// Pass as `after` for the next page; `null` on the last page.
+    next: Option<ToolName>,
+}
+
+/// List the tenant's tools by name.
+///
+/// `tag` filters; `after` (the previous page's `next`) and `limit` paginate.
+#[utoipa::path(get, path = "/v1/tools", tag = "tools", security(("tenantKey" = [])),
+    params(ToolQuery),
+    responses((status = 200, description = "One page of tools.", body = ToolPageDoc)))]
 pub(super) async fn list_tools(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -152,6 +248,10 @@ pub(super) async fn list_tools(
     Ok(Json(app.tools(&t, query).await?))
 }
 
+/// A tool with its current version.
+#[utoipa::path(get, path = "/v1/tools/{id}", tag = "tools", security(("tenantKey" = [])),
+    params(ToolIdParam),
+    responses((status = 200, description = "The tool.", body = ToolView)))]
 pub(super) async fn get_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -160,6 +260,16 @@ pub(super) async fn get_tool(
     Ok(Json(app.tool(&t, &tool_id(&id)?).await?))
 }
 
+/// Make a new version current; the schema is re-derived unless `schema` is given.
+///
+/// The same content as an older version makes that one current again (`update`:
+/// `unchanged`, `created` or `restored`).
+#[utoipa::path(put, path = "/v1/tools/{id}", tag = "tools", security(("tenantKey" = [])),
+    params(ToolIdParam), request_body = ToolSpec,
+    responses(
+        (status = 200, description = "The tool with its current version.", body = ToolView),
+        (status = 422, description = UPDATE_422, body = ErrorBody),
+    ))]
 pub(super) async fn update_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -170,6 +280,15 @@ pub(super) async fn update_tool(
     Ok(Json(app.update(&t, &id, spec).await?))
 }
 
+/// Why an update may be refused with 422.
+const UPDATE_422: &str = "`rename` (a tool's name is fixed), `invalid_source` (with the \
+diagnostics in `details`), `invalid_manifest`, `invalid_limits`, `invalid_schema`, \
+`above_ceiling`, `grant_refused`, `invalid_grants`, or the body's own `invalid_body`.";
+
+/// Delete a tool and its versions (the audit trail keeps them).
+#[utoipa::path(delete, path = "/v1/tools/{id}", tag = "tools", security(("tenantKey" = [])),
+    params(ToolIdParam),
+    responses((status = 204, description = "Deleted.")))]
 pub(super) async fn delete_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -179,15 +298,30 @@ pub(super) async fn delete_tool(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A tool's versions.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct VersionList {
+    /// Oldest first.
+    items: Vec<VersionSummary>,
+}
+
+/// The tool's versions, oldest first.
+#[utoipa::path(get, path = "/v1/tools/{id}/versions", tag = "tools", security(("tenantKey" = [])),
+    params(ToolIdParam),
+    responses((status = 200, description = "The versions.", body = VersionList)))]
 pub(super) async fn versions(
     State(app): State<App>,
     Tenant(t): Tenant,
     PathParam(id): PathParam<String>,
-) -> Answer<Json<Value>> {
-    let items: Vec<VersionSummary> = app.versions(&t, &tool_id(&id)?).await?;
-    Ok(Json(json!({ "items": items })))
+) -> Answer<Json<VersionList>> {
+    let items = app.versions(&t, &tool_id(&id)?).await?;
+    Ok(Json(VersionList { items }))
 }
 
+/// Allow calls of the tool.
+#[utoipa::path(post, path = "/v1/tools/{id}/enable", tag = "tools", security(("tenantKey" = [])),
+    params(ToolIdParam),
+    responses((status = 200, description = "The tool, enabled.", body = ToolView)))]
 pub(super) async fn enable_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -196,6 +330,10 @@ pub(super) async fn enable_tool(
     Ok(Json(app.set_enabled(&t, &tool_id(&id)?, true).await?))
 }
 
+/// Refuse calls of the tool (409 `tool_disabled`).
+#[utoipa::path(post, path = "/v1/tools/{id}/disable", tag = "tools", security(("tenantKey" = [])),
+    params(ToolIdParam),
+    responses((status = 200, description = "The tool, disabled.", body = ToolView)))]
 pub(super) async fn disable_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -204,15 +342,28 @@ pub(super) async fn disable_tool(
     Ok(Json(app.set_enabled(&t, &tool_id(&id)?, false).await?))
 }
 
-#[derive(Debug, Deserialize)]
+/// How to export a schema.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct SchemaQuery {
+    /// The export format. Default: `json-schema`.
     #[serde(default)]
+    #[param(value_type = Option<Format>)]
     format: Option<String>,
+    /// The strict-mode variant (OpenAI's rules). Default: false.
     #[serde(default)]
     strict: bool,
 }
 
+/// The schema as `format`, strict if `strict=true`.
+#[utoipa::path(get, path = "/v1/tools/{id}/schema", tag = "tools", security(("tenantKey" = [])),
+    params(ToolIdParam, SchemaQuery),
+    responses(
+        (status = 200, description = "The tool's schema in the format asked for.", body = Object),
+        (status = 400, description = "`unknown_format`.", body = ErrorBody),
+        (status = 422, description = "`no_strict_variant`: the schema has no strict-mode variant.", body = ErrorBody),
+    ))]
 pub(super) async fn tool_schema(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -229,10 +380,13 @@ pub(super) async fn tool_schema(
     Ok(Json(app.schema(&t, &id, format, q.strict).await?))
 }
 
-#[derive(Debug, Deserialize)]
+/// One call.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RunRequest {
+    /// Keyword arguments, checked against the tool's parameters schema. Default: none.
     #[serde(default = "empty_object")]
+    #[schema(value_type = Object)]
     arguments: Value,
 }
 
@@ -240,48 +394,118 @@ fn empty_object() -> Value {
     json!({})
 }
 
+/// Call the tool with `{"arguments": {...}}`.
+///
+/// Every outcome of the call itself (the tool's exception, a timeout, running out of
+/// fuel, ...) is a 200 with its `status`; the errors are refusals before it ran.
+#[utoipa::path(post, path = "/v1/tools/{id}/run", tag = "runs", security(("tenantKey" = [])),
+    params(ToolIdParam), request_body = RunRequest,
+    responses(
+        (status = 200, description = "The call ran; `status` says how it ended.", body = RunOutput),
+        (status = 409, description = "`tool_disabled`.", body = ErrorBody),
+        (status = 422, description = "`invalid_arguments` (every violation in `details`, up to 100), \
+`grant_refused` or `grant_unavailable` (a granted folder moved), `memory_above_maximum`, or the \
+body's own `invalid_body`.", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: the tenant's calls-per-minute are spent.", body = ErrorBody,
+            headers(("Retry-After" = u64, description = "Seconds to wait, at least 1."))),
+    ))]
 pub(super) async fn run_tool(
     State(app): State<App>,
     Tenant(t): Tenant,
     PathParam(id): PathParam<String>,
     JsonBody(request): JsonBody<RunRequest>,
-) -> Answer<impl IntoResponse> {
+) -> Answer<Json<RunOutput>> {
     let id = tool_id(&id)?;
     Ok(Json(app.run(&t, &id, request.arguments).await?))
 }
 
-#[derive(Debug, Deserialize)]
+/// Many calls.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BatchRequest {
+    /// 1 to 100 calls.
+    #[schema(min_items = 1, max_items = 100)]
     calls: Vec<BatchCall>,
 }
 
+/// The results of a batch, in the order of its calls.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct BatchResults {
+    /// One per call: a run, or the error that refused that call alone.
+    results: Vec<BatchResult>,
+}
+
+/// The result of one call of a batch.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub(super) enum BatchResult {
+    /// The call ran.
+    Run(Box<RunOutput>),
+    /// The call was refused, as a single call would be (`not_found`,
+    /// `invalid_arguments`, `rate_limited`, ...).
+    Error(ErrorBody),
+}
+
+/// Run calls in parallel up to the tenant's concurrency.
+///
+/// `{"calls": [{"tool", "arguments"}]}` (1 to 100); results in request order, each a
+/// run or `{"error"}`.
+#[utoipa::path(post, path = "/v1/runs/batch", tag = "runs", security(("tenantKey" = [])),
+    request_body = BatchRequest,
+    responses(
+        (status = 200, description = "Every call's result, in order.", body = BatchResults),
+        (status = 422, description = "`batch_size` (no calls, or more than 100), or the body's own `invalid_body`.", body = ErrorBody),
+    ))]
 pub(super) async fn run_batch(
     State(app): State<App>,
     Tenant(t): Tenant,
     JsonBody(request): JsonBody<BatchRequest>,
-) -> Answer<Json<Value>> {
-    let results: Vec<Value> = app
+) -> Answer<Json<BatchResults>> {
+    let results = app
         .run_batch(&t, request.calls)
         .await?
         .into_iter()
         .map(|r| match r {
-            Ok(output) => json!(output),
-            Err(e) => ApiError::from(e).body(),
+            Ok(output) => BatchResult::Run(Box::new(output)),
+            Err(e) => BatchResult::Error(ApiError::from(e).body()),
         })
         .collect();
-    Ok(Json(json!({ "results": results })))
+    Ok(Json(BatchResults { results }))
 }
 
-#[derive(Debug, Deserialize)]
+/// Which audit events to list.
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(super) struct AuditQuery {
+    /// Only events before this sequence number (the previous page's `next`).
     #[serde(default)]
     before: Option<u64>,
+    /// Events per page; 0 (the default) means 50, and at most 500 are returned.
     #[serde(default)]
     limit: u32,
 }
 
+/// One page of audit events, newest first.
+#[derive(ToSchema)]
+#[schema(as = AuditPage)]
+#[expect(
+    dead_code,
+    reason = "describes Page<AuditRecord, u64> for the OpenAPI document"
+)]
+pub(super) struct AuditPageDoc {
+    /// The events, newest first.
+    items: Vec<AuditRecord>,
+    /// Pass as `before` for the next page; `null` on the last page.
+    next: Option<u64>,
+}
+
+/// The tenant's audit events, newest first.
+///
+/// `before` (the previous page's `next`) and `limit` paginate.
+#[utoipa::path(get, path = "/v1/audit", tag = "audit", security(("tenantKey" = [])),
+    params(AuditQuery),
+    responses((status = 200, description = "One page of events.", body = AuditPageDoc)))]
 pub(super) async fn audit(
     State(app): State<App>,
     Tenant(t): Tenant,
@@ -290,21 +514,34 @@ pub(super) async fn audit(
     Ok(Json(app.audit(&t, q.before, q.limit).await?))
 }
 
-#[derive(Debug, Deserialize)]
+/// A new tenant.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CreateTenant {
+    /// A name for people.
     name: String,
+    /// What it may do. Default: the default limits as ceilings, no folders.
     #[serde(default)]
     policy: TenantPolicy,
 }
 
-#[derive(Debug, Serialize)]
-struct CreatedTenant {
+/// A tenant just created, with its key.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct CreatedTenant {
+    /// The tenant.
     tenant: crate::registry::Tenant,
-    /// Shown once.
+    /// Its API key (`wdn_...`), shown only here.
     api_key: String,
 }
 
+/// Create a tenant with `name` and `policy`; the API key is shown once.
+#[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", security(("operatorKey" = [])),
+    request_body = CreateTenant,
+    responses(
+        (status = 201, description = "Created.", body = CreatedTenant),
+        (status = 422, description = "`invalid_tenant` (an empty name, a zero rate or ceiling, a relative folder), \
+or the body's own `invalid_body`.", body = ErrorBody),
+    ))]
 pub(super) async fn create_tenant(
     State(app): State<App>,
     _: Operator,
@@ -318,14 +555,30 @@ pub(super) async fn create_tenant(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-pub(super) async fn list_tenants(State(app): State<App>, _: Operator) -> Answer<Json<Value>> {
-    Ok(Json(json!({ "items": app.tenants().await? })))
+/// Every tenant.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct TenantList {
+    /// Oldest first.
+    items: Vec<crate::registry::Tenant>,
+}
+
+/// Every tenant, oldest first.
+#[utoipa::path(get, path = "/v1/admin/tenants", tag = "admin", security(("operatorKey" = [])),
+    responses((status = 200, description = "The tenants.", body = TenantList)))]
+pub(super) async fn list_tenants(State(app): State<App>, _: Operator) -> Answer<Json<TenantList>> {
+    Ok(Json(TenantList {
+        items: app.tenants().await?,
+    }))
 }
 
 fn tenant_id(id: &str) -> Result<TenantId, ApiError> {
     Ok(id.parse().map_err(AppError::from)?)
 }
 
+/// Revoke the tenant's API key.
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/revoke-key", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    responses((status = 204, description = "Revoked.")))]
 pub(super) async fn revoke_key(
     State(app): State<App>,
     _: Operator,
@@ -335,11 +588,56 @@ pub(super) async fn revoke_key(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A new API key.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct NewKey {
+    /// The key (`wdn_...`), shown only here.
+    api_key: String,
+}
+
+/// Give the tenant a new API key, shown once.
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/rotate-key", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    responses((status = 200, description = "The new key; the old one no longer works.", body = NewKey)))]
 pub(super) async fn rotate_key(
     State(app): State<App>,
     _: Operator,
     PathParam(id): PathParam<String>,
-) -> Answer<Json<Value>> {
+) -> Answer<Json<NewKey>> {
     let key = app.rotate_key(&tenant_id(&id)?).await?;
-    Ok(Json(json!({ "api_key": key.expose() })))
+    Ok(Json(NewKey {
+        api_key: key.expose().to_owned(),
+    }))
+}
+
+/// The path of a tool's endpoints.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[expect(
+    dead_code,
+    reason = "describes the path parameter for the OpenAPI document"
+)]
+pub(super) struct ToolIdParam {
+    /// The tool's id; a malformed one is answered 404 like an unknown one.
+    #[param(
+        pattern = "^tool_[0-9a-f]{32}$",
+        example = "tool_0123456789abcdef0123456789abcdef"
+    )]
+    id: String,
+}
+
+/// The path of a tenant's endpoints.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[expect(
+    dead_code,
+    reason = "describes the path parameter for the OpenAPI document"
+)]
+pub(super) struct TenantIdParam {
+    /// The tenant's id; a malformed one is answered 404 like an unknown one.
+    #[param(
+        pattern = "^tnt_[0-9a-f]{32}$",
+        example = "tnt_0123456789abcdef0123456789abcdef"
+    )]
+    id: String,
 }

@@ -1,271 +1,337 @@
-//! The OpenAPI 3.1 document served at `/openapi.json`, written by hand from
-//! [`ROUTES`]. A test sends a request to every route listed here and checks that the
-//! router serves it, so the list and the router cannot drift apart silently.
+//! The OpenAPI 3.1 document served at `/openapi.json`, generated with `utoipa` from the
+//! types the handlers read and return: each handler's `#[utoipa::path]` gives its
+//! route, summary, parameters, request body and the answers particular to it, and the
+//! types' `ToSchema` derives give every schema.
+//!
+//! [`document`] then adds to every operation the errors that all operations of its kind
+//! share, so that each lists every status it can answer with: 401 (and 403 for the
+//! operator's) for a keyed one, 400/404 for a path id, 400 for a query string,
+//! 400/408/413/415/422 for a JSON body, and 500/503 for all. Every error answer has the
+//! body [`ErrorBody`].
+//!
+//! Two types with hand-written serde are described here by mirror types that derive
+//! their schema (`LimitsDoc`, `AllowedFolderDoc`); their tests check that what the real
+//! type serializes matches the mirror.
+//!
+//! Tests send a request to every operation listed here and check that the router serves
+//! it (and nothing else on the same paths), and that every answer has a status listed
+//! for it, so the document and the router cannot drift apart silently.
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+use std::sync::LazyLock;
 
-/// Who may call an endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Anyone.
-    Public,
-    /// A tenant, with its API key.
-    Tenant,
-    /// The operator, with the operator key.
-    Operator,
-}
+use serde_json::{Value, json};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, schema::Schema};
+use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-/// One endpoint: method, path (axum's `{param}` syntax, as in OpenAPI), success
-/// status, access and a summary.
-#[derive(Debug, Clone, Copy)]
-pub struct Route {
-    /// HTTP method, lower case.
-    pub method: &'static str,
-    /// The path.
-    pub path: &'static str,
-    /// The status of a successful answer.
-    pub status: u16,
-    /// Who may call it.
-    pub access: Access,
-    /// What it does.
-    pub summary: &'static str,
-}
+use super::error::{ErrorBody, ErrorDetail, ErrorDetails};
+use super::handlers as h;
+use crate::grants::Access;
+use crate::limits::Limits;
+use crate::schema::Format;
+use crate::tenant::AllowedFolder;
 
-const fn r(
-    method: &'static str,
-    path: &'static str,
-    status: u16,
-    access: Access,
-    summary: &'static str,
-) -> Route {
-    Route {
-        method,
-        path,
-        status,
-        access,
-        summary,
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Warden",
+        description = "Run untrusted Python tools for AI agents, one fresh CPython-on-WASI \
+            instance per call.\n\nEvery error is answered with the JSON body `ErrorBody`, \
+            `{\"error\": {\"code\", \"message\", \"details\"?}}`; each answer below lists the \
+            codes it may carry. Every answer carries an `x-request-id` header: the one the \
+            request sent, or a fresh one; the service's log lines about the request carry it too."
+    ),
+    paths(
+        h::healthz,
+        h::operator_metrics,
+        h::openapi,
+        h::create_tool,
+        h::list_tools,
+        h::upload_tool,
+        h::validate_tool,
+        h::get_tool,
+        h::update_tool,
+        h::delete_tool,
+        h::versions,
+        h::enable_tool,
+        h::disable_tool,
+        h::tool_schema,
+        h::run_tool,
+        h::run_batch,
+        h::audit,
+        h::create_tenant,
+        h::list_tenants,
+        h::revoke_key,
+        h::rotate_key,
+    ),
+    components(schemas(ErrorBody, ErrorDetail, ErrorDetails, Format)),
+    modifiers(&SecuritySchemes),
+    tags(
+        (name = "service", description = "Liveness, metrics and this document."),
+        (name = "tools", description = "A tenant's tools and their versions."),
+        (name = "runs", description = "Calling tools."),
+        (name = "audit", description = "A tenant's hash-chained audit trail."),
+        (name = "admin", description = "Tenants, with the operator key."),
+    )
+)]
+struct ApiDoc;
+
+/// The two bearer keys.
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        let bearer = |description: &str| {
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(description))
+                    .build(),
+            )
+        };
+        components.add_security_scheme(
+            "tenantKey",
+            bearer("A tenant's API key (`wdn_...`): `Authorization: Bearer wdn_...`."),
+        );
+        components.add_security_scheme(
+            "operatorKey",
+            bearer("The operator key the service was started with (`--operator-key`)."),
+        );
     }
 }
 
-/// Every endpoint of the service.
-pub const ROUTES: &[Route] = &[
-    r(
-        "get",
-        "/healthz",
-        200,
-        Access::Public,
-        "Liveness: the registry answers.",
-    ),
-    r(
-        "get",
-        "/metrics",
-        200,
-        Access::Operator,
-        "Metrics in the Prometheus text format (they name every tenant). Without a key on a `--metrics-listen` address.",
-    ),
-    r(
-        "get",
-        "/openapi.json",
-        200,
-        Access::Public,
-        "This document.",
-    ),
-    r(
-        "post",
-        "/v1/tools",
-        201,
-        Access::Tenant,
-        "Register a tool from JSON (`source` and options); 422 with diagnostics for invalid source.",
-    ),
-    r(
-        "get",
-        "/v1/tools",
-        200,
-        Access::Tenant,
-        "List the tenant's tools by name; `tag`, `after` (the previous page's `next`) and `limit` filter and paginate.",
-    ),
-    r(
-        "post",
-        "/v1/tools/upload",
-        201,
-        Access::Tenant,
-        "Register a tool from a multipart upload: part `file` (NAME.py, the stem names the function), optional part `spec` (JSON).",
-    ),
-    r(
-        "post",
-        "/v1/tools/validate",
-        200,
-        Access::Tenant,
-        "Check a tool as registration would and return the inferred schema; nothing is stored.",
-    ),
-    r(
-        "get",
-        "/v1/tools/{id}",
-        200,
-        Access::Tenant,
-        "A tool with its current version.",
-    ),
-    r(
-        "put",
-        "/v1/tools/{id}",
-        200,
-        Access::Tenant,
-        "Make a new version current; the schema is re-derived unless `schema` is given.",
-    ),
-    r(
-        "delete",
-        "/v1/tools/{id}",
-        204,
-        Access::Tenant,
-        "Delete a tool and its versions (the audit trail keeps them).",
-    ),
-    r(
-        "get",
-        "/v1/tools/{id}/versions",
-        200,
-        Access::Tenant,
-        "The tool's versions, oldest first.",
-    ),
-    r(
-        "post",
-        "/v1/tools/{id}/enable",
-        200,
-        Access::Tenant,
-        "Allow calls of the tool.",
-    ),
-    r(
-        "post",
-        "/v1/tools/{id}/disable",
-        200,
-        Access::Tenant,
-        "Refuse calls of the tool (409 `tool_disabled`).",
-    ),
-    r(
-        "get",
-        "/v1/tools/{id}/schema",
-        200,
-        Access::Tenant,
-        "The schema as `format` (json-schema, openai, anthropic, mcp, letta), strict if `strict=true`.",
-    ),
-    r(
-        "post",
-        "/v1/tools/{id}/run",
-        200,
-        Access::Tenant,
-        "Call the tool with `{\"arguments\": {...}}`: 422 with every violation, 409 when disabled, 429 with Retry-After past the rate limit.",
-    ),
-    r(
-        "post",
-        "/v1/runs/batch",
-        200,
-        Access::Tenant,
-        "Run `{\"calls\": [{\"tool\", \"arguments\"}]}` (1 to 100) in parallel up to the tenant's concurrency; results in request order, each a run or `{\"error\"}`.",
-    ),
-    r(
-        "get",
-        "/v1/audit",
-        200,
-        Access::Tenant,
-        "The tenant's audit events, newest first; `before` (the previous page's `next`) and `limit` paginate.",
-    ),
-    r(
-        "post",
-        "/v1/admin/tenants",
-        201,
-        Access::Operator,
-        "Create a tenant with `name` and `policy`; the API key is shown once.",
-    ),
-    r(
-        "get",
-        "/v1/admin/tenants",
-        200,
-        Access::Operator,
-        "Every tenant, oldest first.",
-    ),
-    r(
-        "post",
-        "/v1/admin/tenants/{id}/revoke-key",
-        204,
-        Access::Operator,
-        "Revoke the tenant's API key.",
-    ),
-    r(
-        "post",
-        "/v1/admin/tenants/{id}/rotate-key",
-        200,
-        Access::Operator,
-        "Give the tenant a new API key, shown once.",
-    ),
+/// The OpenAPI 3.1 document, as served.
+pub fn document() -> Value {
+    static DOCUMENT: LazyLock<Value> = LazyLock::new(|| {
+        // The document is plain data (string-keyed maps only): serializing it cannot
+        // fail. Should it ever, the answer is an empty document, not a panic.
+        let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+        add_shared_errors(&mut doc);
+        doc
+    });
+    DOCUMENT.clone()
+}
+
+/// The methods an OpenAPI path item may hold, lower case.
+pub const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
 ];
 
-/// The OpenAPI 3.1 document.
-pub fn document() -> Value {
-    let mut paths = Map::new();
-    for route in ROUTES {
-        let entry = paths.entry(route.path).or_insert_with(|| json!({}));
-        let mut op = json!({
-            "summary": route.summary,
-            "responses": {
-                route.status.to_string(): { "description": "success" },
-                "default": {
-                    "description": "an error",
-                    "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } }
+/// Adds to every operation of `doc` the errors its kind shares; see the module docs.
+fn add_shared_errors(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for item in paths.values_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for method in METHODS {
+            if let Some(op) = item.get_mut(method) {
+                for (status, codes) in shared_errors(op) {
+                    add_error(op, status, &codes);
+                }
+                if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
+                    responses.sort_keys();
                 }
             }
-        });
-        match route.access {
-            Access::Public => op["security"] = json!([]),
-            Access::Tenant => op["security"] = json!([{ "tenantKey": [] }]),
-            Access::Operator => op["security"] = json!([{ "operatorKey": [] }]),
         }
-        if route.path.contains("{id}") {
-            op["parameters"] = json!([{
-                "name": "id", "in": "path", "required": true, "schema": { "type": "string" }
-            }]);
-        }
-        if matches!(route.method, "post" | "put")
-            && !route.path.ends_with("-key")
-            && !route.path.ends_with("able")
-        {
-            let media = if route.path.ends_with("/upload") {
-                "multipart/form-data"
-            } else {
-                "application/json"
-            };
-            op["requestBody"] = json!({ "required": true, "content": { media: { "schema": { "type": "object" } } } });
-        }
-        entry[route.method] = op;
     }
-    json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Warden",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "Run untrusted Python tools for AI agents, one fresh CPython-on-WASI instance per call."
-        },
-        "paths": paths,
-        "components": {
-            "securitySchemes": {
-                "tenantKey": { "type": "http", "scheme": "bearer", "description": "A tenant's API key (wdn_...)." },
-                "operatorKey": { "type": "http", "scheme": "bearer", "description": "The operator key." }
-            },
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {
-                        "error": {
-                            "type": "object",
-                            "required": ["code", "message"],
-                            "properties": {
-                                "code": { "type": "string", "description": "Stable machine code, e.g. not_found, invalid_arguments, rate_limited." },
-                                "message": { "type": "string" },
-                                "details": { "type": "array", "description": "Diagnostics or argument violations." }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    })
+}
+
+/// The statuses and codes that `op`'s kind shares.
+fn shared_errors(op: &Value) -> Vec<(u16, Vec<&'static str>)> {
+    let schemes: Vec<&str> = op["security"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .flat_map(|requirement| requirement.keys().map(String::as_str))
+        .collect();
+    let params_in = |place: &str| {
+        op["parameters"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["in"] == place))
+    };
+    let body = &op["requestBody"]["content"];
+    let mut errors = Vec::new();
+    if schemes.contains(&"tenantKey") {
+        errors.push((401, vec!["unauthorized"]));
+    }
+    if schemes.contains(&"operatorKey") {
+        errors.push((401, vec!["unauthorized"]));
+        errors.push((403, vec!["admin_disabled"]));
+    }
+    if params_in("path") {
+        errors.push((400, vec!["invalid_path"]));
+        errors.push((404, vec!["not_found"]));
+    }
+    if params_in("query") {
+        errors.push((400, vec!["invalid_query"]));
+    }
+    if body.get("application/json").is_some() {
+        errors.push((400, vec!["malformed_body"]));
+        errors.push((408, vec!["body_timeout"]));
+        errors.push((413, vec!["body_too_large"]));
+        errors.push((415, vec!["not_json"]));
+        errors.push((422, vec!["invalid_body"]));
+    }
+    if body.get("multipart/form-data").is_some() {
+        errors.push((400, vec!["invalid_upload"]));
+        errors.push((408, vec!["body_timeout"]));
+        errors.push((413, vec!["body_too_large"]));
+        errors.push((422, vec!["invalid_body"]));
+    }
+    errors.push((500, vec!["internal"]));
+    errors.push((503, vec!["timeout"]));
+    errors
+}
+
+/// What each shared code means, for the answers' descriptions.
+fn meaning(code: &str) -> &'static str {
+    match code {
+        "unauthorized" => "a missing, malformed, unknown or revoked key",
+        "admin_disabled" => "the service was started without an operator key",
+        "invalid_path" => "a path parameter that does not decode",
+        "not_found" => "no such id for this tenant (a malformed id included)",
+        "invalid_query" => "a query string that does not parse, or has unknown keys",
+        "malformed_body" => "a body that is not JSON",
+        "invalid_upload" => "a malformed multipart body, or one without a `file` part",
+        "body_timeout" => "the body did not arrive within the body-read timeout",
+        "body_too_large" => "a body over this endpoint's limit",
+        "not_json" => "a body without `Content-Type: application/json`",
+        "invalid_body" => "a body that is not a JSON object of this shape",
+        "internal" => "a server fault; the service logged it",
+        "timeout" => "the request took longer than the request timeout",
+        _ => "",
+    }
+}
+
+/// Adds `codes` to `op`'s answer with `status`, creating it if need be.
+fn add_error(op: &mut Value, status: u16, codes: &[&str]) {
+    let Some(responses) = op
+        .as_object_mut()
+        .map(|op| op.entry("responses").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let answer = responses
+        .entry(status.to_string())
+        .or_insert_with(|| json!({ "description": "" }));
+    let Some(answer) = answer.as_object_mut() else {
+        return;
+    };
+    let described = answer
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let added: Vec<String> = codes
+        .iter()
+        .filter(|code| !described.contains(&format!("`{code}`")))
+        .map(|code| format!("`{code}`: {}.", meaning(code)))
+        .collect();
+    if !added.is_empty() {
+        let joined = added.join(" ");
+        let description = if described.is_empty() {
+            joined
+        } else {
+            format!("{described} {joined}")
+        };
+        answer.insert("description".into(), Value::String(description));
+    }
+    answer.entry("content").or_insert_with(|| {
+        json!({ "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } })
+    });
+}
+
+/// The schema of `T` as the document's components hold it.
+fn named<T: ToSchema>() -> (String, RefOr<Schema>) {
+    (T::name().into_owned(), T::schema())
+}
+
+/// Every limit that applies to one call, as [`Limits`] serializes it.
+#[derive(ToSchema)]
+#[schema(as = Limits)]
+#[expect(dead_code, reason = "describes Limits for the OpenAPI document")]
+struct LimitsDoc {
+    /// CPU budget in fuel units (default 2,000,000,000); when spent the call ends with
+    /// status `out_of_fuel`.
+    fuel: u64,
+    /// Wall-clock deadline in milliseconds (default 10,000); when passed the call ends
+    /// with status `timeout`.
+    deadline_ms: u64,
+    /// Cap on the guest's linear memory in bytes (default 256 MiB); growth beyond it
+    /// fails inside the guest (`MemoryError`) and the call ends with status
+    /// `memory_limit`.
+    memory_bytes: u64,
+    /// Cap on the tool's stdout in bytes (default 1 MiB); past it the call ends with
+    /// status `output_limit`.
+    stdout_bytes: u64,
+    /// Cap on the tool's stderr in bytes (default 1 MiB); as for stdout.
+    stderr_bytes: u64,
+    /// Characters of the serialized return value kept (default 50,000); a longer result
+    /// is truncated and says so in `truncated`.
+    return_char_limit: u32,
+    /// Files the guest may hold open at once (default 256; left out at the default).
+    #[schema(default = 256)]
+    open_files: Option<u32>,
+    /// Bytes the guest may write to read-write grants in one call (default 64 MiB;
+    /// left out at the default).
+    #[schema(default = 67108864)]
+    disk_write_bytes: Option<u64>,
+    /// Files and folders the guest may create in one call (default 1,000; left out at
+    /// the default).
+    #[schema(default = 1000)]
+    files_created: Option<u32>,
+}
+
+impl PartialSchema for Limits {
+    fn schema() -> RefOr<Schema> {
+        LimitsDoc::schema()
+    }
+}
+
+impl ToSchema for Limits {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Limits")
+    }
+}
+
+/// A host folder under which a tenant's tools may mount folders: a bare path allows
+/// read-only and read-write mounts; `{"path", "mode": "ro"}` allows read-only ones.
+#[derive(ToSchema)]
+#[serde(untagged)]
+#[schema(as = AllowedFolder)]
+#[expect(dead_code, reason = "describes AllowedFolder for the OpenAPI document")]
+enum AllowedFolderDoc {
+    /// An absolute host folder; mounts under it may be read-only or read-write.
+    ReadWrite(String),
+    /// An absolute host folder and what mounts under it may do.
+    Entry {
+        /// The absolute host folder.
+        path: String,
+        /// `ro`: mounts under it must be read-only; `rw`: they may be either.
+        mode: Access,
+    },
+}
+
+impl PartialSchema for AllowedFolder {
+    fn schema() -> RefOr<Schema> {
+        AllowedFolderDoc::schema()
+    }
+}
+
+impl ToSchema for AllowedFolder {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("AllowedFolder")
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push(named::<Access>());
+        <Access as ToSchema>::schemas(schemas);
+    }
 }

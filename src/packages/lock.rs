@@ -7,11 +7,12 @@ use super::requirement::Requirement;
 
 /// What a tool version's requirements resolved to. Part of the version: its id covers
 /// the lock, so a changed lock makes a new version.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Lock {
     /// The requirements as declared (PEP 723 block, flags, `pip_requirements`), sorted
     /// and without duplicates.
+    #[schema(value_type = Vec<String>)]
     pub requirements: Vec<Requirement>,
     /// The wheels installed for the tool, sorted by name.
     #[serde(default)]
@@ -23,7 +24,9 @@ pub struct Lock {
 }
 
 /// One pinned wheel.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct LockedWheel {
     /// Normalized distribution name.
@@ -37,7 +40,9 @@ pub struct LockedWheel {
 }
 
 /// A package the runtime bundles, used to satisfy a requirement.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct BundledUse {
     /// Normalized distribution name.

@@ -26,7 +26,7 @@ use crate::tenant::{TenantId, TenantPolicy};
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Something that happened to a tenant or its tools.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AuditEvent {
     /// The tenant was created.
@@ -170,7 +170,7 @@ impl AuditEvent {
 }
 
 /// One stored event with its place in the chain.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AuditRecord {
     /// Whose trail.
     pub tenant: TenantId,

@@ -13,7 +13,7 @@ use super::{Kind, Registry, RegistryError, now_ms};
 use crate::tenant::{ApiKey, ApiKeyHash, TenantId, TenantPolicy, check_tenant_name};
 
 /// A tenant as stored (without its key hash).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Tenant {
     /// Its id.
     pub id: TenantId,

@@ -14,7 +14,7 @@ use crate::manifest::{Manifest, Tag, ToolName, VersionId};
 use crate::tenant::TenantId;
 
 /// A tool: a name with a current version, labels and an on/off switch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Tool {
     /// Its id.
     pub id: ToolId,
@@ -52,7 +52,7 @@ pub struct Version {
 }
 
 /// A version in a listing, without its manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct VersionSummary {
     /// Its content hash.
     pub id: VersionId,
@@ -65,7 +65,7 @@ pub struct VersionSummary {
 }
 
 /// What [`Registry::update`] did to the tool's version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Update {
     /// The content equals the current version's: no version changed (labels may have).
@@ -77,8 +77,9 @@ pub enum Update {
 }
 
 /// Which tools [`Registry::tools`] lists: sorted by name, one page at a time.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields, default)]
+#[into_params(parameter_in = Query)]
 pub struct ToolQuery {
     /// Only tools with this tag.
     pub tag: Option<Tag>,

@@ -11,7 +11,7 @@ use super::ToolSchema;
 use super::literal::json_type;
 
 /// One reason a set of arguments is rejected.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Violation {
     /// JSON pointer into the arguments (`""` is the arguments object itself).
     pub pointer: String,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How serious a [`Diagnostic`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// No schema can be derived (or the file fails `warden validate`).
@@ -23,7 +23,7 @@ impl Severity {
 }
 
 /// Stable machine-readable diagnostic codes (rendered in kebab case, e.g. `unknown-type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Code {
     /// The file is not valid Python.
@@ -111,7 +111,7 @@ const QUOTE_BEFORE: usize = 200;
 const QUOTE_WIDTH: usize = 400;
 
 /// One problem found in a tool file, with a 1-based position.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Diagnostic {
     /// Error or warning.
     pub severity: Severity,

@@ -24,7 +24,7 @@ use super::strict::strict_variant;
 use super::{SchemaError, ToolSchema};
 
 /// An export format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Plain JSON Schema of the parameters.
@@ -74,7 +74,7 @@ impl FromStr for Format {
 }
 
 /// A pip requirement of a Letta tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PipRequirement {
     /// Package name.
     pub name: String,

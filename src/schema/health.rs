@@ -25,7 +25,7 @@ use serde_json::Value;
 use super::ToolSchema;
 
 /// The health class of a schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum HealthClass {
     /// Usable with OpenAI strict mode as it is.
@@ -37,7 +37,7 @@ pub enum HealthClass {
 }
 
 /// A health class and the reasons for it (empty when strict-compliant).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Health {
     /// The class.
     pub class: HealthClass,

@@ -3,7 +3,7 @@
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use serde_json::json;
-use warden::http::openapi::ROUTES;
+use warden::http::openapi;
 use warden::http::{metrics_router, router};
 
 use super::{ADD, OPERATOR_KEY, Service, send_to};
@@ -356,39 +356,39 @@ async fn every_route_in_the_openapi_document_is_served() {
     let s = Service::start();
     let doc = s.send(Method::GET, "/openapi.json", None, None).await;
     assert_eq!(doc.json["openapi"], "3.1.0");
-    for route in ROUTES {
-        assert!(
-            doc.json["paths"][route.path][route.method].is_object(),
-            "{} {} is not documented",
-            route.method,
-            route.path
-        );
-        let path = route
-            .path
-            .replace("{id}", "tool_00000000000000000000000000000000");
-        let method = Method::from_bytes(route.method.to_uppercase().as_bytes()).unwrap();
-        let r = s.send(method, &path, Some(OPERATOR_KEY), None).await;
-        assert_ne!(
-            r.code(),
-            "method_not_allowed",
-            "{} {}",
-            route.method,
-            route.path
-        );
-        assert!(
-            !(r.status == StatusCode::NOT_FOUND
-                && r.json["error"]["message"]
-                    .as_str()
-                    .unwrap_or("")
-                    .starts_with("no such endpoint")),
-            "{} {} is not routed",
-            route.method,
-            route.path
-        );
-    }
+    assert_eq!(doc.json, openapi::document());
     let paths = doc.json["paths"].as_object().unwrap();
-    let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
-    assert_eq!(documented, ROUTES.len());
+    let mut documented = 0;
+    for (path, item) in paths {
+        let uri = path.replace("{id}", "tool_00000000000000000000000000000000");
+        for method in openapi::METHODS {
+            let r = s
+                .send(
+                    Method::from_bytes(method.to_uppercase().as_bytes()).unwrap(),
+                    &uri,
+                    Some(OPERATOR_KEY),
+                    None,
+                )
+                .await;
+            assert!(
+                !(r.status == StatusCode::NOT_FOUND
+                    && r.json["error"]["message"]
+                        .as_str()
+                        .unwrap_or("")
+                        .starts_with("no such endpoint")),
+                "{method} {path} is not routed"
+            );
+            let served = r.code() != "method_not_allowed";
+            if item.get(method).is_some() {
+                documented += 1;
+                assert!(served, "{method} {path} is documented, not served");
+            } else if method != "head" {
+                // axum answers HEAD wherever it answers GET.
+                assert!(!served, "{method} {path} is served, not documented");
+            }
+        }
+    }
+    assert_eq!(documented, 21);
 }
 
 #[tokio::test]
@@ -480,4 +480,73 @@ async fn the_metrics_router_serves_metrics_without_a_key_and_nothing_else() {
         (other.status, other.code()),
         (StatusCode::NOT_FOUND, "not_found")
     );
+}
+
+#[tokio::test]
+async fn every_answer_carries_a_request_id_kept_from_the_request() {
+    let s = Service::start();
+    let fresh = s.send(Method::GET, "/healthz", None, None).await;
+    let id = fresh.headers["x-request-id"].to_str().unwrap();
+    assert_eq!(id.len(), 36, "a UUID: {id}");
+    let other = s.send(Method::GET, "/healthz", None, None).await;
+    assert_ne!(other.headers["x-request-id"], id);
+
+    for uri in ["/healthz", "/v1/tools", "/no/such/endpoint"] {
+        let r = s
+            .raw(
+                Request::get(uri)
+                    .header("x-request-id", "client-chosen-42")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(r.headers["x-request-id"], "client-chosen-42", "{uri}");
+    }
+    let metrics = metrics_router(s.app.clone());
+    let r = send_to(&metrics, Method::GET, "/metrics", None, None).await;
+    assert!(r.headers.contains_key("x-request-id"));
+}
+
+/// A `Write` into a shared buffer, for capturing log lines.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn log_lines_about_a_request_name_its_id() {
+    let s = Service::start();
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // This test's runtime has one thread: the handler logs on it.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let r = s
+        .raw(
+            Request::get("/v1/tools/tool_00000000000000000000000000000000")
+                .header("x-request-id", "trace-me-7")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("refused"))
+        .unwrap_or_else(|| panic!("no refusal logged: {log}"));
+    assert!(refusal.contains("id=trace-me-7"), "{refusal}");
+    assert!(refusal.contains("path=/v1/tools/tool_"), "{refusal}");
 }

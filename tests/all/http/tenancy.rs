@@ -1,9 +1,63 @@
 //! Tenants over HTTP: isolation, keys, and the operator's endpoints.
 
-use axum::http::{Method, StatusCode};
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
 use serde_json::json;
 
 use super::{ADD, OPERATOR_KEY, Service};
+
+/// `GET /v1/tools` with this `Authorization` header (none for `None`).
+fn list_with(authorization: Option<&str>) -> Request<Body> {
+    let mut request = Request::get("/v1/tools");
+    if let Some(value) = authorization {
+        request = request.header(header::AUTHORIZATION, value);
+    }
+    request.body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case_and_the_token_without_spaces() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    for value in [
+        format!("Bearer {key}"),
+        format!("bearer {key}"),
+        format!("BEARER {key}"),
+        format!("Bearer   {key}  "),
+    ] {
+        let r = s.raw(list_with(Some(&value))).await;
+        assert_eq!(r.status, StatusCode::OK, "{value:?}: {}", r.json);
+    }
+}
+
+#[tokio::test]
+async fn anything_but_a_bearer_key_is_the_same_401() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let refusals = [
+        None,
+        Some(key.clone()),
+        Some("Bearer".to_owned()),
+        Some(format!("Bearer{key}")),
+        Some(format!("Token {key}")),
+        Some("Basic dXNlcjpwYXNz".to_owned()),
+        Some(format!("Bearer wdn_{}", "0".repeat(64))),
+        Some(format!("Bearer {OPERATOR_KEY}")),
+    ];
+    for value in refusals {
+        let r = s.raw(list_with(value.as_deref())).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{value:?}"
+        );
+        assert_eq!(r.headers[header::WWW_AUTHENTICATE], "Bearer", "{value:?}");
+        assert_eq!(
+            r.json["error"]["message"],
+            "missing or invalid api key: send `Authorization: Bearer wdn_...`"
+        );
+    }
+}
 
 #[tokio::test]
 async fn other_tenants_tool_is_404() {
