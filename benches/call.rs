@@ -200,6 +200,35 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
     Ok(stats(samples))
 }
 
+/// Calls of a tool importing an installed package (Pydantic 1.10, from the configured
+/// package index, installed once under `$WARDEN_HOME/packages`): what a call pays for
+/// its imports until warm starts exist. An error (no index reachable) skips the row.
+fn package_calls(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Arc<Sandbox>,
+    home: &std::path::Path,
+) -> anyhow::Result<(Stats, u64)> {
+    let file = root().join("tests/fixtures/tools/letta_pydantic.py");
+    let source = std::fs::read_to_string(&file)?;
+    let store = Packages::new(
+        home,
+        &sandbox.runtime().path(Role::Stdlib),
+        Pip::default(),
+        Progress::Show,
+    )?
+    .with_compiler(warden::app::bytecode::compiler(Arc::clone(sandbox)));
+    let lock = store.lock(warden::packages::script::read(&source)?.dependencies)?;
+    let tool = prepare("letta_pydantic.py", &source)?.with_packages(store.site(&lock)?);
+    let arguments = json!({"person": {"name": "Ada", "age": 36,
+        "address": {"street": "1 Rue", "zip_code": "75001"}}});
+    let expected = json!({
+        "type": "Person", "address_type": "Address", "countries": ["FR"], "next_year": 37,
+        "json": "{\"name\": \"Ada\", \"age\": 36, \"address\": {\"street\": \"1 Rue\", \"zip_code\": \"75001\", \"country\": \"FR\"}, \"previous\": [], \"email\": null}",
+        "tags": null,
+    });
+    warden_calls(rt, sandbox, &tool, &arguments, &expected, 40)
+}
+
 /// A tool prepared as every surface prepares it: schema derived, folder written.
 fn prepare(file: &str, source: &str) -> anyhow::Result<PreparedTool> {
     let stem = file.trim_end_matches(".py");
@@ -375,6 +404,7 @@ fn main() -> anyhow::Result<()> {
     )?;
 
     let service = rt.block_on(service_round_trips(sandbox.clone()))?;
+    let with_package = package_calls(&rt, &sandbox, &home);
 
     println!(
         "small tool `add(a, b)`: {WARDEN_CALLS} Warden calls, {PYTHON_CALLS} subprocess calls, \
@@ -395,6 +425,16 @@ fn main() -> anyhow::Result<()> {
         "`csv_summary` (csv + statistics): native `python3`",
         &csv_peer,
     );
+    match &with_package {
+        Ok((stats, fuel)) => {
+            row(
+                "`letta_pydantic` (installed Pydantic 1.10, bytecode): Warden",
+                stats,
+            );
+            println!("(fuel per `letta_pydantic` call: {fuel})");
+        }
+        Err(e) => println!("`letta_pydantic` skipped: {e:#}"),
+    }
     println!();
     println!("Warden with {workers} concurrent tasks: {parallel_rate:.0} calls/s");
     println!(
