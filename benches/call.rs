@@ -341,7 +341,7 @@ fn main() -> anyhow::Result<()> {
         .map(PathBuf::from)
         .or_else(|| dirs::cache_dir().map(|d| d.join("warden")))
         .ok_or_else(|| anyhow::anyhow!("set WARDEN_HOME"))?;
-    let sandbox = Arc::new(Sandbox::open(&SandboxConfig::new(home))?);
+    let sandbox = Arc::new(Sandbox::open(&SandboxConfig::new(home.clone()))?);
     let tool = Arc::new(prepare("add.py", TOOL)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
