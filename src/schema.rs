@@ -52,6 +52,7 @@
 //! [`health`] classifies a schema by OpenAI's structured-outputs rules (see [`health`'s
 //! module](health)); [`export`] with `strict` emits the strict variant (see [`strict`]).
 
+mod annotation;
 mod arguments;
 mod diagnostic;
 mod docstring;
@@ -63,8 +64,6 @@ mod literal;
 mod models;
 mod source;
 pub mod strict;
-mod typemap;
-mod types;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

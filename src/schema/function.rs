@@ -5,11 +5,11 @@ use std::collections::HashSet;
 use rustpython_parser::ast::{self, Constant, Expr};
 use serde_json::{Map, Value, json};
 
+use super::annotation::Mapper;
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
 use super::guard;
 use super::source::{self, FunctionRef, Module, span};
-use super::types::Mapper;
 use super::{DeriveOptions, ToolSchema};
 
 /// Most candidate functions named in a diagnostic.

@@ -9,11 +9,11 @@ use std::collections::{HashMap, HashSet};
 use rustpython_parser::ast::{self, Constant, Expr, Stmt};
 use serde_json::{Map, Value, json};
 
+use super::annotation::{Mapper, slice_args};
 use super::diagnostic::Code;
 use super::docstring;
 use super::literal::{literal, values_enum};
 use super::source::{ClassKind, Resolved, docstring as body_docstring};
-use super::types::{Mapper, slice_args};
 
 /// What a `Field(...)` / `field(...)` call says.
 #[derive(Debug, Default)]

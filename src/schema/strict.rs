@@ -11,9 +11,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
+use super::annotation::nullable;
 use super::guard::{MAX_SCHEMA, json_len};
 use super::health::{HealthClass, classify, escape};
-use super::types::nullable;
 
 /// Annotation-only keywords dropped in strict mode.
 const DROPPED: &[&str] = &["default", "contentEncoding", "examples"];

@@ -5,9 +5,9 @@ use std::collections::HashSet;
 use rustpython_parser::ast::{Constant, Expr};
 use serde_json::{Value, json};
 
-use super::diagnostic::Code;
-use super::literal::{constant, values_enum};
-use super::types::{Mapper, slice_args};
+use super::{Mapper, slice_args};
+use crate::schema::diagnostic::Code;
+use crate::schema::literal::{constant, values_enum};
 
 impl Mapper<'_, '_> {
     pub(crate) fn tuple(&mut self, expr: &Expr, args: &[&Expr], depth: u32) -> Option<Value> {
@@ -44,7 +44,7 @@ impl Mapper<'_, '_> {
         for a in args {
             let v = match a {
                 Expr::Constant(c) if !matches!(c.value, Constant::Bytes(_)) => constant(&c.value),
-                Expr::UnaryOp(_) => super::literal::literal(a),
+                Expr::UnaryOp(_) => crate::schema::literal::literal(a),
                 Expr::Subscript(s)
                     if self.qualified(&s.value).as_deref() == Some("typing.Literal") =>
                 {

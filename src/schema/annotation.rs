@@ -2,6 +2,9 @@
 //!
 //! Names are resolved through the file's imports (`import typing as t` makes `t.List` mean
 //! `typing.List`); classes defined in the file become `$defs` entries referenced by `$ref`.
+//! The leaf mappings (literals, tuples, built-in names, nullability) are in [`leaves`].
+
+mod leaves;
 
 use std::collections::HashSet;
 
@@ -578,4 +581,4 @@ pub(crate) fn slice_args(slice: &Expr) -> Vec<&Expr> {
     }
 }
 
-pub(crate) use super::typemap::{nullable, simple_type};
+pub(crate) use leaves::{nullable, simple_type};
