@@ -235,16 +235,16 @@ fn token(credentials: &Option<Authorization<Bearer>>) -> Option<&str> {
     credentials.as_ref().map(|c| c.token().trim())
 }
 
-/// The tenant a request is authenticated as.
+/// The tenant a request is authenticated as (its API key names it).
 #[derive(Debug, Clone)]
-pub struct Tenant(pub TenantId);
+pub struct Caller(pub TenantId);
 
-impl FromRequestParts<App> for Tenant {
+impl FromRequestParts<App> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
         let credentials = bearer(parts, app).await;
-        Ok(Tenant(app.authenticate(token(&credentials)).await?))
+        Ok(Caller(app.authenticate(token(&credentials)).await?))
     }
 }
 

@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::ErrorBody;
 use super::extract::{JsonBody, Object, PathParam, QueryParams, Upload};
-use super::{ApiError, Operator, Tenant, openapi};
+use super::{ApiError, Caller, Operator, openapi};
 use crate::app::{App, AppError, BatchCall, LimitsSpec, RunOutput, ToolSpec, ToolView, Validation};
 use crate::grants::Grants;
 use crate::manifest::{Tag, ToolName};
@@ -91,7 +91,7 @@ pub(super) async fn openapi() -> Json<Value> {
     ))]
 pub(super) async fn create_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     JsonBody(spec): JsonBody<ToolSpec>,
 ) -> Answer<(StatusCode, Json<ToolView>)> {
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))
@@ -146,7 +146,7 @@ pub(super) struct UploadForm {
     ))]
 pub(super) async fn upload_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     Upload(mut form): Upload,
 ) -> Answer<(StatusCode, Json<ToolView>)> {
     let mut file: Option<(String, String)> = None;
@@ -214,7 +214,7 @@ pub(super) async fn upload_tool(
     ))]
 pub(super) async fn validate_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     JsonBody(spec): JsonBody<ToolSpec>,
 ) -> Answer<Json<Validation>> {
     Ok(Json(app.validate(&t, spec).await?))
@@ -242,7 +242,7 @@ pub(super) struct ToolPageDoc {
     responses((status = 200, description = "One page of tools.", body = ToolPageDoc)))]
 pub(super) async fn list_tools(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     QueryParams(query): QueryParams<ToolQuery>,
 ) -> Answer<Json<Page<crate::registry::Tool, ToolName>>> {
     Ok(Json(app.tools(&t, query).await?))
@@ -254,7 +254,7 @@ pub(super) async fn list_tools(
     responses((status = 200, description = "The tool.", body = ToolView)))]
 pub(super) async fn get_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
 ) -> Answer<Json<ToolView>> {
     Ok(Json(app.tool(&t, &tool_id(&id)?).await?))
@@ -272,7 +272,7 @@ pub(super) async fn get_tool(
     ))]
 pub(super) async fn update_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
     JsonBody(spec): JsonBody<ToolSpec>,
 ) -> Answer<Json<ToolView>> {
@@ -291,7 +291,7 @@ diagnostics in `details`), `invalid_manifest`, `invalid_limits`, `invalid_schema
     responses((status = 204, description = "Deleted.")))]
 pub(super) async fn delete_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
 ) -> Answer<StatusCode> {
     app.delete(&t, &tool_id(&id)?).await?;
@@ -311,7 +311,7 @@ pub(super) struct VersionList {
     responses((status = 200, description = "The versions.", body = VersionList)))]
 pub(super) async fn versions(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
 ) -> Answer<Json<VersionList>> {
     let items = app.versions(&t, &tool_id(&id)?).await?;
@@ -324,7 +324,7 @@ pub(super) async fn versions(
     responses((status = 200, description = "The tool, enabled.", body = ToolView)))]
 pub(super) async fn enable_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
 ) -> Answer<Json<ToolView>> {
     Ok(Json(app.set_enabled(&t, &tool_id(&id)?, true).await?))
@@ -336,7 +336,7 @@ pub(super) async fn enable_tool(
     responses((status = 200, description = "The tool, disabled.", body = ToolView)))]
 pub(super) async fn disable_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
 ) -> Answer<Json<ToolView>> {
     Ok(Json(app.set_enabled(&t, &tool_id(&id)?, false).await?))
@@ -366,7 +366,7 @@ pub(super) struct SchemaQuery {
     ))]
 pub(super) async fn tool_schema(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
     QueryParams(q): QueryParams<SchemaQuery>,
 ) -> Answer<Json<Value>> {
@@ -411,7 +411,7 @@ body's own `invalid_body`.", body = ErrorBody),
     ))]
 pub(super) async fn run_tool(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     PathParam(id): PathParam<String>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Answer<Json<RunOutput>> {
@@ -458,7 +458,7 @@ pub(super) enum BatchResult {
     ))]
 pub(super) async fn run_batch(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Answer<Json<BatchResults>> {
     let results = app
@@ -508,7 +508,7 @@ pub(super) struct AuditPageDoc {
     responses((status = 200, description = "One page of events.", body = AuditPageDoc)))]
 pub(super) async fn audit(
     State(app): State<App>,
-    Tenant(t): Tenant,
+    Caller(t): Caller,
     QueryParams(q): QueryParams<AuditQuery>,
 ) -> Answer<Json<Page<AuditRecord, u64>>> {
     Ok(Json(app.audit(&t, q.before, q.limit).await?))
