@@ -32,6 +32,7 @@
 pub mod app;
 pub mod grants;
 pub mod http;
+pub mod id;
 pub mod limits;
 pub mod manifest;
 pub mod outcome;

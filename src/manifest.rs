@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::grants::{GrantError, Grants};
+use crate::id::{Id, IdKind};
 use crate::limits::Limits;
 use crate::packages::Lock;
 use crate::schema::ToolSchema;
@@ -101,7 +102,7 @@ impl Manifest {
             Ok(bytes) => hasher.update(&bytes),
             Err(e) => hasher.update(e.to_string().as_bytes()),
         }
-        VersionId(hex::encode(hasher.finalize()))
+        VersionId::from_digest(&hasher.finalize())
     }
 
     /// Checks what the types alone cannot: the function is a Python identifier and is
@@ -167,47 +168,19 @@ fn is_python_identifier(s: &str) -> bool {
 }
 
 /// The content hash of a version: 64 lower-case hex digits.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
-)]
-#[serde(try_from = "String", into = "String")]
-pub struct VersionId(String);
+pub type VersionId = Id<VersionKind>;
 
-impl VersionId {
-    /// The id as 64 hex digits.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+/// The kind of [`VersionId`]s.
+#[derive(Debug)]
+pub enum VersionKind {}
 
-impl fmt::Display for VersionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl FromStr for VersionId {
-    type Err = ManifestError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            Ok(VersionId(s.to_owned()))
-        } else {
-            Err(ManifestError::VersionId(s.to_owned()))
-        }
-    }
-}
-
-impl TryFrom<String> for VersionId {
+impl IdKind for VersionKind {
+    const PREFIX: &'static str = "";
+    const HEX_DIGITS: usize = 64;
+    const NAME: &'static str = "VersionId";
     type Error = ManifestError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<VersionId> for String {
-    fn from(v: VersionId) -> String {
-        v.0
+    fn malformed(text: &str) -> ManifestError {
+        ManifestError::VersionId(text.to_owned())
     }
 }
 

@@ -41,11 +41,9 @@ mod tools;
 
 use std::fmt;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rand::RngCore;
 use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +51,7 @@ pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH};
 pub use tenants::Tenant;
 pub use tools::{Tool, ToolQuery, Update, Version, VersionSummary};
 
+use crate::id::{Id, IdKind};
 #[cfg(doc)]
 use crate::manifest::VersionId;
 use crate::manifest::{ManifestError, ToolName};
@@ -145,61 +144,23 @@ impl Registry {
 
 /// A tool's id: `tool_` and 32 lower-case hex digits (16 random bytes), so ids cannot be
 /// guessed or enumerated.
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
-)]
-#[serde(try_from = "String", into = "String")]
-pub struct ToolId(String);
+pub type ToolId = Id<ToolKind>;
 
-impl ToolId {
-    fn generate() -> ToolId {
-        let mut bytes = [0u8; 16];
-        rand::rng().fill_bytes(&mut bytes);
-        ToolId(format!("tool_{}", hex::encode(bytes)))
-    }
+/// The kind of [`ToolId`]s. A malformed id is [`RegistryError::NotFound`], like any other
+/// id that names no tool.
+#[derive(Debug)]
+pub enum ToolKind {}
 
-    /// The id as written.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ToolId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl FromStr for ToolId {
-    type Err = RegistryError;
-
-    /// A malformed id is [`RegistryError::NotFound`], like any other id that names no tool.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.strip_prefix("tool_") {
-            Some(hex)
-                if hex.len() == 32
-                    && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
-            {
-                Ok(ToolId(s.to_owned()))
-            }
-            _ => Err(RegistryError::NotFound {
-                kind: Kind::Tool,
-                id: s.to_owned(),
-            }),
-        }
-    }
-}
-
-impl TryFrom<String> for ToolId {
+impl IdKind for ToolKind {
+    const PREFIX: &'static str = "tool_";
+    const HEX_DIGITS: usize = 32;
+    const NAME: &'static str = "ToolId";
     type Error = RegistryError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<ToolId> for String {
-    fn from(id: ToolId) -> String {
-        id.0
+    fn malformed(text: &str) -> RegistryError {
+        RegistryError::NotFound {
+            kind: Kind::Tool,
+            id: text.to_owned(),
+        }
     }
 }
 

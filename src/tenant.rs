@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::id::{Id, IdKind};
+
 use crate::grants::{Access, GrantError, Grants, canonical_host_folder};
 use crate::limits::{LimitError, Limits};
 
@@ -36,51 +38,19 @@ pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 4;
 pub const DEFAULT_CALLS_PER_MINUTE: u32 = 120;
 
 /// A tenant's id: `tnt_` and 32 lower-case hex digits (16 random bytes).
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
-)]
-#[serde(try_from = "String", into = "String")]
-pub struct TenantId(String);
+pub type TenantId = Id<TenantKind>;
 
-impl TenantId {
-    /// A fresh random id.
-    pub fn generate() -> TenantId {
-        TenantId(format!("tnt_{}", random_hex::<16>()))
-    }
+/// The kind of [`TenantId`]s.
+#[derive(Debug)]
+pub enum TenantKind {}
 
-    /// The id as written.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for TenantId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl FromStr for TenantId {
-    type Err = TenantError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.strip_prefix("tnt_") {
-            Some(hex) if is_lower_hex(hex, 32) => Ok(TenantId(s.to_owned())),
-            _ => Err(TenantError::TenantId(s.to_owned())),
-        }
-    }
-}
-
-impl TryFrom<String> for TenantId {
+impl IdKind for TenantKind {
+    const PREFIX: &'static str = "tnt_";
+    const HEX_DIGITS: usize = 32;
+    const NAME: &'static str = "TenantId";
     type Error = TenantError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<TenantId> for String {
-    fn from(id: TenantId) -> String {
-        id.0
+    fn malformed(text: &str) -> TenantError {
+        TenantError::TenantId(text.to_owned())
     }
 }
 
