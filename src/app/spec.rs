@@ -205,7 +205,7 @@ pub fn manifest(
     let function = spec.function.clone().unwrap_or_else(|| schema.name.clone());
     let name = match spec.name {
         Some(n) => n,
-        None => function.parse().map_err(AppError::Manifest)?,
+        None => function.parse::<ToolName>()?,
     };
     let limits = spec.limits.resolve(&policy.ceilings)?;
     policy.admit_limits(&limits)?;
