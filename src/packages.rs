@@ -180,6 +180,31 @@ pub enum PackagesError {
 /// bytecode the guest cannot use); a failure only costs speed.
 pub type Compiler = Arc<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
 
+impl PackagesError {
+    /// Whether the requirements themselves are at fault (bad, unresolvable or unsafe),
+    /// as opposed to this machine (no pip, no index, a file it cannot write).
+    pub fn is_input_error(&self) -> bool {
+        use PackagesError as P;
+        match self {
+            P::InvalidRequirement { .. }
+            | P::ScriptMetadata { .. }
+            | P::TooMany { .. }
+            | P::BundledConflict { .. }
+            | P::NoPureWheel { .. }
+            | P::NotPure { .. }
+            | P::Conflict { .. }
+            | P::UnsafeWheel { .. }
+            | P::HashMismatch { .. } => true,
+            P::IndexUnreachable { .. }
+            | P::Pip { .. }
+            | P::NoPip
+            | P::FindLinks { .. }
+            | P::Runtime { .. }
+            | P::Io { .. } => false,
+        }
+    }
+}
+
 /// The package store under `$WARDEN_HOME/packages`, with the pip settings and the
 /// runtime's bundled packages.
 #[derive(Clone)]

@@ -110,8 +110,20 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         prepared.tool
     } else {
         let packages = args.pip.store(config, &sandbox)?;
-        let lock = packages.lock(prepared.requirements.clone())?;
-        prepared.tool.with_packages(packages.site(&lock)?)
+        // Requirements that cannot be met are the user's input: exit code 2.
+        let input = |e: warden::packages::PackagesError| -> anyhow::Error {
+            if e.is_input_error() {
+                usage(e.to_string())
+            } else {
+                e.into()
+            }
+        };
+        let lock = packages
+            .lock(prepared.requirements.clone())
+            .map_err(input)?;
+        prepared
+            .tool
+            .with_packages(packages.site(&lock).map_err(input)?)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -597,6 +597,33 @@ fn warden_run_installs_a_pep723_block_and_requirement_flags() {
         String::from_utf8_lossy(&o.stderr)
     );
 
+    // Requirements that cannot be met are the user's input too (exit 2), with the reason.
+    let o = warden(
+        &h,
+        &[
+            "run",
+            &plain_s,
+            "-f",
+            "greet",
+            "--args",
+            r#"{"name": "x"}"#,
+            "-r",
+            "numpy>=99",
+            "--no-index",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("bundles numpy"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
     // `warden packages fetch` then an offline install from that wheelhouse alone.
     let house = dir.path().join("house");
     let house_s = house.to_string_lossy().into_owned();
