@@ -15,6 +15,7 @@
 //! The endpoints are described by the OpenAPI 3.1 document served at `/openapi.json`,
 //! generated from the handlers and the types they read and return ([`openapi`]).
 
+mod admin;
 pub mod error;
 mod extract;
 mod handlers;
@@ -132,10 +133,10 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
         .route("/v1/audit", get(h::audit))
         .route(
             "/v1/admin/tenants",
-            get(h::list_tenants).post(h::create_tenant),
+            get(admin::list_tenants).post(admin::create_tenant),
         )
-        .route("/v1/admin/tenants/{id}/revoke-key", post(h::revoke_key))
-        .route("/v1/admin/tenants/{id}/rotate-key", post(h::rotate_key))
+        .route("/v1/admin/tenants/{id}/revoke-key", post(admin::revoke_key))
+        .route("/v1/admin/tenants/{id}/rotate-key", post(admin::rotate_key))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::Method })
         .layer(middleware::from_fn_with_state(

@@ -180,28 +180,43 @@ pub enum PackagesError {
 /// bytecode the guest cannot use); a failure only costs speed.
 pub type Compiler = Arc<dyn Fn(&Path) -> Result<(), String> + Send + Sync>;
 
+/// Whose fault a [`PackagesError`] is, for the surfaces that report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A requirement or the PEP 723 block is malformed, or there are too many.
+    InvalidRequirements,
+    /// The requirements cannot be met (bundled version, no pure wheel, conflict).
+    Unresolvable,
+    /// A wheel is unsafe or differs from its lock.
+    UnsafePackage,
+    /// The package index or pip failed.
+    Index,
+    /// This machine: no pip, an unusable folder, an I/O error.
+    Host,
+}
+
 impl PackagesError {
-    /// Whether the requirements themselves are at fault (bad, unresolvable or unsafe),
-    /// as opposed to this machine (no pip, no index, a file it cannot write).
-    pub fn is_input_error(&self) -> bool {
+    /// Whose fault this is.
+    pub fn fault(&self) -> Fault {
         use PackagesError as P;
         match self {
-            P::InvalidRequirement { .. }
-            | P::ScriptMetadata { .. }
-            | P::TooMany { .. }
-            | P::BundledConflict { .. }
+            P::InvalidRequirement { .. } | P::ScriptMetadata { .. } | P::TooMany { .. } => {
+                Fault::InvalidRequirements
+            }
+            P::BundledConflict { .. }
             | P::NoPureWheel { .. }
             | P::NotPure { .. }
-            | P::Conflict { .. }
-            | P::UnsafeWheel { .. }
-            | P::HashMismatch { .. } => true,
-            P::IndexUnreachable { .. }
-            | P::Pip { .. }
-            | P::NoPip
-            | P::FindLinks { .. }
-            | P::Runtime { .. }
-            | P::Io { .. } => false,
+            | P::Conflict { .. } => Fault::Unresolvable,
+            P::UnsafeWheel { .. } | P::HashMismatch { .. } => Fault::UnsafePackage,
+            P::IndexUnreachable { .. } | P::Pip { .. } => Fault::Index,
+            P::NoPip | P::FindLinks { .. } | P::Runtime { .. } | P::Io { .. } => Fault::Host,
         }
+    }
+
+    /// Whether the requirements themselves are at fault (bad, unresolvable or unsafe),
+    /// as opposed to this machine or the index.
+    pub fn is_input_error(&self) -> bool {
+        !matches!(self.fault(), Fault::Index | Fault::Host)
     }
 }
 

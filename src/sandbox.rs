@@ -247,7 +247,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             limits: &Limits::default(),
             packages: None,
         };
-        let result = on_own_thread(self.call(call))??;
+        let result = self.call_blocking(call)?;
         if result.status == Status::Ok
             && result.value == Some(serde_json::json!(["mounted", "granted"]))
         {
@@ -272,6 +272,12 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     /// The runtime files in use.
     pub fn runtime(&self) -> &RuntimeFiles {
         &self.files
+    }
+
+    /// [`Sandbox::call`] from blocking code, even code running inside an async runtime
+    /// (the call is driven on a thread of its own).
+    pub fn call_blocking(&self, call: Call<'_>) -> Result<CallResult, SandboxError> {
+        on_own_thread(self.call(call))?
     }
 
     /// Runs one call in a fresh instance.
@@ -377,8 +383,9 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     }
 }
 
-/// Runs `work` to completion on a thread of its own with a runtime of its own: `open`
-/// may be called from inside another async runtime, which cannot be blocked on.
+/// Runs `work` to completion on a thread of its own with a runtime of its own: blocking
+/// code (`open`, a package install) may run inside another async runtime, which cannot
+/// be blocked on.
 fn on_own_thread<F>(work: F) -> Result<F::Output, SandboxError>
 where
     F: std::future::Future + Send,
@@ -391,7 +398,7 @@ where
                     .enable_all()
                     .build()
                     .map_err(|source| SandboxError::Start {
-                        what: "async runtime for the snapshot check",
+                        what: "async runtime for a blocking call",
                         source,
                     })?;
                 Ok(rt.block_on(work))

@@ -55,20 +55,8 @@ fn compile(sandbox: &Sandbox, site: &Path) -> Result<(), String> {
         limits: &limits,
         packages: None,
     };
-    // Called from blocking code that may run inside an async runtime: drive the call on
-    // a thread and runtime of its own.
-    let result = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                rt.block_on(sandbox.call(call)).map_err(|e| e.to_string())
-            })
-            .join()
-            .map_err(|_| "the compiling thread panicked".to_owned())?
-    })?;
+    // Called from blocking code that may run inside an async runtime.
+    let result = sandbox.call_blocking(call).map_err(|e| e.to_string())?;
     match result.status {
         Status::Ok => Ok(()),
         other => Err(format!(

@@ -13,7 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::app::{AppError, retry_after_secs};
-use crate::packages::PackagesError;
+use crate::packages::{Fault, PackagesError};
 use crate::registry::RegistryError;
 use crate::sandbox::SandboxError;
 use crate::schema::{Diagnostic, SchemaError, Violation};
@@ -304,24 +304,16 @@ impl IntoResponse for ApiError {
 /// Requirement and package mistakes are the client's (422); an unreachable index or a
 /// failing pip is the service's upstream (502); anything else is the service's own.
 fn packages(e: &PackagesError) -> Wire {
-    use PackagesError as P;
-    match e {
-        P::InvalidRequirement { .. } | P::ScriptMetadata { .. } | P::TooMany { .. } => {
+    match e.fault() {
+        Fault::InvalidRequirements => {
             client(StatusCode::UNPROCESSABLE_ENTITY, "invalid_requirements")
         }
-        P::BundledConflict { .. }
-        | P::NoPureWheel { .. }
-        | P::NotPure { .. }
-        | P::Conflict { .. } => client(
+        Fault::Unresolvable => client(
             StatusCode::UNPROCESSABLE_ENTITY,
             "unresolvable_requirements",
         ),
-        P::UnsafeWheel { .. } | P::HashMismatch { .. } => {
-            client(StatusCode::UNPROCESSABLE_ENTITY, "unsafe_package")
-        }
-        P::IndexUnreachable { .. } | P::Pip { .. } => {
-            client(StatusCode::BAD_GATEWAY, "package_index_failed")
-        }
-        P::NoPip | P::FindLinks { .. } | P::Runtime { .. } | P::Io { .. } => SERVER,
+        Fault::UnsafePackage => client(StatusCode::UNPROCESSABLE_ENTITY, "unsafe_package"),
+        Fault::Index => client(StatusCode::BAD_GATEWAY, "package_index_failed"),
+        Fault::Host => SERVER,
     }
 }

@@ -25,6 +25,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, schema::Schema};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
+use super::admin;
 use super::error::{ErrorBody, ErrorDetail, ErrorDetails};
 use super::handlers as h;
 use crate::grants::Access;
@@ -60,10 +61,10 @@ use crate::tenant::AllowedFolder;
         h::run_tool,
         h::run_batch,
         h::audit,
-        h::create_tenant,
-        h::list_tenants,
-        h::revoke_key,
-        h::rotate_key,
+        admin::create_tenant,
+        admin::list_tenants,
+        admin::revoke_key,
+        admin::rotate_key,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorDetails, Format)),
     modifiers(&SecuritySchemes),

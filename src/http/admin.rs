@@ -1,0 +1,130 @@
+//! The operator's endpoints: tenants and their API keys. Each needs the operator key
+//! (the [`Operator`] extractor); their OpenAPI descriptions follow the conventions of
+//! `handlers.rs`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::ErrorBody;
+use super::extract::{JsonBody, PathParam};
+use super::{ApiError, Operator};
+use crate::app::{App, AppError};
+use crate::tenant::{TenantId, TenantPolicy};
+
+type Answer<T> = Result<T, ApiError>;
+
+/// A new tenant.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CreateTenant {
+    /// A name for people.
+    name: String,
+    /// What it may do. Default: the default limits as ceilings, no folders.
+    #[serde(default)]
+    policy: TenantPolicy,
+}
+
+/// A tenant just created, with its key.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct CreatedTenant {
+    /// The tenant.
+    tenant: crate::registry::Tenant,
+    /// Its API key (`wdn_...`), shown only here.
+    api_key: String,
+}
+
+/// Create a tenant with `name` and `policy`; the API key is shown once.
+#[utoipa::path(post, path = "/v1/admin/tenants", tag = "admin", security(("operatorKey" = [])),
+    request_body = CreateTenant,
+    responses(
+        (status = 201, description = "Created.", body = CreatedTenant),
+        (status = 422, description = "`invalid_tenant` (an empty name, a zero rate or ceiling, a relative folder), \
+or the body's own `invalid_body`.", body = ErrorBody),
+    ))]
+pub(super) async fn create_tenant(
+    State(app): State<App>,
+    _: Operator,
+    JsonBody(request): JsonBody<CreateTenant>,
+) -> Answer<impl IntoResponse> {
+    let (tenant, key) = app.create_tenant(request.name, request.policy).await?;
+    let created = CreatedTenant {
+        tenant,
+        api_key: key.expose().to_owned(),
+    };
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Every tenant.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct TenantList {
+    /// Oldest first.
+    items: Vec<crate::registry::Tenant>,
+}
+
+/// Every tenant, oldest first.
+#[utoipa::path(get, path = "/v1/admin/tenants", tag = "admin", security(("operatorKey" = [])),
+    responses((status = 200, description = "The tenants.", body = TenantList)))]
+pub(super) async fn list_tenants(State(app): State<App>, _: Operator) -> Answer<Json<TenantList>> {
+    Ok(Json(TenantList {
+        items: app.tenants().await?,
+    }))
+}
+
+fn tenant_id(id: &str) -> Result<TenantId, ApiError> {
+    Ok(id.parse().map_err(AppError::from)?)
+}
+
+/// Revoke the tenant's API key.
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/revoke-key", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    responses((status = 204, description = "Revoked.")))]
+pub(super) async fn revoke_key(
+    State(app): State<App>,
+    _: Operator,
+    PathParam(id): PathParam<String>,
+) -> Answer<StatusCode> {
+    app.revoke_key(&tenant_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A new API key.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct NewKey {
+    /// The key (`wdn_...`), shown only here.
+    api_key: String,
+}
+
+/// Give the tenant a new API key, shown once.
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/rotate-key", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    responses((status = 200, description = "The new key; the old one no longer works.", body = NewKey)))]
+pub(super) async fn rotate_key(
+    State(app): State<App>,
+    _: Operator,
+    PathParam(id): PathParam<String>,
+) -> Answer<Json<NewKey>> {
+    let key = app.rotate_key(&tenant_id(&id)?).await?;
+    Ok(Json(NewKey {
+        api_key: key.expose().to_owned(),
+    }))
+}
+
+/// The path of a tenant's endpoints.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[expect(
+    dead_code,
+    reason = "describes the path parameter for the OpenAPI document"
+)]
+pub(super) struct TenantIdParam {
+    /// The tenant's id; a malformed one is answered 404 like an unknown one.
+    #[param(
+        pattern = "^tnt_[0-9a-f]{32}$",
+        example = "tnt_0123456789abcdef0123456789abcdef"
+    )]
+    id: String,
+}
