@@ -167,3 +167,25 @@ mod tests {
         assert!(read(src).is_err());
     }
 }
+
+#[cfg(test)]
+mod hostile {
+    use super::*;
+
+    #[test]
+    fn deeply_nested_toml_is_an_error_not_a_crash() {
+        for depth in [1_000, 100_000] {
+            let src = format!(
+                "# /// script\n# dependencies = {}{}\n# ///\n",
+                "[".repeat(depth),
+                "]".repeat(depth)
+            );
+            assert!(read(&src).is_err(), "depth {depth}");
+        }
+        let long = format!(
+            "# /// script\n# dependencies = [\"{}\"]\n# ///\n",
+            "a".repeat(5000)
+        );
+        assert!(read(&long).is_err());
+    }
+}
