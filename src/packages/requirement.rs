@@ -84,8 +84,26 @@ impl FromStr for Requirement {
         if s.len() > 1000 {
             return Err(invalid("longer than 1,000 characters".into()));
         }
-        let parsed = pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(s.trim())
-            .map_err(|e| invalid(e.message.to_string()))?;
+        // pep508_rs panics on some names its grammar admits (`a_`): check the name (the
+        // leading run of name characters) against PEP 508's rule first.
+        let name: &str = s
+            .trim()
+            .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+            .next()
+            .unwrap_or("");
+        let alnum = |c: char| c.is_ascii_alphanumeric();
+        let well_formed = name.starts_with(alnum) && name.ends_with(alnum);
+        if !name.is_empty() && !well_formed {
+            return Err(invalid(format!(
+                "the package name {name:?} must start and end with a letter or digit"
+            )));
+        }
+        let text = s.trim();
+        let parsed = std::panic::catch_unwind(|| {
+            pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(text)
+        })
+        .map_err(|_| invalid("not a valid PEP 508 requirement".into()))?
+        .map_err(|e| invalid(e.message.to_string()))?;
         if let Some(VersionOrUrl::Url(_)) = parsed.version_or_url {
             return Err(invalid(
                 "direct URL requirements are not supported: Warden installs from the package \
@@ -188,6 +206,14 @@ mod tests {
         assert_eq!(spec.to_string(), "pydantic<2");
         let bare = Requirement::from_name_and_version("httpx", None).unwrap();
         assert_eq!(bare.to_string(), "httpx");
+    }
+
+    #[test]
+    fn refuses_names_the_parser_would_panic_on() {
+        for bad in ["Z_XRbO_", "a_>=1", "-a", "a.", "A_ A"] {
+            assert!(bad.parse::<Requirement>().is_err(), "{bad}");
+        }
+        assert!("a_b.c-d>=1".parse::<Requirement>().is_ok());
     }
 
     #[test]
