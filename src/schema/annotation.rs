@@ -210,13 +210,7 @@ impl<'a, 'm> Mapper<'a, 'm> {
         out: &mut Vec<&'e Expr>,
         depth: u32,
     ) -> Option<()> {
-        if depth > MAX_DEPTH {
-            self.report(
-                Code::InvalidAnnotation,
-                expr,
-                "the annotation nests too deeply".into(),
-                None,
-            );
+        if self.too_deep(expr, depth) {
             return None;
         }
         match expr {
@@ -279,15 +273,23 @@ impl<'a, 'm> Mapper<'a, 'm> {
         }
     }
 
+    /// Whether `expr` at `depth` passes [`MAX_DEPTH`]; if so, it is reported.
+    fn too_deep(&mut self, expr: &Expr, depth: u32) -> bool {
+        if depth <= MAX_DEPTH {
+            return false;
+        }
+        self.report(
+            Code::InvalidAnnotation,
+            expr,
+            "the annotation nests too deeply".into(),
+            None,
+        );
+        true
+    }
+
     /// Maps any annotation (Optional becomes nullable).
     pub(crate) fn map(&mut self, expr: &Expr, depth: u32) -> Option<Value> {
-        if depth > MAX_DEPTH {
-            self.report(
-                Code::InvalidAnnotation,
-                expr,
-                "the annotation nests too deeply".into(),
-                None,
-            );
+        if self.too_deep(expr, depth) {
             return None;
         }
         match expr {
