@@ -17,6 +17,8 @@ mod cli;
 mod hostile;
 /// The HTTP service through its router and on a real socket: lifecycle, tenancy, load.
 mod http;
+/// Warden's wasmtime patch: a module sharing compiled code with another memory image.
+mod initial_state;
 /// Tool packages: requirements, locks, safe installs, imports in the guest.
 mod packages;
 /// SQLite storage: versions, migrations, the hash-chained audit trail, restarts.
