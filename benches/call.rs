@@ -24,7 +24,7 @@ use warden::packages::{Packages, Pip};
 use warden::registry::Registry;
 use warden::sandbox::Progress;
 use warden::sandbox::artifacts::Role;
-use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder};
+use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
 use warden::tenant::TenantPolicy;
 
@@ -43,6 +43,7 @@ const HTTP_CALLS: usize = 1_000;
 const PEER_RUNNER: &str = r#"
 import importlib.util, json, sys
 request = json.load(sys.stdin)
+sys.path.extend(request["paths"])
 spec = importlib.util.spec_from_file_location("tool", request["module"])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
@@ -151,6 +152,7 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
             tools_dir: dir.path().join("tools"),
             operator_key: None,
             packages,
+            warm_start: false,
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -200,16 +202,11 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
     Ok(stats(samples))
 }
 
-/// Calls of a tool importing an installed package (Pydantic 1.10, from the configured
-/// package index, installed once under `$WARDEN_HOME/packages`): what a call pays for
-/// its imports until warm starts exist. An error (no index reachable) skips the row.
-fn package_calls(
-    rt: &tokio::runtime::Runtime,
-    sandbox: &Arc<Sandbox>,
-    home: &std::path::Path,
-) -> anyhow::Result<(Stats, u64)> {
-    let file = root().join("tests/fixtures/tools/letta_pydantic.py");
-    let source = std::fs::read_to_string(&file)?;
+/// The installed packages of `letta_pydantic.py` (Pydantic 1.10, from the configured
+/// package index, installed once under `$WARDEN_HOME/packages`). An error (no index
+/// reachable) skips its rows.
+fn pydantic_site(sandbox: &Arc<Sandbox>, home: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let source = std::fs::read_to_string(root().join("tests/fixtures/tools/letta_pydantic.py"))?;
     let store = Packages::new(
         home,
         &sandbox.runtime().path(Role::Stdlib),
@@ -218,15 +215,9 @@ fn package_calls(
     )?
     .with_compiler(warden::app::bytecode::compiler(Arc::clone(sandbox)));
     let lock = store.lock(warden::packages::script::read(&source)?.dependencies)?;
-    let tool = prepare("letta_pydantic.py", &source)?.with_packages(store.site(&lock)?);
-    let arguments = json!({"person": {"name": "Ada", "age": 36,
-        "address": {"street": "1 Rue", "zip_code": "75001"}}});
-    let expected = json!({
-        "type": "Person", "address_type": "Address", "countries": ["FR"], "next_year": 37,
-        "json": "{\"name\": \"Ada\", \"age\": 36, \"address\": {\"street\": \"1 Rue\", \"zip_code\": \"75001\", \"country\": \"FR\"}, \"previous\": [], \"email\": null}",
-        "tags": null,
-    });
-    warden_calls(rt, sandbox, &tool, &arguments, &expected, 40)
+    store
+        .site(&lock)?
+        .ok_or_else(|| anyhow::anyhow!("the lock installs nothing"))
 }
 
 /// A tool prepared as every surface prepares it: schema derived, folder written.
@@ -256,12 +247,13 @@ fn warden_calls(
     arguments: &Value,
     expected: &Value,
     calls: usize,
+    limits: &Limits,
 ) -> anyhow::Result<(Stats, u64)> {
     let arguments = tool
         .check(arguments.clone())
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
-    let (grants, limits) = (Grants::default(), Limits::default());
-    let one = || rt.block_on(sandbox.call(tool.call(&arguments, &grants, &limits)));
+    let grants = Grants::default();
+    let one = || rt.block_on(sandbox.call(tool.call(&arguments, &grants, limits)));
     for _ in 0..calls.min(50) {
         one()?;
     }
@@ -280,10 +272,35 @@ fn warden_calls(
     Ok((stats(samples), fuel))
 }
 
+/// The host's real Python interpreter (not a version manager's shim script, which
+/// costs ~100 ms on its own) and its package folders: a subprocess peer runs
+/// `python -I -S` (no environment, no site processing) and puts those folders on
+/// `sys.path` itself, so that tools importing numpy or pandas can run if the host has
+/// them.
+struct Python {
+    binary: PathBuf,
+    paths: Vec<String>,
+}
+
+impl Python {
+    fn resolve() -> anyhow::Result<Python> {
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import json, site, sys; print(json.dumps([sys.executable, site.getsitepackages() + [site.getusersitepackages()]]))",
+            ])
+            .output()?;
+        anyhow::ensure!(out.status.success(), "python3 does not run");
+        let (binary, paths): (PathBuf, Vec<String>) = serde_json::from_slice(&out.stdout)?;
+        Ok(Python { binary, paths })
+    }
+}
+
 /// Sequential runs of `function` in `module` the way subprocess-based peers run a tool
-/// (one native `python3` process per call), after a warm-up. Returns the latencies and
+/// (one native Python process per call), after a warm-up. Returns the latencies and
 /// the value the tool returned.
 fn python_calls(
+    python: &Python,
     module: &std::path::Path,
     function: &str,
     arguments: &Value,
@@ -292,17 +309,18 @@ fn python_calls(
     let dir = tempfile::tempdir()?;
     let runner = dir.path().join("runner.py");
     std::fs::write(&runner, PEER_RUNNER)?;
-    let request = serde_json::to_vec(
-        &json!({"module": module, "function": function, "arguments": arguments}),
-    )?;
+    let request = serde_json::to_vec(&json!({"module": module, "function": function,
+        "arguments": arguments, "paths": python.paths}))?;
     let mut samples = Vec::with_capacity(calls);
     let mut value = Value::Null;
     for i in 0..calls + 10 {
         let t = Instant::now();
-        let mut child = Command::new("python3")
+        let mut child = Command::new(&python.binary)
+            .args(["-I", "-S"])
             .arg(&runner)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()?;
         child
             .stdin
@@ -313,11 +331,131 @@ fn python_calls(
         if i >= 10 {
             samples.push(t.elapsed());
         }
-        anyhow::ensure!(out.status.success(), "the python3 peer failed");
+        anyhow::ensure!(
+            out.status.success(),
+            "the python peer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or_default()
+        );
         let answer: Value = serde_json::from_slice(&out.stdout)?;
         value = answer["value"].clone();
     }
     Ok((stats(samples), value))
+}
+
+/// CPU time this process has used so far (all threads).
+fn cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a `rusage` into the pointer it is given.
+    #[expect(unsafe_code, reason = "libc call")]
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
+/// A tool measured from Warden's snapshot (cold) and from its warm state.
+struct Case {
+    label: &'static str,
+    file: PathBuf,
+    arguments: Value,
+    packages: Option<PathBuf>,
+    calls: usize,
+}
+
+struct Measured {
+    cold: (Stats, u64),
+    warm: (Stats, u64),
+    prepare_wall: Duration,
+    prepare_cpu: Duration,
+    disk: u64,
+    python: Result<Stats, String>,
+}
+
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    home: &std::path::Path,
+    python: &Python,
+    case: &Case,
+) -> anyhow::Result<Measured> {
+    let name = case
+        .file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("tool.py");
+    let source = std::fs::read_to_string(&case.file)?;
+    let cold_tool = prepare(name, &source)?.with_packages(case.packages.clone());
+    let function = cold_tool.function().to_owned();
+    let arguments = cold_tool
+        .check(case.arguments.clone())
+        .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
+    // Cold pandas needs more than the default fuel; the budget does not change timings.
+    let limits = Limits {
+        fuel: warden::limits::Fuel(20_000_000_000),
+        ..Limits::default()
+    };
+    let grants = Grants::default();
+    let first = rt.block_on(sandbox.call(cold_tool.call(&arguments, &grants, &limits)))?;
+    let expected = match first.status {
+        Status::Ok => first.value.unwrap_or_default(),
+        _ => anyhow::bail!("{}: {:?}", case.label, first),
+    };
+    let cold = warden_calls(
+        rt,
+        sandbox,
+        &cold_tool,
+        &case.arguments,
+        &expected,
+        case.calls,
+        &limits,
+    )?;
+
+    // Preparing the warm state, measured from scratch: any saved state is removed.
+    let warm_tool = prepare(name, &source)?.with_packages(case.packages.clone());
+    let packages = case.packages.as_deref();
+    if let Warmth::Warm(state) = sandbox.warm_state(warm_tool.folder(), packages)? {
+        for ext in ["json", "mem"] {
+            let _ = std::fs::remove_file(home.join("warm").join(format!("{}.{ext}", state.key())));
+        }
+    }
+    let (wall, cpu) = (Instant::now(), cpu_time());
+    let warmth = sandbox.warm_state(warm_tool.folder(), packages)?;
+    let (prepare_wall, prepare_cpu) = (wall.elapsed(), cpu_time() - cpu);
+    let disk = match &warmth {
+        Warmth::Warm(state) => state.disk_bytes,
+        Warmth::Cold(reason) => anyhow::bail!("{} has no warm state: {reason}", case.label),
+    };
+    warm_tool.set_warmth(warmth);
+    let warm = warden_calls(
+        rt,
+        sandbox,
+        &warm_tool,
+        &case.arguments,
+        &expected,
+        case.calls,
+        &limits,
+    )?;
+
+    let python = match python_calls(python, &case.file, &function, &case.arguments, 30) {
+        Ok((stats, value)) if value == expected => Ok(stats),
+        Ok((_, value)) => Err(format!("answered {value}")),
+        Err(e) => Err(format!("{e:#}")),
+    };
+    Ok(Measured {
+        cold,
+        warm,
+        prepare_wall,
+        prepare_cpu,
+        disk,
+        python,
+    })
 }
 
 fn row(name: &str, s: &Stats) {
@@ -353,6 +491,7 @@ fn main() -> anyhow::Result<()> {
         &json!({"a": 1, "b": 2}),
         &json!(3),
         WARDEN_CALLS,
+        &Limits::default(),
     )?;
     let arguments = tool
         .check(json!({"a": 1, "b": 2}))
@@ -386,13 +525,21 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let module = dir.path().join("add.py");
     std::fs::write(&module, TOOL)?;
-    let (peer, value) = python_calls(&module, "add", &json!({"a": 1, "b": 2}), PYTHON_CALLS)?;
+    let python = Python::resolve()?;
+    let (peer, value) = python_calls(
+        &python,
+        &module,
+        "add",
+        &json!({"a": 1, "b": 2}),
+        PYTHON_CALLS,
+    )?;
     anyhow::ensure!(value == json!(3), "the python3 peer answered {value}");
 
     // A realistic tool: csv + statistics (both in Warden's snapshot).
     let csv = root().join("examples/csv_summary.py");
     let csv_arguments = json!({"csv_text": CSV, "column": "price"});
-    let (csv_peer, csv_value) = python_calls(&csv, "csv_summary", &csv_arguments, PYTHON_CALLS)?;
+    let (csv_peer, csv_value) =
+        python_calls(&python, &csv, "csv_summary", &csv_arguments, PYTHON_CALLS)?;
     let csv_tool = prepare("csv_summary.py", &std::fs::read_to_string(&csv)?)?;
     let (csv_warden, csv_fuel) = warden_calls(
         &rt,
@@ -401,10 +548,75 @@ fn main() -> anyhow::Result<()> {
         &csv_arguments,
         &csv_value,
         WARDEN_CALLS / 4,
+        &Limits::default(),
     )?;
 
     let service = rt.block_on(service_round_trips(sandbox.clone()))?;
-    let with_package = package_calls(&rt, &sandbox, &home);
+
+    // Cold and warm starts of tools with real imports, and the host's interpreter.
+    let fixture = |name: &str| root().join("tests/fixtures/tools").join(name);
+    let mut cases = vec![
+        Case {
+            label: "`add` (no imports)",
+            file: module.clone(),
+            arguments: json!({"a": 1, "b": 2}),
+            packages: None,
+            calls: 500,
+        },
+        Case {
+            label: "`csv_summary` (csv, statistics)",
+            file: csv.clone(),
+            arguments: csv_arguments.clone(),
+            packages: None,
+            calls: 200,
+        },
+        Case {
+            label: "`vector_stats` (numpy)",
+            file: root().join("examples/vector_stats.py"),
+            arguments: json!({"values": [3.0, 4.0, 12.0]}),
+            packages: None,
+            calls: 100,
+        },
+        Case {
+            label: "`pandas_describe` (pandas)",
+            file: fixture("pandas_describe.py"),
+            arguments: json!({"rows": [{"x": 1}, {"x": 5}, {"x": 9}], "column": "x"}),
+            packages: None,
+            calls: 100,
+        },
+    ];
+    let pydantic = pydantic_site(&sandbox, &home);
+    if let Ok(site) = &pydantic {
+        cases.push(Case {
+            label: "`letta_pydantic` (installed Pydantic 1.10, nested models)",
+            file: fixture("letta_pydantic.py"),
+            arguments: json!({"person": {"name": "Ada", "age": 36,
+                "address": {"street": "1 Rue", "zip_code": "75001"}}}),
+            packages: Some(site.clone()),
+            calls: 100,
+        });
+    }
+    let mut measured = Vec::new();
+    for case in &cases {
+        measured.push((case.label, measure(&rt, &sandbox, &home, &python, case)?));
+    }
+
+    // The error path: a tool that raises (its traceback formatted by the harness).
+    let raises = prepare("raises.py", &std::fs::read_to_string(fixture("raises.py"))?)?;
+    let raise_args = raises
+        .check(json!({"value": -1}))
+        .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
+    let mut error_samples = Vec::new();
+    for i in 0..220 {
+        let (grants, limits) = (Grants::default(), Limits::default());
+        let t = Instant::now();
+        let r = rt.block_on(sandbox.call(raises.call(&raise_args, &grants, &limits)))?;
+        anyhow::ensure!(r.status == Status::ToolError, "bad result: {r:?}");
+        if i >= 20 {
+            error_samples.push(t.elapsed());
+        }
+    }
+    let error_calls = stats(error_samples);
 
     println!(
         "small tool `add(a, b)`: {WARDEN_CALLS} Warden calls, {PYTHON_CALLS} subprocess calls, \
@@ -415,25 +627,53 @@ fn main() -> anyhow::Result<()> {
     println!("| path | p50 | p99 | mean | calls/s (1 task) |");
     println!("|---|---|---|---|---|");
     row("Warden, fresh instance per call", &warden);
-    row("native `python3` process per call", &peer);
+    row("native `python -I -S` process per call", &peer);
     row(
         "Warden service, HTTP round trip (loopback, keep-alive)",
         &service,
     );
     row("`csv_summary` (csv + statistics): Warden", &csv_warden);
     row(
-        "`csv_summary` (csv + statistics): native `python3`",
+        "`csv_summary` (csv + statistics): native `python -I -S`",
         &csv_peer,
     );
-    match &with_package {
-        Ok((stats, fuel)) => {
-            row(
-                "`letta_pydantic` (installed Pydantic 1.10, bytecode): Warden",
-                stats,
-            );
-            println!("(fuel per `letta_pydantic` call: {fuel})");
-        }
-        Err(e) => println!("`letta_pydantic` skipped: {e:#}"),
+    row(
+        "a tool that raises (`tool_error`, traceback): Warden",
+        &error_calls,
+    );
+    println!();
+    println!(
+        "Warm starts (a fresh instance of each tool's warm state per call) against cold starts \
+         and `{} -I -S` per call:",
+        python.binary.display()
+    );
+    println!();
+    println!(
+        "| tool | cold p50 | warm p50 | warm p99 | fuel per call, cold → warm | preparing: wall, CPU, disk | python p50 | python / warm |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (label, m) in &measured {
+        let (python_p50, ratio) = match &m.python {
+            Ok(p) => (
+                ms(p.p50),
+                format!("{:.1}x", p.p50.as_secs_f64() / m.warm.0.p50.as_secs_f64()),
+            ),
+            Err(why) => (format!("n/a ({why})"), "n/a".to_owned()),
+        };
+        println!(
+            "| {label} | {} | {} | {} | {} → {} | {:.2} s, {:.2} s, {:.1} MB | {python_p50} | {ratio} |",
+            ms(m.cold.0.p50),
+            ms(m.warm.0.p50),
+            ms(m.warm.0.p99),
+            m.cold.1,
+            m.warm.1,
+            m.prepare_wall.as_secs_f64(),
+            m.prepare_cpu.as_secs_f64(),
+            m.disk as f64 / 1e6,
+        );
+    }
+    if let Err(e) = &pydantic {
+        println!("`letta_pydantic` skipped: {e:#}");
     }
     println!();
     println!("Warden with {workers} concurrent tasks: {parallel_rate:.0} calls/s");

@@ -1,8 +1,9 @@
 # Warden's guest harness. It is loaded once, when Warden builds its own snapshot of the
 # runtime (src/sandbox/snapshot.rs): these definitions are then part of every instance's
 # memory, and each call's `turn` only runs `_warden_call()`. Loading or compiling this
-# file per call would cost fuel and time on every call. Nothing here may touch the file
-# system at load time: the instance that is snapshotted has no folders at all.
+# file per call would cost fuel and time on every call. At load time the instance has
+# only the runtime's own folders (the standard library); the host makes wasi-libc forget
+# them before the snapshot is taken, so every instance reads its own folders.
 #
 # Per call it reads one JSON request from stdin:
 #
@@ -10,9 +11,10 @@
 #    "none_if_omitted": [str], "env": {str: str}, "return_char_limit": int,
 #    "packages": "/packages" (only when the tool has installed packages)}
 #
-# imports the tool, builds each argument as its parameter's annotation says (a dataclass,
-# an Enum, a datetime, ...; see `typed_arguments`), calls the function, and writes one
-# response frame to fd 1 as the very last thing it does:
+# imports the tool (unless this instance is a warm state that has it imported already,
+# see `_warden_prepare`), builds each argument as its parameter's annotation says (a
+# dataclass, an Enum, a datetime, ...; see `typed_arguments`), calls the function, and
+# writes one response frame to fd 1 as the very last thing it does:
 #
 #   "\n\x1ewarden:" NONCE " " JSON
 #
@@ -24,6 +26,11 @@
 # run, so a frame can only ever say "ok" or "tool_error": the host decides every other
 # status itself, re-checks return_char_limit and bounds the result's nesting.
 
+# A failing call formats its traceback: loaded once here rather than on every such call.
+import traceback as _traceback  # noqa: F401
+
+# The module path of the tool a warm state has imported already (set by _warden_prepare).
+_WARM = {}
 
 def _warden_call():
     # Import only what the snapshot already holds: every other import costs fuel and
@@ -99,30 +106,29 @@ def _warden_call():
         )
 
     # The environment is exactly the granted one: the snapshot froze the environment of
-    # the instance that built it. `random` is not in the snapshot, so a tool that
-    # imports it seeds it from os.urandom; should a snapshot ever hold it, reseed it.
+    # the instance that built it.
     os.environ.clear()
     os.environ.update(request["env"])
-    random = loaded("random")
-    if random is not None:
-        random.seed()  # from os.urandom, in C
+    _fresh_state(loaded)
 
     # The tool's installed packages come after the runtime's own, so they can add to the
     # bundled packages but never shadow the standard library or a bundled package.
     site = request.get("packages")
-    if site:
+    if site and site not in sys.path:
         sys.path.append(site)
 
     name = request["function"]
-    module = type(sys)("__warden_tool__")
-    module.__file__ = module_path
-    sys.modules["__warden_tool__"] = module
-    try:
-        with open(module_path, "rb") as f:
-            code = compile(f.read(), module_path, "exec")
-        exec(code, module.__dict__)
-    except BaseException as exc:
-        return tool_error(exc)
+    module = loaded("__warden_tool__")
+    if _WARM.get("module") != module_path or module is None:
+        module = type(sys)("__warden_tool__")
+        module.__file__ = module_path
+        sys.modules["__warden_tool__"] = module
+        try:
+            with open(module_path, "rb") as f:
+                code = compile(f.read(), module_path, "exec")
+            exec(code, module.__dict__)
+        except BaseException as exc:
+            return tool_error(exc)
 
     function = module.__dict__.get(name)
     if type(function).__name__ != "function":
@@ -200,6 +206,180 @@ def _warden_call():
         )
     else:
         emit({"status": "ok", "value": value})
+
+
+def _fresh_state(loaded):
+    # State that modules seed once, at import: in a snapshot (Warden's own, or a tool's
+    # warm state) it would be the same in every call. Reseed it from os.urandom and the
+    # clock, per call.
+    random = loaded("random")
+    if random is not None:
+        random.seed()  # from os.urandom, in C
+    numpy_random = loaded("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()  # numpy's global RandomState, from the OS's entropy
+    tempfile = loaded("tempfile")
+    if tempfile is not None:
+        tempfile._name_sequence = None  # a new random name sequence
+    logging = loaded("logging")
+    if logging is not None:
+        import time
+
+        logging._startTime = time.time_ns() if isinstance(logging._startTime, int) else time.time()
+
+
+class _WatchedEnviron(dict):
+    # os.environ while a tool's module-level code runs for a warm state: that instance
+    # has no granted variables, so the tool's own code reading the environment at import
+    # would see values other than a call's. Such a read marks the tool as not warmable.
+    # (Libraries the tool imports see the base environment, as documented.)
+    def __init__(self, real, module_path):
+        super().__init__()
+        self.real = real
+        self.module_path = module_path
+        self.read = False
+
+    def _saw(self):
+        import sys
+
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.endswith(
+            ("/os.py", "<frozen os>", "/warden/harness.py")
+        ):
+            frame = frame.f_back
+        if frame is not None and frame.f_code.co_filename == self.module_path:
+            self.read = True
+
+    def __getitem__(self, key):
+        self._saw()
+        return self.real[key]
+
+    def get(self, key, default=None):
+        self._saw()
+        return self.real.get(key, default)
+
+    def __contains__(self, key):
+        self._saw()
+        return key in self.real
+
+    def __iter__(self):
+        self._saw()
+        return iter(self.real)
+
+    def __len__(self):
+        self._saw()
+        return len(self.real)
+
+    def keys(self):
+        self._saw()
+        return self.real.keys()
+
+    def items(self):
+        self._saw()
+        return self.real.items()
+
+    def values(self):
+        self._saw()
+        return self.real.values()
+
+    def copy(self):
+        self._saw()
+        return self.real.copy()
+
+    def __setitem__(self, key, value):
+        self.real[key] = value
+
+    def __delitem__(self, key):
+        del self.real[key]
+
+    def setdefault(self, key, default=None):
+        self._saw()
+        return self.real.setdefault(key, default)
+
+    def pop(self, key, *default):
+        self._saw()
+        return self.real.pop(key, *default)
+
+    def update(self, *args, **kwargs):
+        self.real.update(*args, **kwargs)
+
+    def clear(self):
+        self.real.clear()
+
+    def __repr__(self):
+        self._saw()
+        return repr(self.real)
+
+
+def _warden_prepare():
+    # Builds a tool's warm state (src/sandbox/warm.rs): imports the tool once, in an
+    # instance with no grants, no secrets and no arguments, whose memory then becomes
+    # the starting point of every call of that tool version. Reads {"nonce", "module",
+    # "packages"} from stdin and answers with a frame: ok, or tool_error when the
+    # module-level code raised or read the environment (the tool then runs cold).
+    import gc
+    import json
+    import os
+    import sys
+
+    request = json.loads(sys.stdin.buffer.read())
+    nonce = request["nonce"]
+    module_path = request["module"]
+
+    def emit(response):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        data = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+        frame = ("\n\x1ewarden:" + nonce + " " + data).encode("utf-8", "surrogatepass")
+        view = memoryview(frame)
+        while view:
+            view = view[os.write(1, view) :]
+
+    def refuse(kind, message, trace=""):
+        emit({"status": "tool_error", "error": {"type": kind, "message": message[:16000], "traceback": trace[-16000:]}})
+
+    site = request.get("packages")
+    if site and site not in sys.path:
+        sys.path.append(site)
+
+    module = type(sys)("__warden_tool__")
+    module.__file__ = module_path
+    sys.modules["__warden_tool__"] = module
+    real = os.environ
+    watched = _WatchedEnviron(real, module_path)
+    os.environ = watched
+    try:
+        with open(module_path, "rb") as f:
+            code = compile(f.read(), module_path, "exec")
+        exec(code, module.__dict__)
+    except BaseException as exc:
+        os.environ = real
+        del sys.modules["__warden_tool__"]
+        return refuse(type(exc).__name__, str(exc), "".join(_traceback.format_exception(exc)))
+    finally:
+        os.environ = real
+    if watched.read:
+        del sys.modules["__warden_tool__"]
+        return refuse(
+            "ReadsEnvironment",
+            "the module-level code reads os.environ, whose values differ per call",
+        )
+    # numpy loads numpy.random on first use; tools use it in their functions. Load it
+    # now, so calls do not pay that import (each call reseeds it, see _fresh_state).
+    if "numpy" in sys.modules and "numpy.random" not in sys.modules:
+        try:
+            import numpy.random  # noqa: F401
+        except Exception:
+            pass
+    _WARM["module"] = module_path
+    # Everything alive now is part of the warm state: keep the collector off it, so a
+    # call does not write to its pages (copy-on-write friendly; CPython's gc.freeze).
+    gc.collect()
+    gc.freeze()
+    emit({"status": "ok", "value": None})
 
 
 def bind_problem(function, arguments):

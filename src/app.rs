@@ -73,6 +73,9 @@ pub struct AppConfig {
     pub operator_key: Option<String>,
     /// The package store tools' requirements are resolved and installed with.
     pub packages: Packages,
+    /// Whether each tool version gets a warm state (its imports done once, see
+    /// [`crate::sandbox::Warmth`]), prepared in the background at registration.
+    pub warm_start: bool,
 }
 
 impl std::fmt::Debug for AppConfig {
@@ -81,6 +84,7 @@ impl std::fmt::Debug for AppConfig {
             .field("tools_dir", &self.tools_dir)
             .field("operator_key", &self.operator_key.as_ref().map(|_| "…"))
             .field("packages", &self.packages)
+            .field("warm_start", &self.warm_start)
             .finish()
     }
 }
@@ -103,6 +107,8 @@ struct Inner {
     /// Each tool version prepared on its first call (folder written, validator
     /// compiled, packages located): versions are immutable, so this is done once.
     prepared: std::sync::Mutex<std::collections::HashMap<VersionId, Arc<PreparedTool>>>,
+    /// See [`AppConfig::warm_start`].
+    warm_start: bool,
 }
 
 impl std::fmt::Debug for App {
@@ -289,6 +295,7 @@ impl App {
                 metrics: metrics::Metrics::new(),
                 packages: config.packages,
                 prepared: Default::default(),
+                warm_start: config.warm_start,
             }),
         }
     }
@@ -373,6 +380,7 @@ impl App {
             view(r, &t, &tool.id, diagnostics, None)
         })
         .await
+        .inspect(|view| self.warm_in_background(tenant, &view.tool.id))
     }
 
     /// Makes `spec` the tool's current version (see [`Update`]).
@@ -399,6 +407,7 @@ impl App {
             view(r, &t, &id, diagnostics, Some(outcome))
         })
         .await
+        .inspect(|view| self.warm_in_background(tenant, &view.tool.id))
     }
 
     /// One tool with its current version.

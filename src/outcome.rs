@@ -117,6 +117,33 @@ pub struct CallResult {
     pub wall_time: Duration,
     /// The largest the guest's linear memory grew to, in bytes.
     pub peak_memory_bytes: u64,
+    /// Which state the call's instance started from.
+    #[serde(default)]
+    pub start: Start,
+}
+
+/// The state a call's fresh instance started from.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// Warden's snapshot: the call imported the tool (and its packages) itself.
+    #[default]
+    Cold,
+    /// The tool version's warm state: the tool was imported once, when the state was
+    /// prepared, and every call starts from a fresh copy of it.
+    Warm,
+}
+
+impl Start {
+    /// The wire name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Start::Cold => "cold",
+            Start::Warm => "warm",
+        }
+    }
 }
 
 mod micros {

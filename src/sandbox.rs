@@ -31,8 +31,10 @@ mod guest;
 mod pipe;
 pub mod protocol;
 pub mod snapshot;
+mod state_exports;
 pub mod syscalls;
 mod tool;
+mod warm;
 pub mod wasi;
 
 use std::path::{Path, PathBuf};
@@ -40,7 +42,7 @@ use std::thread;
 use std::time::Instant;
 
 use bytesize::ByteSize;
-use wasmtime::{Engine, InstancePre, Linker};
+use wasmtime::{Engine, InstancePre, Linker, Module};
 
 pub use artifacts::{ArtifactError, Progress, RuntimeFiles};
 use ending::{Ended, Observed, TrapKind};
@@ -51,10 +53,12 @@ use pipe::CappedPipe;
 use protocol::Request;
 pub use tool::ToolFolder;
 use tool::sweep_orphaned_tool_folders;
+use warm::{Base, WarmStates};
+pub use warm::{ColdReason, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, WarmState, Warmth};
 
 use crate::grants::{GrantError, Grants, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
-use crate::outcome::{CallResult, Status};
+use crate::outcome::{CallResult, Start, Status};
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -144,6 +148,13 @@ pub enum SandboxError {
     /// The instance could not be created for a host-side reason.
     #[error("could not start the guest: {0:#}")]
     Instantiate(wasmtime::Error),
+    /// A tool's warm state could not be saved or loaded (a host-side fault; the tool
+    /// itself is fine and can run cold).
+    #[error(
+        "the tool's warm state could not be saved or loaded: {0:#}; remove the `warm` \
+         folder of Warden's home to rebuild it"
+    )]
+    Warm(wasmtime::Error),
 }
 
 /// One call: which tool and function, with what arguments, grants and limits.
@@ -164,14 +175,20 @@ pub struct Call<'a> {
     pub limits: &'a Limits,
     /// The tool's installed packages (a read-only site folder), if it has any.
     pub packages: Option<&'a Path>,
+    /// The tool's warm state, if it has one: the call starts from it instead of
+    /// Warden's snapshot. It must be the state of this tool and packages.
+    pub warm: Option<&'a WarmState>,
 }
 
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
 pub struct Sandbox {
     engine: Engine,
+    module: Module,
+    linker: Linker<Guest>,
     pre: InstancePre<Guest>,
     exports: Exports,
     files: RuntimeFiles,
+    warm: WarmStates,
     max_memory: ByteSize,
     slots: tokio::sync::Semaphore,
     _ticker: Ticker,
@@ -187,6 +204,10 @@ impl Sandbox {
         let engine = engine(config)?;
         let (module, pending) =
             compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
+        let compiled_name = compiled::path(&engine, &files, &config.home)?
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let exports = Exports::of(&module)?;
         let mut linker: Linker<Guest> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
@@ -204,9 +225,12 @@ impl Sandbox {
         let ticker = Ticker::start(engine.clone())?;
         let sandbox = Sandbox {
             engine,
+            module,
+            linker,
             pre,
             exports,
             files,
+            warm: WarmStates::new(&config.home, compiled_name),
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
             _ticker: ticker,
@@ -246,6 +270,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             grants: &grants,
             limits: &Limits::default(),
             packages: None,
+            warm: None,
         };
         let result = self.call_blocking(call)?;
         if result.status == Status::Ok
@@ -272,6 +297,38 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     /// The runtime files in use.
     pub fn runtime(&self) -> &RuntimeFiles {
         &self.files
+    }
+
+    /// The tool's warm state ([`warm`]): loaded, read from Warden's home, or prepared
+    /// now by running the tool's module-level code once (seconds; blocking). A tool
+    /// whose module-level code cannot be saved gets [`Warmth::Cold`] with the reason.
+    pub fn warm_state(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Warmth, SandboxError> {
+        self.warm.get_or_prepare(&self.base(), tool, packages)
+    }
+
+    /// The tool's warm state if it was prepared before, without preparing it.
+    pub fn cached_warm_state(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Option<Warmth>, SandboxError> {
+        self.warm.cached(&self.base(), tool, packages)
+    }
+
+    fn base(&self) -> Base<'_> {
+        Base {
+            engine: &self.engine,
+            module: &self.module,
+            linker: &self.linker,
+            pre: &self.pre,
+            exports: &self.exports,
+            empty_root: &self.files.empty_root,
+            stdlib: self.files.stdlib_dir(),
+        }
     }
 
     /// [`Sandbox::call`] from blocking code, even code running inside an async runtime
@@ -317,7 +374,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let folders = wasi::RuntimeFolders {
             empty_root: &self.files.empty_root,
             stdlib: &self.files.stdlib_dir(),
-            tool: call.tool.host_dir(),
+            tool: Some(call.tool.host_dir()),
             packages: call.packages,
         };
         let ctx = wasi::context(&folders, &grants, stdin, stdout.clone(), stderr.clone())
@@ -328,10 +385,11 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let deadline = started + limits.deadline;
         let mut store = new_store(&self.engine, ctx, limits, deadline)?;
 
-        let run = tokio::time::timeout_at(
-            deadline.into(),
-            run_call(&self.pre, &self.exports, &mut store),
-        );
+        let (pre, exports, start) = match call.warm {
+            Some(state) => (&state.pre, &state.exports, Start::Warm),
+            None => (&self.pre, &self.exports, Start::Cold),
+        };
+        let run = tokio::time::timeout_at(deadline.into(), run_call(pre, exports, &mut store));
         let ran = run.await;
         let wall_time = started.elapsed();
         let fuel_left = store.get_fuel().unwrap_or(0);
@@ -379,6 +437,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             fuel_used: Fuel(limits.fuel.0.saturating_sub(fuel_left)),
             wall_time,
             peak_memory_bytes: peak,
+            start,
         })
     }
 }

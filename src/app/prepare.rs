@@ -8,12 +8,14 @@
 //! a caller omit are named so that the guest passes them `None`.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value};
 
 use crate::grants::Grants;
 use crate::limits::Limits;
-use crate::sandbox::{Call, ToolFolder};
+use crate::sandbox::{Call, ToolFolder, Warmth};
 use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 
 /// Everything the calls of one tool version share, prepared once.
@@ -24,6 +26,11 @@ pub struct PreparedTool {
     validator: ArgumentValidator,
     none_if_omitted: Vec<String>,
     packages: Option<PathBuf>,
+    /// Where calls start from, once known: the version's warm state, or cold with the
+    /// reason. Until it is set (while the state is prepared), calls run cold.
+    warmth: OnceLock<Warmth>,
+    /// Set once a preparation of the warm state has started.
+    warming: AtomicBool,
 }
 
 /// Why arguments were refused before any guest ran.
@@ -45,7 +52,24 @@ impl PreparedTool {
             none_if_omitted: schema::none_if_omitted(&schema),
             schema,
             packages,
+            warmth: OnceLock::new(),
+            warming: AtomicBool::new(false),
         }
+    }
+
+    /// True the first time only: the caller prepares the warm state.
+    pub fn start_warming(&self) -> bool {
+        !self.warming.swap(true, Ordering::AcqRel)
+    }
+
+    /// Records where calls start from (once; later values are ignored).
+    pub fn set_warmth(&self, warmth: Warmth) {
+        let _ = self.warmth.set(warmth);
+    }
+
+    /// Where calls start from, if known yet.
+    pub fn warmth(&self) -> Option<&Warmth> {
+        self.warmth.get()
     }
 
     /// The same tool with its installed packages (a site folder) mounted.
@@ -57,6 +81,11 @@ impl PreparedTool {
     /// The function the schema describes.
     pub fn function(&self) -> &str {
         &self.schema.name
+    }
+
+    /// The tool's installed packages (a site folder), if any.
+    pub fn packages(&self) -> Option<&std::path::Path> {
+        self.packages.as_deref()
     }
 
     /// The tool's folder.
@@ -99,6 +128,10 @@ impl PreparedTool {
             grants,
             limits,
             packages: self.packages.as_deref(),
+            warm: match self.warmth.get() {
+                Some(Warmth::Warm(state)) => Some(state),
+                _ => None,
+            },
         }
     }
 }

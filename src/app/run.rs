@@ -126,6 +126,9 @@ impl App {
         }
         let manifest = version.manifest;
         let prepared = self.prepared(&version.id, &manifest).await?;
+        // After a restart, or if registration's preparation was lost: calls run cold
+        // until it is done.
+        self.warm_up(&prepared);
         let arguments = prepared.check(arguments).map_err(|refusal| match refusal {
             Refusal::BrokenSchema(reason) => AppError::BrokenSchema {
                 version: version.id.clone(),
@@ -181,6 +184,55 @@ impl App {
         Ok(Arc::clone(
             cache.entry(version.clone()).or_insert(Arc::new(prepared)),
         ))
+    }
+
+    /// Prepares the current version of a tool just registered or updated, and its warm
+    /// state, in the background: the registration answers at once, and calls run cold
+    /// until the warm state is ready (each result says which start it had).
+    pub(super) fn warm_in_background(&self, tenant: &TenantId, tool: &ToolId) {
+        if !self.inner.warm_start {
+            return;
+        }
+        let (app, t, id) = (self.clone(), tenant.clone(), tool.clone());
+        tokio::spawn(async move {
+            let (t2, id2) = (t.clone(), id.clone());
+            let current = app.blocking(move |r| Ok(r.current(&t2, &id2)?)).await;
+            let prepared = match current {
+                Ok((_, version)) => app.prepared(&version.id, &version.manifest).await,
+                Err(e) => Err(e),
+            };
+            match prepared {
+                Ok(prepared) => app.warm_up(&prepared),
+                Err(e) => tracing::warn!(tenant = %t, tool = %id, "cannot prepare the tool: {e}"),
+            }
+        });
+    }
+
+    /// Starts preparing the version's warm state on a blocking thread, unless it is
+    /// known or under way.
+    fn warm_up(&self, prepared: &Arc<PreparedTool>) {
+        if !self.inner.warm_start || !prepared.start_warming() {
+            return;
+        }
+        let sandbox = Arc::clone(&self.inner.sandbox);
+        let prepared = Arc::clone(prepared);
+        tokio::task::spawn_blocking(move || {
+            match sandbox.warm_state(prepared.folder(), prepared.packages()) {
+                Ok(warmth) => {
+                    if let crate::sandbox::Warmth::Cold(reason) = &warmth {
+                        tracing::info!(
+                            function = prepared.function(),
+                            "the tool runs cold: {reason}"
+                        );
+                    }
+                    prepared.set_warmth(warmth);
+                }
+                Err(e) => tracing::warn!(
+                    function = prepared.function(),
+                    "the tool runs cold: its warm state failed: {e}"
+                ),
+            }
+        });
     }
 
     fn cached(&self, version: &VersionId) -> Option<Arc<PreparedTool>> {

@@ -9,9 +9,9 @@ use serde_json::{Map, Value};
 use warden::app::{MAX_VIOLATIONS, PreparedTool, Refusal};
 use warden::grants::{EnvVar, Grants, Mount};
 use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits};
-use warden::outcome::{CallResult, Status};
+use warden::outcome::{CallResult, Start, Status};
 use warden::packages::{Requirement, script};
-use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder};
+use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
 
 use super::packages::PipArgs;
@@ -87,6 +87,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub pip: PipArgs,
 
+    /// Start from Warden's snapshot and import the tool in the call itself, instead of
+    /// from the tool's warm state (prepared on first use and cached under
+    /// $WARDEN_HOME/warm).
+    #[arg(long)]
+    pub cold: bool,
+
     /// Print the full result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -125,6 +131,9 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
             .tool
             .with_packages(packages.site(&lock).map_err(input)?)
     };
+    if !args.cold {
+        tool.set_warmth(warmth(config, &sandbox, &tool)?);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -142,6 +151,33 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
     Ok(result.status.into())
 }
 
+/// The tool's warm state: cached, or prepared now (once per tool version, with
+/// progress). A tool that cannot have one runs cold, and the first run says why.
+fn warmth(config: &SandboxConfig, sandbox: &Sandbox, tool: &PreparedTool) -> Result<Warmth> {
+    if let Some(known) = sandbox.cached_warm_state(tool.folder(), tool.packages())? {
+        return Ok(known);
+    }
+    // Seconds at most: a spinner on a terminal, and nothing in logs or pipes.
+    let spinner = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        config.progress.spinner(
+            "preparing the tool's warm state: running its imports once, so that later \
+             calls start with them done (once per tool version)"
+                .to_owned(),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let prepared = sandbox.warm_state(tool.folder(), tool.packages());
+    spinner.finish_and_clear();
+    let prepared = prepared?;
+    if let Warmth::Cold(reason) = &prepared {
+        eprintln!(
+            "warden: note: this tool runs cold (its imports are paid on every call): {reason}"
+        );
+    }
+    Ok(prepared)
+}
+
 /// The `--json` result of a call refused before running: the fields of a
 /// [`CallResult`], plus every violation.
 fn refused(invalid: &InvalidArguments) -> Value {
@@ -157,6 +193,7 @@ fn refused(invalid: &InvalidArguments) -> Value {
         "fuel_used": 0,
         "wall_time_us": 0,
         "peak_memory_bytes": 0,
+        "start": Start::Cold,
     })
 }
 
@@ -284,11 +321,12 @@ fn json_kind(v: &Value) -> &'static str {
 
 fn print_human(r: &CallResult) {
     eprintln!(
-        "{}  (fuel {} · {:.1} ms · peak memory {})",
+        "{}  (fuel {} · {:.1} ms · peak memory {} · {} start)",
         r.status,
         r.fuel_used,
         r.wall_time.as_secs_f64() * 1000.0,
-        ByteSize::b(r.peak_memory_bytes)
+        ByteSize::b(r.peak_memory_bytes),
+        r.start.as_str()
     );
     if let Some(message) = &r.message {
         eprintln!("{message}");

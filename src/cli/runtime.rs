@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
+use warden::limits::ByteSize;
 use warden::sandbox::{RuntimeFiles, Sandbox, SandboxConfig};
 
 use super::{ExitCode, UsageError};
@@ -75,7 +76,34 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
                 "not built yet: the next command that runs a tool builds it"
             };
             println!("compiled:  {} ({state})", compiled.display());
+            let warm = config.home.join("warm");
+            let (count, bytes) = warm_states(&warm);
+            println!(
+                "warm:      {} ({count} tool states, {} on disk)",
+                warm.display(),
+                ByteSize(bytes)
+            );
         }
     }
     Ok(ExitCode::Ok)
+}
+
+/// Tool warm states in `dir` and the disk their images take (sparse files count only
+/// their written blocks).
+fn warm_states(dir: &std::path::Path) -> (usize, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    let (mut count, mut bytes) = (0, 0);
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.ends_with(".json") {
+            count += 1;
+        }
+        bytes += meta.blocks() * 512;
+    }
+    (count, bytes)
 }

@@ -54,6 +54,11 @@ pub struct ServeArgs {
     /// Most sandbox instances alive at once, over all tenants.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
+    /// Run every call from Warden's snapshot: do not prepare tool versions' warm states
+    /// (by default each version's imports are done once, in the background, at
+    /// registration or first call; see the README's "Warm start").
+    #[arg(long)]
+    pub cold: bool,
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
@@ -86,6 +91,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             tools_dir: config.home.join("tools"),
             operator_key,
             packages,
+            warm_start: !args.cold,
         },
     );
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -23,6 +23,10 @@ exec(compile(sys.stdin.buffer.read(), '/warden/harness.py', 'exec'))\n";
 /// reactor echoes nothing.
 pub const CALL: &str = "_warden_call()\n";
 
+/// Turned once per tool version, while its warm state is prepared (see `warm.rs`): the
+/// harness imports the tool named on stdin.
+pub const PREPARE: &str = "_warden_prepare()\n";
+
 /// A call's stdin: the JSON request.
 pub fn stdin(request: &Request<'_>) -> Result<Vec<u8>, serde_json::Error> {
     serde_json::to_vec(request)

@@ -6,16 +6,20 @@
 //! millisecond of every call, spent on work whose result is always the same. So Warden
 //! takes one more snapshot, once, with [`wasmtime_wizer`]:
 //!
-//! 1. instrument the verified snapshot (Wizer exports its globals and memory);
-//! 2. instantiate it **with no folders at all** and run one `turn` that defines the
-//!    harness in `__main__` ([`LOAD_HARNESS`], with `runtime/harness.py` on stdin);
-//! 3. write that instance's memory and globals back out as a new module.
+//! 1. add exports for the runtime's mutable globals and wasi-libc's preopen reset
+//!    ([`super::state_exports`]; per-tool warm states need them), then instrument it
+//!    (Wizer exports its globals and memory);
+//! 2. instantiate it with **only the runtime's own folders** (the standard library and
+//!    the empty root; no grant, no tool) and run one `turn` that defines the harness in
+//!    `__main__` ([`LOAD_HARNESS`], with `runtime/harness.py` on stdin; it imports the
+//!    few modules every failing call needs);
+//! 3. make wasi-libc forget the folders it has seen (`__wasilibc_reset_preopens`), so
+//!    that each later instance reads its own;
+//! 4. write that instance's memory and globals back out as a new module.
 //!
 //! Every call then instantiates that module: a fresh instance whose first `turn` is a
-//! plain call of `_warden_call()`. Step 2 never opens a path (it has none to open), so
-//! WASI's table of folders is still unread in the snapshot and each call's grants are
-//! read from its own instance; [`super::compiled`] checks that on the compiled result
-//! before caching it.
+//! plain call of `_warden_call()`. [`super::compiled`] checks on the compiled result that
+//! a call reads its own grants before caching it.
 
 use wasmtime::{Config, Engine, Instance, Linker, Module, OptLevel, Store, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -25,7 +29,10 @@ use super::artifacts::Role;
 use super::guest::{Exports, turn};
 use super::pipe::CappedPipe;
 use super::protocol::{HARNESS, LOAD_HARNESS};
-use super::{RuntimeFiles, SandboxError, io_error, on_own_thread, wasi};
+use super::{RuntimeFiles, SandboxError, io_error, on_own_thread, state_exports, wasi};
+
+/// How the snapshot is built (the steps above), for [`identity`]: changed with them.
+const RECIPE: &str = "2: state exports, runtime folders, preopen reset";
 
 /// A string that changes whenever the snapshot Warden builds would change: the pinned
 /// runtime, the harness and the tools that build it. Part of the compiled cache's key.
@@ -34,6 +41,7 @@ pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
     let runtime = files.manifest.artifact(Role::Snapshot)?;
     let mut h = Sha256::new();
     for part in [
+        RECIPE,
         runtime.sha256.as_str(),
         HARNESS,
         LOAD_HARNESS,
@@ -51,6 +59,8 @@ pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
 pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
     let source = files.path(Role::Snapshot);
     let wasm = std::fs::read(&source).map_err(|e| io_error(&source, e))?;
+    let wasm =
+        state_exports::add(&wasm).map_err(|e| SandboxError::Snapshot(wasmtime::Error::new(e)))?;
     let wizer = Wizer::new();
     let (cx, instrumented) = wizer.instrument(&wasm).map_err(SandboxError::Snapshot)?;
 
@@ -75,8 +85,21 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
     on_own_thread(async {
         let stdout = CappedPipe::new("stdout", 1 << 20);
         let stderr = CappedPipe::new("stderr", 1 << 20);
-        let ctx =
-            wasi::without_folders(HARNESS.as_bytes().to_vec(), stdout.clone(), stderr.clone());
+        let stdlib = files.stdlib_dir();
+        let folders = wasi::RuntimeFolders {
+            empty_root: &files.empty_root,
+            stdlib: &stdlib,
+            tool: None,
+            packages: None,
+        };
+        let ctx = wasi::context(
+            &folders,
+            &crate::grants::Grants::default(),
+            HARNESS.as_bytes().to_vec(),
+            stdout.clone(),
+            stderr.clone(),
+        )
+        .map_err(SandboxError::Snapshot)?;
         let mut store = Store::new(&engine, ctx);
         let instance = linker
             .instantiate_async(&mut store, &module)
@@ -96,6 +119,11 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
         }
 
         // Step 3.
+        reset_preopens(&mut store, instance)
+            .await
+            .map_err(SandboxError::Snapshot)?;
+
+        // Step 4.
         let mut state = Loaded {
             store: &mut store,
             instance,
@@ -112,6 +140,18 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
             )))),
         }
     })?
+}
+
+/// Makes wasi-libc forget the folders (preopens) it has read, so that an instance
+/// started from a snapshot of this one reads its own.
+pub(super) async fn reset_preopens<T: Send>(
+    store: &mut Store<T>,
+    instance: Instance,
+) -> wasmtime::Result<()> {
+    let reset = instance
+        .get_typed_func::<(), ()>(&mut *store, state_exports::RESET_PREOPENS)
+        .map_err(|e| e.context("the runtime lacks Warden's preopen-reset export"))?;
+    reset.call_async(&mut *store, ()).await
 }
 
 /// The instance after the harness's turn, as Wizer reads it.

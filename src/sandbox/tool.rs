@@ -52,6 +52,11 @@ impl ToolFolder {
         }
     }
 
+    /// The tool's file name in its folder.
+    pub fn file_name(&self) -> &str {
+        &self.file_name
+    }
+
     /// The tool's path as the guest sees it.
     pub fn guest_path(&self) -> String {
         format!("{}/{}", wasi::TOOL_GUEST, self.file_name)

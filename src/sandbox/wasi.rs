@@ -18,8 +18,10 @@
 //! working directory or its network. TCP, UDP and name lookup stay disabled. wasmtime's
 //! preopen confinement (cap-std) stops `..` and symlink escapes from every folder.
 //!
-//! The instance that builds Warden's snapshot (once, see `snapshot.rs`) gets the same
-//! with the harness on stdin and no folder at all.
+//! The instances that build Warden's snapshot (once, see `snapshot.rs`) and a tool's
+//! warm state (once per tool version, see `warm.rs`) get the same with no grants: no
+//! granted variable and no granted folder, only the runtime's own folders (and, for a
+//! warm state, the tool's folder and packages).
 
 use std::path::Path;
 
@@ -62,20 +64,10 @@ pub struct RuntimeFolders<'a> {
     pub empty_root: &'a Path,
     /// The folder holding `python315.zip`.
     pub stdlib: &'a Path,
-    /// The folder holding the tool's source.
-    pub tool: &'a Path,
+    /// The folder holding the tool's source (none while Warden builds its snapshot).
+    pub tool: Option<&'a Path>,
     /// The tool's installed packages, if any, mounted read-only at [`PACKAGES_GUEST`].
     pub packages: Option<&'a Path>,
-}
-
-/// The context of the instance Warden snapshots (see `snapshot.rs`): the same as a
-/// call's, but with no folder at all, so that nothing in the snapshot can depend on one.
-pub fn without_folders(stdin: Vec<u8>, stdout: CappedPipe, stderr: CappedPipe) -> WasiP1Ctx {
-    let mut b = base(stdin, stdout, stderr);
-    for (key, value) in BASE_ENV {
-        b.env(key, value);
-    }
-    b.build_p1()
 }
 
 /// Builds the WASI context of one call. Mount host paths must already be canonical.
@@ -93,7 +85,9 @@ pub fn context(
 
     b.preopened_dir(folders.empty_root, "/", FsPerms::ReadOnly)?;
     b.preopened_dir(folders.stdlib, STDLIB_GUEST, FsPerms::ReadOnly)?;
-    b.preopened_dir(folders.tool, TOOL_GUEST, FsPerms::ReadOnly)?;
+    if let Some(tool) = folders.tool {
+        b.preopened_dir(tool, TOOL_GUEST, FsPerms::ReadOnly)?;
+    }
     if let Some(packages) = folders.packages {
         b.preopened_dir(packages, PACKAGES_GUEST, FsPerms::ReadOnly)?;
     }

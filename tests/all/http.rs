@@ -46,8 +46,19 @@ impl Service {
         Service::open(dir)
     }
 
+    /// A service that prepares each version's warm state at registration, as `warden
+    /// serve` does (the other tests run cold, so that they do not spend the CI's cores
+    /// preparing states they do not look at).
+    pub fn start_warm() -> Service {
+        Service::with(tempfile::tempdir().unwrap(), true)
+    }
+
     /// A service over the registry file in `dir`, as after a restart.
     pub fn open(dir: tempfile::TempDir) -> Service {
+        Service::with(dir, false)
+    }
+
+    fn with(dir: tempfile::TempDir, warm_start: bool) -> Service {
         let registry = Arc::new(Registry::open(dir.path().join("warden.db")).unwrap());
         let app = App::new(
             Arc::clone(&registry),
@@ -56,6 +67,7 @@ impl Service {
                 tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),
                 packages: crate::support::package_store(dir.path()),
+                warm_start,
             },
         );
         let router = router(app.clone());

@@ -31,3 +31,5 @@ mod schema;
 mod support;
 /// Tenants, keys and policy admission.
 mod tenant;
+/// Warm states: imports once per tool version, a fresh instance per call.
+mod warm;

@@ -9,7 +9,7 @@ use warden::limits::Limits;
 use warden::outcome::CallResult;
 use warden::packages::{Packages, Pip};
 use warden::sandbox::artifacts::Role;
-use warden::sandbox::{Call, Progress, Sandbox, SandboxConfig, ToolFolder};
+use warden::sandbox::{Call, Progress, Sandbox, SandboxConfig, ToolFolder, Warmth};
 
 /// Warden's home for this run: `$WARDEN_HOME`, or the per-user cache folder.
 pub fn home() -> PathBuf {
@@ -79,6 +79,8 @@ pub struct Run {
     pub grants: Grants,
     pub limits: Limits,
     pub packages: Option<PathBuf>,
+    /// Start from the tool's warm state (prepared if needed), which must exist.
+    pub warm: bool,
 }
 
 impl Run {
@@ -91,7 +93,14 @@ impl Run {
             grants: Grants::default(),
             limits: Limits::default(),
             packages: None,
+            warm: false,
         }
+    }
+
+    /// Starts the call from the tool's warm state.
+    pub fn warm(mut self) -> Run {
+        self.warm = true;
+        self
     }
 
     pub fn packages(mut self, site: PathBuf) -> Run {
@@ -116,6 +125,16 @@ impl Run {
             Value::Object(m) => m,
             other => panic!("arguments must be an object, got {other}"),
         };
+        let warm = match self.warm {
+            false => None,
+            true => match sandbox()
+                .warm_state(&tool, self.packages.as_deref())
+                .expect("the warm state was prepared")
+            {
+                Warmth::Warm(state) => Some(state),
+                Warmth::Cold(reason) => panic!("{} has no warm state: {reason}", self.file),
+            },
+        };
         sandbox()
             .call(Call {
                 tool: &tool,
@@ -125,6 +144,7 @@ impl Run {
                 grants: &self.grants,
                 limits: &self.limits,
                 packages: self.packages.as_deref(),
+                warm: warm.as_deref(),
             })
             .await
             .expect("the sandbox ran the call")

@@ -1,0 +1,630 @@
+//! Per-tool warm states: a tool's imports paid once per version, not on every call.
+//!
+//! Warden's snapshot holds the interpreter and the harness; every call of a tool still
+//! imports the tool and whatever it imports (numpy: ~700 M fuel, hundreds of ms). A
+//! warm state is that snapshot one step further: the tool module already imported.
+//!
+//! # Preparing one (seconds, once per tool source and package set)
+//!
+//! 1. Instantiate Warden's snapshot with **no grants**: only the runtime's folders, the
+//!    tool's folder and its packages, no granted variable, no argument.
+//! 2. Run `_warden_prepare()` (`runtime/harness.py`): import the tool, refuse if its own
+//!    module-level code read `os.environ` (a call's variables differ), freeze the
+//!    collector's objects.
+//! 3. Make wasi-libc forget the folders it has seen, so each call reads its own.
+//! 4. Read the instance's memory (from where Warden's image starts, up to its last
+//!    non-zero page) and its mutable globals, through the exports
+//!    [`super::state_exports`] added. The memory is written as a sparse file (zero
+//!    pages are holes) under `$WARDEN_HOME/warm/`, with a small JSON description.
+//!
+//! A tool whose module-level code raises, reads the environment, loops past its fuel or
+//! deadline or exhausts its memory gets a [`Warmth::Cold`] with the reason, recorded
+//! beside the images so it is not retried, and runs cold as before.
+//!
+//! # Using one
+//!
+//! [`wasmtime::Module::with_initial_state`] (Warden's wasmtime patch, see
+//! `vendor/README.md`) makes a module that shares Warden's compiled code and starts
+//! from the saved memory (mapped copy-on-write from the file) and globals: no
+//! compilation per tool. Every call still gets a fresh instance of it, so nothing one
+//! call does is seen by the next.
+//!
+//! States are keyed by what determines them: Warden's compiled snapshot, the tool's file
+//! name and source, and its package site. Two versions or tenants with the same source
+//! and packages share one state.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use bytesize::ByteSize;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use wasmtime::{Instance, InstancePre, Linker, Module, Store, Val};
+
+use super::guest::{Exports, Guest, new_store, turn};
+use super::pipe::CappedPipe;
+use super::protocol::{self, Answer, PREPARE, Response};
+use super::{SandboxError, ToolFolder, io_error, snapshot, state_exports, wasi};
+use crate::grants::Grants;
+use crate::limits::{Fuel, Limits};
+use crate::outcome::ToolError;
+
+/// Fuel a tool's module-level code may spend while its warm state is prepared: numpy
+/// and pandas imports take ~0.7 and ~3 G; a loop stops after ~10 s of CPU.
+pub const PREPARE_FUEL: Fuel = Fuel(10_000_000_000);
+/// Wall time it may take.
+pub const PREPARE_DEADLINE: Duration = Duration::from_secs(120);
+/// Memory it may grow to.
+pub const PREPARE_MEMORY: ByteSize = ByteSize::gib(1);
+
+/// Bumped whenever what a warm state holds or how it is read changes.
+const FORMAT: &str = "warden-warm-1";
+
+/// The host page: the unit the image is written and mapped in.
+const PAGE: usize = 4096;
+/// A wasm page.
+const WASM_PAGE: usize = 65536;
+
+/// What a tool version's calls start from.
+#[derive(Clone)]
+pub enum Warmth {
+    /// The tool's warm state.
+    Warm(Arc<WarmState>),
+    /// Warden's snapshot; the reason the tool has no warm state.
+    Cold(ColdReason),
+}
+
+impl std::fmt::Debug for Warmth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Warmth::Warm(state) => write!(f, "Warm({})", state.key),
+            Warmth::Cold(reason) => write!(f, "Cold({reason:?})"),
+        }
+    }
+}
+
+/// Why a tool runs cold: what its module-level code did while being prepared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColdReason {
+    /// One sentence.
+    pub message: String,
+    /// The exception, when the module-level code raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+}
+
+impl std::fmt::Display for ColdReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(error) = &self.error {
+            write!(f, ": {}: {}", error.kind, error.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// A loaded warm state: a module sharing Warden's compiled code, linked once.
+pub struct WarmState {
+    pub(super) pre: InstancePre<Guest>,
+    pub(super) exports: Exports,
+    key: String,
+    /// Bytes of the image on disk (its non-zero pages).
+    pub disk_bytes: u64,
+}
+
+impl std::fmt::Debug for WarmState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmState")
+            .field("key", &self.key)
+            .field("disk_bytes", &self.disk_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WarmState {
+    /// The key the state is stored under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+/// The description stored beside an image, or the reason there is none.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+enum Record {
+    Warm {
+        /// The memory's size when the state was taken, in wasm pages.
+        memory_pages: u64,
+        /// Bytes of the image file that are memory; the module's passive data follows.
+        memory_len: u64,
+        /// Mutable globals: index, type and bits.
+        globals: Vec<SavedGlobal>,
+        /// Bytes of the image's non-zero pages.
+        disk_bytes: u64,
+        /// How long preparing took, for `warden runtime info` and the logs.
+        prepared_ms: u64,
+        /// Fuel the preparation used.
+        fuel: u64,
+    },
+    Cold(ColdReason),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SavedGlobal {
+    index: u32,
+    #[serde(rename = "type")]
+    ty: GlobalType,
+    /// The value's bits, in decimal (JSON numbers cannot hold 128 bits).
+    #[serde(with = "decimal")]
+    bits: u128,
+}
+
+mod decimal {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(bits: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&bits.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        String::deserialize(d)?.parse().map_err(D::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum GlobalType {
+    I32,
+    I64,
+    F32,
+    F64,
+    V128,
+}
+
+/// Where warm states live and how they are made, for one [`super::Sandbox`].
+pub(super) struct WarmStates {
+    dir: PathBuf,
+    /// Names what the states are built from: the compiled snapshot's identity.
+    base_identity: String,
+    /// States loaded in this process, shared by every version with the same key.
+    loaded: Mutex<HashMap<String, Weak<WarmState>>>,
+    /// One preparation at a time: each takes a core for seconds.
+    preparing: Mutex<()>,
+}
+
+/// What a preparation needs from the sandbox.
+pub(super) struct Base<'a> {
+    pub(super) engine: &'a wasmtime::Engine,
+    pub(super) module: &'a Module,
+    pub(super) linker: &'a Linker<Guest>,
+    pub(super) pre: &'a InstancePre<Guest>,
+    pub(super) exports: &'a Exports,
+    pub(super) empty_root: &'a Path,
+    pub(super) stdlib: PathBuf,
+}
+
+impl WarmStates {
+    pub(super) fn new(home: &Path, base_identity: String) -> WarmStates {
+        WarmStates {
+            dir: home.join("warm"),
+            base_identity,
+            loaded: Mutex::new(HashMap::new()),
+            preparing: Mutex::new(()),
+        }
+    }
+
+    /// The key of a tool's state: Warden's snapshot, the tool's file name and source,
+    /// and its package site.
+    fn key(&self, tool: &ToolFolder, packages: Option<&Path>) -> Result<String, SandboxError> {
+        let path = tool.host_dir().join(tool.file_name());
+        let source = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
+        let site = packages
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut h = Sha256::new();
+        for part in [
+            FORMAT.as_bytes(),
+            self.base_identity.as_bytes(),
+            tool.file_name().as_bytes(),
+            &source,
+            site.as_bytes(),
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        Ok(hex::encode(h.finalize()))
+    }
+
+    /// The tool's warm state if it is prepared already (on disk or loaded), without
+    /// preparing it.
+    pub(super) fn cached(
+        &self,
+        base: &Base<'_>,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Option<Warmth>, SandboxError> {
+        let key = self.key(tool, packages)?;
+        self.lookup(base, &key)
+    }
+
+    /// The tool's warm state: loaded, read from disk, or prepared now (seconds).
+    pub(super) fn get_or_prepare(
+        &self,
+        base: &Base<'_>,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Warmth, SandboxError> {
+        let key = self.key(tool, packages)?;
+        if let Some(found) = self.lookup(base, &key)? {
+            return Ok(found);
+        }
+        let _one_at_a_time = self
+            .preparing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Prepared by another caller while this one waited.
+        if let Some(found) = self.lookup(base, &key)? {
+            return Ok(found);
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let record = prepare(base, tool, packages, &self.dir, &key)?;
+        let json = serde_json::to_vec_pretty(&record)
+            .map_err(|e| SandboxError::Harness(format!("cannot encode a warm record: {e}")))?;
+        write_atomically(&self.dir, &self.record_path(&key), &json)?;
+        match &record {
+            Record::Cold(reason) => {
+                tracing::info!("tool runs cold: {reason}");
+            }
+            Record::Warm {
+                disk_bytes,
+                prepared_ms,
+                ..
+            } => tracing::info!(
+                "prepared a warm state in {prepared_ms} ms ({} on disk)",
+                ByteSize(*disk_bytes)
+            ),
+        }
+        self.load(base, &key, record)
+    }
+
+    fn record_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.json"))
+    }
+
+    fn image_path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.mem"))
+    }
+
+    fn lookup(&self, base: &Base<'_>, key: &str) -> Result<Option<Warmth>, SandboxError> {
+        if let Some(state) = self
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .and_then(Weak::upgrade)
+        {
+            return Ok(Some(Warmth::Warm(state)));
+        }
+        let path = self.record_path(key);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error(&path, e)),
+        };
+        match serde_json::from_slice::<Record>(&bytes) {
+            Ok(record) => self.load(base, key, record).map(Some),
+            Err(e) => {
+                tracing::warn!("discarding unreadable warm record {}: {e}", path.display());
+                Ok(None)
+            }
+        }
+    }
+
+    fn load(&self, base: &Base<'_>, key: &str, record: Record) -> Result<Warmth, SandboxError> {
+        let (memory_pages, memory_len, globals, disk_bytes) = match record {
+            Record::Cold(reason) => return Ok(Warmth::Cold(reason)),
+            Record::Warm {
+                memory_pages,
+                memory_len,
+                globals,
+                disk_bytes,
+                ..
+            } => (memory_pages, memory_len, globals, disk_bytes),
+        };
+        let path = self.image_path(key);
+        let file = File::open(&path).map_err(|e| io_error(&path, e))?;
+        let globals: Vec<(u32, Val)> = globals.iter().map(|g| (g.index, g.value())).collect();
+        let module = base
+            .module
+            .with_initial_state(file, memory_len, memory_pages, &globals)
+            .map_err(SandboxError::Warm)?;
+        let pre = base
+            .linker
+            .instantiate_pre(&module)
+            .map_err(SandboxError::Warm)?;
+        let exports = Exports::of(&module)?;
+        let state = Arc::new(WarmState {
+            pre,
+            exports,
+            key: key.to_owned(),
+            disk_bytes,
+        });
+        let mut loaded = self
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        loaded.retain(|_, weak| weak.strong_count() > 0);
+        loaded.insert(key.to_owned(), Arc::downgrade(&state));
+        Ok(Warmth::Warm(state))
+    }
+}
+
+impl SavedGlobal {
+    fn of(index: u32, value: &Val) -> Option<SavedGlobal> {
+        let (ty, bits) = match value {
+            Val::I32(x) => (GlobalType::I32, u128::from(x.cast_unsigned())),
+            Val::I64(x) => (GlobalType::I64, u128::from(x.cast_unsigned())),
+            Val::F32(x) => (GlobalType::F32, u128::from(*x)),
+            Val::F64(x) => (GlobalType::F64, u128::from(*x)),
+            Val::V128(x) => (GlobalType::V128, x.as_u128()),
+            _ => return None,
+        };
+        Some(SavedGlobal { index, ty, bits })
+    }
+
+    fn value(&self) -> Val {
+        // The bits were saved from a value of this type, so truncating them is exact.
+        #[expect(clippy::cast_possible_truncation, reason = "saved from this width")]
+        match self.ty {
+            GlobalType::I32 => Val::I32((self.bits as u32).cast_signed()),
+            GlobalType::I64 => Val::I64((self.bits as u64).cast_signed()),
+            GlobalType::F32 => Val::F32(self.bits as u32),
+            GlobalType::F64 => Val::F64(self.bits as u64),
+            GlobalType::V128 => Val::V128(self.bits.into()),
+        }
+    }
+}
+
+/// Prepares a tool's state: runs its module-level code in an instance with no grants
+/// and saves the instance, or says why it cannot be saved.
+fn prepare(
+    base: &Base<'_>,
+    tool: &ToolFolder,
+    packages: Option<&Path>,
+    dir: &Path,
+    key: &str,
+) -> Result<Record, SandboxError> {
+    let started = Instant::now();
+    let nonce = format!("{:032x}", rand::random::<u128>());
+    let request = serde_json::json!({
+        "nonce": nonce,
+        "module": tool.guest_path(),
+        "packages": packages.map(|_| wasi::PACKAGES_GUEST),
+    });
+    let limits = Limits {
+        fuel: PREPARE_FUEL,
+        deadline: PREPARE_DEADLINE,
+        memory: PREPARE_MEMORY,
+        ..Limits::default()
+    };
+    let stdout = CappedPipe::new("stdout", 1 << 20);
+    let stderr = CappedPipe::new("stderr", 1 << 20);
+    let folders = wasi::RuntimeFolders {
+        empty_root: base.empty_root,
+        stdlib: &base.stdlib,
+        tool: Some(tool.host_dir()),
+        packages,
+    };
+    let ctx = wasi::context(
+        &folders,
+        &Grants::default(),
+        request.to_string().into_bytes(),
+        stdout.clone(),
+        stderr.clone(),
+    )
+    .map_err(SandboxError::Instantiate)?;
+
+    super::on_own_thread(async {
+        let deadline = started + limits.deadline;
+        let mut store = new_store(base.engine, ctx, &limits, deadline)?;
+        let instance = match base.pre.instantiate_async(&mut store).await {
+            Ok(instance) => instance,
+            Err(e) => return Err(SandboxError::Instantiate(e)),
+        };
+        let ran = tokio::time::timeout_at(
+            deadline.into(),
+            turn(&mut store, instance, base.exports, PREPARE),
+        )
+        .await;
+        let fuel = PREPARE_FUEL.0 - store.get_fuel().unwrap_or(0);
+        let memory_hit = store.data().memory.hit;
+        let cold = |message: String| {
+            Ok(Record::Cold(ColdReason {
+                message,
+                error: None,
+            }))
+        };
+        match ran {
+            Err(_) => {
+                return cold(format!(
+                    "its module-level code did not finish within {}",
+                    humantime::format_duration(PREPARE_DEADLINE)
+                ));
+            }
+            Ok(Err(e)) => {
+                let what = match super::trap_kind(&e) {
+                    super::TrapKind::OutOfFuel => format!(
+                        "its module-level code used more than {} fuel",
+                        PREPARE_FUEL.0
+                    ),
+                    super::TrapKind::Deadline => format!(
+                        "its module-level code did not finish within {}",
+                        humantime::format_duration(PREPARE_DEADLINE)
+                    ),
+                    _ if memory_hit => {
+                        format!("its module-level code needs more than {PREPARE_MEMORY} of memory")
+                    }
+                    other => format!("its module-level code stopped the interpreter: {other:?}"),
+                };
+                return cold(what);
+            }
+            Ok(Ok(_)) => {}
+        }
+        if memory_hit {
+            // Python may have caught the refused growth as a MemoryError.
+            return cold(format!(
+                "its module-level code needs more than {PREPARE_MEMORY} of memory"
+            ));
+        }
+        let (out, _) = stdout.take();
+        match protocol::split_stdout(&out, &nonce).1 {
+            Answer::Response(Response::Ok { .. }) => {}
+            Answer::Response(Response::ToolError { error }) => {
+                let message = if error.kind == "ReadsEnvironment" {
+                    error.message.clone()
+                } else {
+                    "its module-level code raised an exception".to_owned()
+                };
+                return Ok(Record::Cold(ColdReason {
+                    message,
+                    error: (error.kind != "ReadsEnvironment").then_some(error),
+                }));
+            }
+            other => {
+                return cold(format!(
+                    "its module-level code ended the interpreter without an answer ({other:?})"
+                ));
+            }
+        }
+
+        snapshot::reset_preopens(&mut store, instance)
+            .await
+            .map_err(SandboxError::Warm)?;
+        let globals = read_globals(&mut store, instance, base.module)?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| SandboxError::Warm(wasmtime::Error::msg("no `memory` export")))?;
+        let data = memory.data(&store);
+        let memory_pages = (data.len() / WASM_PAGE) as u64;
+        let offset = base
+            .module
+            .initial_memory_offset()
+            .map_err(SandboxError::Warm)?;
+        let offset = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        let trailer = base
+            .module
+            .initial_state_trailer()
+            .map_err(SandboxError::Warm)?;
+        let (memory_len, disk_bytes) = write_image(
+            dir,
+            &dir.join(format!("{key}.mem")),
+            &data[offset..],
+            trailer,
+        )?;
+        Ok(Record::Warm {
+            memory_pages,
+            memory_len,
+            globals,
+            disk_bytes,
+            prepared_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            fuel,
+        })
+    })?
+}
+
+fn read_globals(
+    store: &mut Store<Guest>,
+    instance: Instance,
+    module: &Module,
+) -> Result<Vec<SavedGlobal>, SandboxError> {
+    let mut saved = Vec::new();
+    for export in module.exports() {
+        let Some(index) = export
+            .name()
+            .strip_prefix("warden.global.")
+            .and_then(|i| i.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let value = instance
+            .get_global(&mut *store, export.name())
+            .map(|g| g.get(&mut *store));
+        match value.as_ref().and_then(|v| SavedGlobal::of(index, v)) {
+            Some(global) => saved.push(global),
+            None => {
+                return Err(SandboxError::Warm(wasmtime::Error::msg(format!(
+                    "the global {} is not a number",
+                    export.name()
+                ))));
+            }
+        }
+    }
+    if saved.is_empty()
+        && module
+            .get_export(&state_exports::global_export(0))
+            .is_none()
+    {
+        tracing::debug!("the runtime exports no mutable globals");
+    }
+    Ok(saved)
+}
+
+/// Writes `memory` (trailing zero pages dropped) as a sparse file, in which only
+/// non-zero host pages take disk, followed by `trailer`. Returns the bytes of memory
+/// the file holds and the bytes written.
+fn write_image(
+    dir: &Path,
+    path: &Path,
+    memory: &[u8],
+    trailer: &[u8],
+) -> Result<(u64, u64), SandboxError> {
+    let pages: Vec<&[u8]> = memory.chunks(PAGE).collect();
+    let used = pages
+        .iter()
+        .rposition(|p| p.iter().any(|&b| b != 0))
+        .map_or(0, |last| last + 1);
+    let memory_len = used * PAGE;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
+    let file = tmp.as_file_mut();
+    let mut written = 0u64;
+    let mut page = 0;
+    while page < used {
+        if pages[page].iter().all(|&b| b == 0) {
+            page += 1;
+            continue;
+        }
+        let start = page;
+        while page < used && pages[page].iter().any(|&b| b != 0) {
+            page += 1;
+        }
+        let bytes = &memory[start * PAGE..(page * PAGE).min(memory.len())];
+        file.write_all_at(bytes, (start * PAGE) as u64)
+            .map_err(|e| io_error(path, e))?;
+        written += bytes.len() as u64;
+    }
+    file.set_len(memory_len as u64)
+        .map_err(|e| io_error(path, e))?;
+    file.write_all_at(trailer, memory_len as u64)
+        .map_err(|e| io_error(path, e))?;
+    written += trailer.len() as u64;
+    file.flush().map_err(|e| io_error(path, e))?;
+    file.sync_all().map_err(|e| io_error(path, e))?;
+    tmp.persist(path).map_err(|e| io_error(path, e.error))?;
+    Ok((memory_len as u64, written))
+}
+
+fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), SandboxError> {
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
+    tmp.write_all(bytes).map_err(|e| io_error(path, e))?;
+    tmp.as_file().sync_all().map_err(|e| io_error(path, e))?;
+    tmp.persist(path).map_err(|e| io_error(path, e.error))?;
+    Ok(())
+}

@@ -1,0 +1,235 @@
+//! Warm states: a tool's imports done once per version, every call still a fresh
+//! instance with only its own grants.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use warden::grants::{Access, Grants, Mount};
+use warden::outcome::{Start, Status};
+use warden::sandbox::{ToolFolder, Warmth};
+
+use crate::http::{ADD, Service};
+use crate::support::{Run, fixture, home, sandbox};
+
+fn cold_reason(file: &str) -> String {
+    let source = std::fs::read_to_string(fixture(file)).unwrap();
+    let tool = ToolFolder::temporary(file, &source).unwrap();
+    match sandbox().warm_state(&tool, None).unwrap() {
+        Warmth::Cold(reason) => reason.to_string(),
+        Warmth::Warm(_) => panic!("{file} got a warm state"),
+    }
+}
+
+#[tokio::test]
+async fn module_level_state_is_fresh_in_every_warm_call() {
+    let mut randoms = Vec::new();
+    for _ in 0..3 {
+        let r = Run::new("warm_state.py", "warm_state", json!({}))
+            .warm()
+            .call()
+            .await;
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.start, Start::Warm);
+        let v = r.value.unwrap();
+        // The module was imported once, when the state was prepared; each call starts
+        // from that state, not from the previous call's.
+        assert_eq!(v["counter"], 1, "{v}");
+        assert_eq!(v["calls"], 1, "{v}");
+        randoms.push(v["random"].as_f64().unwrap());
+    }
+    randoms.dedup();
+    assert_eq!(randoms.len(), 3, "random is reseeded per call: {randoms:?}");
+}
+
+#[tokio::test]
+async fn a_warm_call_sees_exactly_its_own_grants_and_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("note.txt"), "granted to this call").unwrap();
+    let grants = Grants {
+        mounts: vec![Mount {
+            host: dir.path().to_owned(),
+            guest: "/data".parse().unwrap(),
+            access: Access::Ro,
+        }],
+        env: vec!["API_KEY=call-one".parse().unwrap()],
+    };
+    let r = Run::new(
+        "warm_state.py",
+        "warm_state",
+        json!({"path": "/data/note.txt"}),
+    )
+    .grants(grants)
+    .warm()
+    .call()
+    .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.start, Start::Warm);
+    let v = r.value.unwrap();
+    assert_eq!(v["text"], "granted to this call");
+    assert_eq!(v["env"]["API_KEY"], "call-one");
+
+    // The next call of the same state, without those grants, has neither.
+    let r = Run::new(
+        "warm_state.py",
+        "warm_state",
+        json!({"path": "/data/note.txt"}),
+    )
+    .warm()
+    .call()
+    .await;
+    assert_eq!(r.status, Status::ToolError, "{r:?}");
+    assert_eq!(r.error.unwrap().kind, "FileNotFoundError");
+    let r = Run::new("warm_state.py", "warm_state", json!({}))
+        .warm()
+        .call()
+        .await;
+    let env = &r.value.unwrap()["env"];
+    assert!(env.get("API_KEY").is_none(), "{env}");
+    assert_eq!(
+        env.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["HOME", "TMPDIR", "PYTHONTZPATH"]
+    );
+}
+
+#[tokio::test]
+async fn numpy_is_imported_once_and_its_random_state_differs_per_call() {
+    let cold = Run::new("warm_numpy.py", "warm_numpy", json!({"values": [1, 2, 3]}))
+        .call()
+        .await;
+    assert_eq!(cold.status, Status::Ok, "{cold:?}");
+    assert_eq!(cold.start, Start::Cold);
+    let mut draws = Vec::new();
+    for _ in 0..3 {
+        let r = Run::new("warm_numpy.py", "warm_numpy", json!({"values": [1, 2, 3]}))
+            .warm()
+            .call()
+            .await;
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        let v = r.value.unwrap();
+        assert_eq!(v["mean"], 2.0);
+        draws.push(v["draw"].as_f64().unwrap());
+        // The import of numpy (hundreds of millions of fuel) is not paid again.
+        assert!(
+            r.fuel_used.0 * 10 < cold.fuel_used.0,
+            "warm {} vs cold {}",
+            r.fuel_used,
+            cold.fuel_used
+        );
+    }
+    draws.dedup();
+    assert_eq!(
+        draws.len(),
+        3,
+        "numpy.random is reseeded per call: {draws:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_whose_import_fails_has_no_warm_state_and_runs_cold() {
+    let reason = cold_reason("warm_raises.py");
+    assert!(reason.contains("ZeroDivisionError"), "{reason}");
+    let r = Run::new("warm_raises.py", "warm_raises", json!({}))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::ToolError);
+    assert_eq!(r.error.unwrap().kind, "ZeroDivisionError");
+}
+
+#[test]
+fn module_level_code_reading_the_environment_runs_cold() {
+    // Frozen at preparation, it would miss every call's own variables.
+    let reason = cold_reason("warm_reads_env.py");
+    assert!(reason.contains("os.environ"), "{reason}");
+}
+
+#[test]
+fn module_level_code_that_exhausts_memory_runs_cold_with_the_reason() {
+    let reason = cold_reason("warm_hog.py");
+    assert!(reason.contains("memory"), "{reason}");
+}
+
+#[test]
+fn module_level_code_that_loops_runs_cold_with_the_reason() {
+    let reason = cold_reason("warm_loops.py");
+    assert!(reason.contains("fuel"), "{reason}");
+}
+
+#[test]
+fn tools_with_the_same_source_share_one_state_and_others_do_not() {
+    let source = std::fs::read_to_string(fixture("warm_state.py")).unwrap();
+    let a = ToolFolder::temporary("warm_state.py", &source).unwrap();
+    let b = ToolFolder::temporary("warm_state.py", &source).unwrap();
+    let c = ToolFolder::temporary("warm_state.py", &format!("{source}\n# changed\n")).unwrap();
+    let key = |t: &ToolFolder| match sandbox().warm_state(t, None).unwrap() {
+        Warmth::Warm(state) => state.key().to_owned(),
+        Warmth::Cold(reason) => panic!("cold: {reason}"),
+    };
+    assert_eq!(key(&a), key(&b));
+    assert_ne!(key(&a), key(&c));
+}
+
+#[test]
+fn warden_run_prepares_the_state_once_and_says_which_start_a_call_had() {
+    sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    // A source no other test uses, so that the first run prepares its state.
+    let tool = dir.path().join("warm_cli.py");
+    std::fs::write(
+        &tool,
+        format!(
+            "import statistics\n# {}\ndef warm_cli(x: float) -> float:\n    return statistics.fmean([x, x])\n",
+            rand::random::<u64>()
+        ),
+    )
+    .unwrap();
+    let run = |extra: &[&str]| -> Value {
+        let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args([
+                "run",
+                tool.to_str().unwrap(),
+                "--args",
+                r#"{"x": 2}"#,
+                "--json",
+            ])
+            .args(extra)
+            .env("WARDEN_HOME", home())
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    for result in [run(&[]), run(&[])] {
+        assert_eq!(result["start"], "warm", "{result}");
+        assert_eq!(result["value"], 2.0);
+    }
+    assert_eq!(run(&["--cold"])["start"], "cold");
+}
+
+#[tokio::test]
+async fn the_service_prepares_a_warm_state_at_registration_and_calls_use_it() {
+    let s = Service::start_warm();
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ADD})).await;
+    // Calls run cold until the state is ready, then warm; each says which.
+    let started = Instant::now();
+    loop {
+        let r = s.run(&key, &tool, json!({"a": 2, "b": 3})).await.json;
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["value"], 5);
+        if r["start"] == "warm" {
+            break;
+        }
+        assert_eq!(r["start"], "cold", "{r}");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no warm start after 2 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
