@@ -28,6 +28,7 @@
 
 # A failing call formats its traceback: loaded once here rather than on every such call.
 import traceback as _traceback  # noqa: F401
+from collections.abc import MutableMapping as _MutableMapping
 
 # The module path of the tool a warm state has imported already (set by _warden_prepare).
 _WARM = {}
@@ -228,13 +229,14 @@ def _fresh_state(loaded):
         logging._startTime = time.time_ns() if isinstance(logging._startTime, int) else time.time()
 
 
-class _WatchedEnviron(dict):
+class _WatchedEnviron(_MutableMapping):
     # os.environ while a tool's module-level code runs for a warm state: that instance
     # has no granted variables, so the tool's own code reading the environment at import
     # would see values other than a call's. Such a read marks the tool as not warmable.
-    # (Libraries the tool imports see the base environment, as documented.)
+    # (Libraries the tool imports see the base environment, as documented.) A mapping,
+    # like os.environ, that delegates to the real one: code keeping a reference to it
+    # reads each call's variables later.
     def __init__(self, real, module_path):
-        super().__init__()
         self.real = real
         self.module_path = module_path
         self.read = False
@@ -244,7 +246,8 @@ class _WatchedEnviron(dict):
 
         frame = sys._getframe(2)
         while frame is not None and frame.f_code.co_filename.endswith(
-            ("/os.py", "<frozen os>", "/warden/harness.py")
+            ("/os.py", "<frozen os>", "/warden/harness.py", "/_collections_abc.py",
+             "<frozen _collections_abc>")
         ):
             frame = frame.f_back
         if frame is not None and frame.f_code.co_filename == self.module_path:
@@ -254,14 +257,6 @@ class _WatchedEnviron(dict):
         self._saw()
         return self.real[key]
 
-    def get(self, key, default=None):
-        self._saw()
-        return self.real.get(key, default)
-
-    def __contains__(self, key):
-        self._saw()
-        return key in self.real
-
     def __iter__(self):
         self._saw()
         return iter(self.real)
@@ -270,21 +265,9 @@ class _WatchedEnviron(dict):
         self._saw()
         return len(self.real)
 
-    def keys(self):
+    def __contains__(self, key):
         self._saw()
-        return self.real.keys()
-
-    def items(self):
-        self._saw()
-        return self.real.items()
-
-    def values(self):
-        self._saw()
-        return self.real.values()
-
-    def copy(self):
-        self._saw()
-        return self.real.copy()
+        return key in self.real
 
     def __setitem__(self, key, value):
         self.real[key] = value
@@ -292,19 +275,9 @@ class _WatchedEnviron(dict):
     def __delitem__(self, key):
         del self.real[key]
 
-    def setdefault(self, key, default=None):
+    def copy(self):
         self._saw()
-        return self.real.setdefault(key, default)
-
-    def pop(self, key, *default):
-        self._saw()
-        return self.real.pop(key, *default)
-
-    def update(self, *args, **kwargs):
-        self.real.update(*args, **kwargs)
-
-    def clear(self):
-        self.real.clear()
+        return self.real.copy()
 
     def __repr__(self):
         self._saw()

@@ -54,7 +54,9 @@ use protocol::Request;
 pub use tool::ToolFolder;
 use tool::sweep_orphaned_tool_folders;
 use warm::{Base, WarmStates};
-pub use warm::{ColdReason, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, WarmState, Warmth};
+pub use warm::{
+    ColdReason, MAX_STATE_DISK, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, WarmState, Warmth,
+};
 
 use crate::grants::{GrantError, Grants, canonical_host_folder};
 use crate::limits::{Fuel, Limits};

@@ -61,6 +61,9 @@ pub const PREPARE_FUEL: Fuel = Fuel(10_000_000_000);
 pub const PREPARE_DEADLINE: Duration = Duration::from_secs(120);
 /// Memory it may grow to.
 pub const PREPARE_MEMORY: ByteSize = ByteSize::gib(1);
+/// Most disk one warm state may take (its non-zero pages): a tool whose imports leave
+/// more runs cold rather than filling the disk, one version at a time.
+pub const MAX_STATE_DISK: ByteSize = ByteSize::mib(256);
 
 /// Bumped whenever what a warm state holds or how it is read changes.
 const FORMAT: &str = "warden-warm-1";
@@ -519,6 +522,17 @@ fn prepare(
         let offset = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(data.len());
+        let non_zero = data[offset..]
+            .chunks(PAGE)
+            .filter(|p| p.iter().any(|&b| b != 0))
+            .count() as u64
+            * PAGE as u64;
+        if non_zero > MAX_STATE_DISK.as_u64() {
+            return cold(format!(
+                "its warm state would take {} of disk, more than {MAX_STATE_DISK}",
+                ByteSize(non_zero)
+            ));
+        }
         let trailer = base
             .module
             .initial_state_trailer()
