@@ -13,9 +13,12 @@ use std::collections::BTreeMap;
 use wasm_encoder::{ExportKind, ExportSection, Module, RawSection};
 use wasmparser::{ExternalKind, KnownCustom, Name, Parser, Payload, TypeRef};
 
+/// The start of the exports of mutable globals; the global's index follows.
+pub const GLOBAL_EXPORT_PREFIX: &str = "warden.global.";
+
 /// The export of mutable global `index`.
 pub fn global_export(index: u32) -> String {
-    format!("warden.global.{index}")
+    format!("{GLOBAL_EXPORT_PREFIX}{index}")
 }
 
 /// The export of wasi-libc's `__wasilibc_reset_preopens`.

@@ -445,7 +445,7 @@ fn prepare(
             turn(&mut store, instance, base.exports, PREPARE),
         )
         .await;
-        let fuel = PREPARE_FUEL.0 - store.get_fuel().unwrap_or(0);
+        let fuel = PREPARE_FUEL.0.saturating_sub(store.get_fuel().unwrap_or(0));
         let memory_hit = store.data().memory.hit;
         let cold = |message: String| {
             Ok(Record::Cold(ColdReason {
@@ -563,7 +563,7 @@ fn read_globals(
     for export in module.exports() {
         let Some(index) = export
             .name()
-            .strip_prefix("warden.global.")
+            .strip_prefix(state_exports::GLOBAL_EXPORT_PREFIX)
             .and_then(|i| i.parse::<u32>().ok())
         else {
             continue;
@@ -580,13 +580,6 @@ fn read_globals(
                 ))));
             }
         }
-    }
-    if saved.is_empty()
-        && module
-            .get_export(&state_exports::global_export(0))
-            .is_none()
-    {
-        tracing::debug!("the runtime exports no mutable globals");
     }
     Ok(saved)
 }
