@@ -49,19 +49,7 @@ def _warden_call():
     MAX_DEPTH = 100  # nesting of lists and dicts in a result (protocol::MAX_RESULT_DEPTH)
 
     request = json.loads(sys.stdin.buffer.read())
-    nonce = request["nonce"]
-
-    def emit(response):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        data = dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        frame = ("\n\x1ewarden:" + nonce + " " + data).encode("utf-8", "surrogatepass")
-        view = memoryview(frame)
-        while view:
-            view = view[write_fd(1, view) :]
+    emit = _frame_writer(request["nonce"], sys, write_fd, dumps)
 
     def clip(text):
         return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "\n... [cut]"
@@ -209,6 +197,25 @@ def _warden_call():
         emit({"status": "ok", "value": value})
 
 
+def _frame_writer(nonce, sys, write_fd, dumps):
+    # The function that writes the response frame to fd 1, the last thing a turn does:
+    # "\n\x1ewarden:" NONCE " " JSON. Its callers pass references they took before any
+    # tool code ran (the tool may replace module attributes).
+    def emit(response):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        data = dumps(response, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        frame = ("\n\x1ewarden:" + nonce + " " + data).encode("utf-8", "surrogatepass")
+        view = memoryview(frame)
+        while view:
+            view = view[write_fd(1, view) :]
+
+    return emit
+
+
 def _fresh_state(loaded):
     # State that modules seed once, at import: in a snapshot (Warden's own, or a tool's
     # warm state) it would be the same in every call. Reseed it from os.urandom and the
@@ -296,20 +303,8 @@ def _warden_prepare():
     import sys
 
     request = json.loads(sys.stdin.buffer.read())
-    nonce = request["nonce"]
     module_path = request["module"]
-
-    def emit(response):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                pass
-        data = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
-        frame = ("\n\x1ewarden:" + nonce + " " + data).encode("utf-8", "surrogatepass")
-        view = memoryview(frame)
-        while view:
-            view = view[os.write(1, view) :]
+    emit = _frame_writer(request["nonce"], sys, os.write, json.dumps)
 
     def refuse(kind, message, trace=""):
         emit({"status": "tool_error", "error": {"type": kind, "message": message[:16000], "traceback": trace[-16000:]}})

@@ -534,6 +534,9 @@ async fn log_lines_about_a_request_name_its_id() {
         .finish();
     // This test's runtime has one thread: the handler logs on it.
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Other tests, on other threads and with no subscriber, may have cached "never" as
+    // the interest of the log lines looked for here: recompute it with this one.
+    tracing::callsite::rebuild_interest_cache();
     let r = s
         .raw(
             Request::get("/v1/tools/tool_00000000000000000000000000000000")

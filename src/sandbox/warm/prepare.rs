@@ -1,0 +1,265 @@
+//! Preparing a warm state: the tool's module-level code run once in an instance with
+//! no grants, then the instance's memory and globals saved (steps 1-4 of [`super`]).
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Instant;
+
+use bytesize::ByteSize;
+use wasmtime::{Instance, Module, Store};
+
+use super::{
+    Base, ColdReason, MAX_STATE_DISK, PAGE, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, Record,
+    SavedGlobal, WASM_PAGE,
+};
+use crate::grants::Grants;
+use crate::limits::Limits;
+use crate::sandbox::guest::{Guest, new_store, turn};
+use crate::sandbox::pipe::CappedPipe;
+use crate::sandbox::protocol::{self, Answer, PREPARE, Response};
+use crate::sandbox::{
+    SandboxError, ToolFolder, io_error, on_own_thread, snapshot, state_exports, wasi,
+};
+
+/// Prepares a tool's state: runs its module-level code in an instance with no grants
+/// and saves the instance, or says why it cannot be saved.
+pub(super) fn prepare(
+    base: &Base<'_>,
+    tool: &ToolFolder,
+    packages: Option<&Path>,
+    dir: &Path,
+    key: &str,
+) -> Result<Record, SandboxError> {
+    let started = Instant::now();
+    let nonce = format!("{:032x}", rand::random::<u128>());
+    let request = serde_json::json!({
+        "nonce": nonce,
+        "module": tool.guest_path(),
+        "packages": packages.map(|_| wasi::PACKAGES_GUEST),
+    });
+    let limits = Limits {
+        fuel: PREPARE_FUEL,
+        deadline: PREPARE_DEADLINE,
+        memory: PREPARE_MEMORY,
+        ..Limits::default()
+    };
+    let stdout = CappedPipe::new("stdout", 1 << 20);
+    let stderr = CappedPipe::new("stderr", 1 << 20);
+    let folders = wasi::RuntimeFolders {
+        empty_root: base.empty_root,
+        stdlib: &base.stdlib,
+        tool: Some(tool.host_dir()),
+        packages,
+    };
+    let ctx = wasi::context(
+        &folders,
+        &Grants::default(),
+        request.to_string().into_bytes(),
+        stdout.clone(),
+        stderr.clone(),
+    )
+    .map_err(SandboxError::Instantiate)?;
+
+    on_own_thread(async {
+        let deadline = started + limits.deadline;
+        let mut store = new_store(base.engine, ctx, &limits, deadline)?;
+        let instance = match base.pre.instantiate_async(&mut store).await {
+            Ok(instance) => instance,
+            Err(e) => return Err(SandboxError::Instantiate(e)),
+        };
+        let ran = tokio::time::timeout_at(
+            deadline.into(),
+            turn(&mut store, instance, base.exports, PREPARE),
+        )
+        .await;
+        let fuel = PREPARE_FUEL.0.saturating_sub(store.get_fuel().unwrap_or(0));
+        let memory_hit = store.data().memory.hit;
+        let cold = |message: String| {
+            Ok(Record::Cold(ColdReason {
+                message,
+                error: None,
+            }))
+        };
+        match ran {
+            Err(_) => {
+                return cold(format!(
+                    "its module-level code did not finish within {}",
+                    humantime::format_duration(PREPARE_DEADLINE)
+                ));
+            }
+            Ok(Err(e)) => {
+                let what = match crate::sandbox::trap_kind(&e) {
+                    crate::sandbox::TrapKind::OutOfFuel => format!(
+                        "its module-level code used more than {} fuel",
+                        PREPARE_FUEL.0
+                    ),
+                    crate::sandbox::TrapKind::Deadline => format!(
+                        "its module-level code did not finish within {}",
+                        humantime::format_duration(PREPARE_DEADLINE)
+                    ),
+                    _ if memory_hit => {
+                        format!("its module-level code needs more than {PREPARE_MEMORY} of memory")
+                    }
+                    other => format!("its module-level code stopped the interpreter: {other:?}"),
+                };
+                return cold(what);
+            }
+            Ok(Ok(_)) => {}
+        }
+        if memory_hit {
+            // Python may have caught the refused growth as a MemoryError.
+            return cold(format!(
+                "its module-level code needs more than {PREPARE_MEMORY} of memory"
+            ));
+        }
+        let (out, _) = stdout.take();
+        match protocol::split_stdout(&out, &nonce).1 {
+            Answer::Response(Response::Ok { .. }) => {}
+            Answer::Response(Response::ToolError { error }) => {
+                let message = if error.kind == "ReadsEnvironment" {
+                    error.message.clone()
+                } else {
+                    "its module-level code raised an exception".to_owned()
+                };
+                return Ok(Record::Cold(ColdReason {
+                    message,
+                    error: (error.kind != "ReadsEnvironment").then_some(error),
+                }));
+            }
+            other => {
+                return cold(format!(
+                    "its module-level code ended the interpreter without an answer ({other:?})"
+                ));
+            }
+        }
+
+        snapshot::reset_preopens(&mut store, instance)
+            .await
+            .map_err(SandboxError::Warm)?;
+        let globals = read_globals(&mut store, instance, base.module)?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| SandboxError::Warm(wasmtime::Error::msg("no `memory` export")))?;
+        let data = memory.data(&store);
+        let memory_pages = (data.len() / WASM_PAGE) as u64;
+        let offset = base
+            .module
+            .initial_memory_offset()
+            .map_err(SandboxError::Warm)?;
+        let offset = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        let non_zero = data[offset..]
+            .chunks(PAGE)
+            .filter(|p| p.iter().any(|&b| b != 0))
+            .count() as u64
+            * PAGE as u64;
+        if non_zero > MAX_STATE_DISK.as_u64() {
+            return cold(format!(
+                "its warm state would take {} of disk, more than {MAX_STATE_DISK}",
+                ByteSize(non_zero)
+            ));
+        }
+        let trailer = base
+            .module
+            .initial_state_trailer()
+            .map_err(SandboxError::Warm)?;
+        let (memory_len, disk_bytes) = write_image(
+            dir,
+            &dir.join(format!("{key}.mem")),
+            &data[offset..],
+            trailer,
+        )?;
+        Ok(Record::Warm {
+            memory_pages,
+            memory_len,
+            globals,
+            disk_bytes,
+            prepared_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            fuel,
+        })
+    })?
+}
+
+fn read_globals(
+    store: &mut Store<Guest>,
+    instance: Instance,
+    module: &Module,
+) -> Result<Vec<SavedGlobal>, SandboxError> {
+    let mut saved = Vec::new();
+    for export in module.exports() {
+        let Some(index) = export
+            .name()
+            .strip_prefix(state_exports::GLOBAL_EXPORT_PREFIX)
+            .and_then(|i| i.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let value = instance
+            .get_global(&mut *store, export.name())
+            .map(|g| g.get(&mut *store));
+        match value.as_ref().and_then(|v| SavedGlobal::of(index, v)) {
+            Some(global) => saved.push(global),
+            None => {
+                return Err(SandboxError::Warm(wasmtime::Error::msg(format!(
+                    "the global {} is not a number",
+                    export.name()
+                ))));
+            }
+        }
+    }
+    Ok(saved)
+}
+
+/// Writes `memory` (trailing zero pages dropped) as a sparse file, in which only
+/// non-zero host pages take disk, followed by `trailer`. Returns the bytes of memory
+/// the file holds and the bytes written.
+fn write_image(
+    dir: &Path,
+    path: &Path,
+    memory: &[u8],
+    trailer: &[u8],
+) -> Result<(u64, u64), SandboxError> {
+    let pages: Vec<&[u8]> = memory.chunks(PAGE).collect();
+    let used = pages
+        .iter()
+        .rposition(|p| p.iter().any(|&b| b != 0))
+        .map_or(0, |last| last + 1);
+    let memory_len = used * PAGE;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
+    let file = tmp.as_file_mut();
+    let mut written = 0u64;
+    let mut page = 0;
+    while page < used {
+        if pages[page].iter().all(|&b| b == 0) {
+            page += 1;
+            continue;
+        }
+        let start = page;
+        while page < used && pages[page].iter().any(|&b| b != 0) {
+            page += 1;
+        }
+        let bytes = &memory[start * PAGE..(page * PAGE).min(memory.len())];
+        file.write_all_at(bytes, (start * PAGE) as u64)
+            .map_err(|e| io_error(path, e))?;
+        written += bytes.len() as u64;
+    }
+    file.set_len(memory_len as u64)
+        .map_err(|e| io_error(path, e))?;
+    file.write_all_at(trailer, memory_len as u64)
+        .map_err(|e| io_error(path, e))?;
+    written += trailer.len() as u64;
+    file.flush().map_err(|e| io_error(path, e))?;
+    file.sync_all().map_err(|e| io_error(path, e))?;
+    tmp.persist(path).map_err(|e| io_error(path, e.error))?;
+    Ok((memory_len as u64, written))
+}
+
+pub(super) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), SandboxError> {
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
+    tmp.write_all(bytes).map_err(|e| io_error(path, e))?;
+    tmp.as_file().sync_all().map_err(|e| io_error(path, e))?;
+    tmp.persist(path).map_err(|e| io_error(path, e.error))?;
+    Ok(())
+}
