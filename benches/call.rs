@@ -152,7 +152,6 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<Stats> {
             tools_dir: dir.path().join("tools"),
             operator_key: None,
             packages,
-            warm_start: false,
         },
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -253,7 +252,9 @@ fn warden_calls(
         .check(arguments.clone())
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
     let grants = Grants::default();
-    let one = || rt.block_on(sandbox.call(tool.call(&arguments, &grants, limits)));
+    let one = || {
+        rt.block_on(sandbox.call_from(tool.call(&arguments, &grants, limits), tool.warm_state()))
+    };
     for _ in 0..calls.min(50) {
         one()?;
     }

@@ -73,9 +73,6 @@ pub struct AppConfig {
     pub operator_key: Option<String>,
     /// The package store tools' requirements are resolved and installed with.
     pub packages: Packages,
-    /// Whether each tool version gets a warm state (its imports done once, see
-    /// [`crate::sandbox::Warmth`]), prepared in the background at registration.
-    pub warm_start: bool,
 }
 
 impl std::fmt::Debug for AppConfig {
@@ -84,7 +81,6 @@ impl std::fmt::Debug for AppConfig {
             .field("tools_dir", &self.tools_dir)
             .field("operator_key", &self.operator_key.as_ref().map(|_| "…"))
             .field("packages", &self.packages)
-            .field("warm_start", &self.warm_start)
             .finish()
     }
 }
@@ -107,8 +103,8 @@ struct Inner {
     /// Each tool version prepared on its first call (folder written, validator
     /// compiled, packages located): versions are immutable, so this is done once.
     prepared: std::sync::Mutex<std::collections::HashMap<VersionId, Arc<PreparedTool>>>,
-    /// See [`AppConfig::warm_start`].
-    warm_start: bool,
+    /// Whether versions get warm states; see [`App::set_warm_start`].
+    warm_start: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for App {
@@ -295,9 +291,25 @@ impl App {
                 metrics: metrics::Metrics::new(),
                 packages: config.packages,
                 prepared: Default::default(),
-                warm_start: config.warm_start,
+                warm_start: std::sync::atomic::AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Gives each tool version a warm state (its imports done once; see
+    /// [`crate::sandbox::Warmth`]), prepared in the background at registration or on a
+    /// version's first call; calls run cold until it is ready. Off by default; `warden
+    /// serve` turns it on unless given `--cold`.
+    pub fn set_warm_start(&self, on: bool) {
+        self.inner
+            .warm_start
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn warm_start(&self) -> bool {
+        self.inner
+            .warm_start
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs `f` with the registry on the blocking pool.

@@ -117,9 +117,6 @@ pub struct CallResult {
     pub wall_time: Duration,
     /// The largest the guest's linear memory grew to, in bytes.
     pub peak_memory_bytes: u64,
-    /// Which state the call's instance started from.
-    #[serde(default)]
-    pub start: Start,
 }
 
 /// The state a call's fresh instance started from.

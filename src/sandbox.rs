@@ -60,7 +60,7 @@ pub use warm::{
 
 use crate::grants::{GrantError, Grants, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
-use crate::outcome::{CallResult, Start, Status};
+use crate::outcome::{CallResult, Status};
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -177,9 +177,6 @@ pub struct Call<'a> {
     pub limits: &'a Limits,
     /// The tool's installed packages (a read-only site folder), if it has any.
     pub packages: Option<&'a Path>,
-    /// The tool's warm state, if it has one: the call starts from it instead of
-    /// Warden's snapshot. It must be the state of this tool and packages.
-    pub warm: Option<&'a WarmState>,
 }
 
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
@@ -272,7 +269,6 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             grants: &grants,
             limits: &Limits::default(),
             packages: None,
-            warm: None,
         };
         let result = self.call_blocking(call)?;
         if result.status == Status::Ok
@@ -339,8 +335,19 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         on_own_thread(self.call(call))?
     }
 
-    /// Runs one call in a fresh instance.
+    /// Runs one call in a fresh instance of Warden's snapshot (a cold start).
     pub async fn call(&self, call: Call<'_>) -> Result<CallResult, SandboxError> {
+        self.call_from(call, None).await
+    }
+
+    /// Runs one call in a fresh instance of the tool's warm state, when given one (it
+    /// must be the state of this call's tool and packages, from [`Sandbox::warm_state`]),
+    /// else of Warden's snapshot.
+    pub async fn call_from(
+        &self,
+        call: Call<'_>,
+        warm: Option<&WarmState>,
+    ) -> Result<CallResult, SandboxError> {
         let limits = call.limits;
         if limits.memory > self.max_memory {
             return Err(SandboxError::MemoryAboveMaximum {
@@ -387,9 +394,9 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let deadline = started + limits.deadline;
         let mut store = new_store(&self.engine, ctx, limits, deadline)?;
 
-        let (pre, exports, start) = match call.warm {
-            Some(state) => (&state.pre, &state.exports, Start::Warm),
-            None => (&self.pre, &self.exports, Start::Cold),
+        let (pre, exports) = match warm {
+            Some(state) => (&state.pre, &state.exports),
+            None => (&self.pre, &self.exports),
         };
         let run = tokio::time::timeout_at(deadline.into(), run_call(pre, exports, &mut store));
         let ran = run.await;
@@ -439,7 +446,6 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             fuel_used: Fuel(limits.fuel.0.saturating_sub(fuel_left)),
             wall_time,
             peak_memory_bytes: peak,
-            start,
         })
     }
 }

@@ -54,7 +54,6 @@ fn compile(sandbox: &Sandbox, site: &Path) -> Result<(), String> {
         grants: &grants,
         limits: &limits,
         packages: None,
-        warm: None,
     };
     // Called from blocking code that may run inside an async runtime.
     let result = sandbox.call_blocking(call).map_err(|e| e.to_string())?;

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::grants::Grants;
 use crate::limits::Limits;
-use crate::sandbox::{Call, ToolFolder, Warmth};
+use crate::sandbox::{Call, ToolFolder, WarmState, Warmth};
 use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 
 /// Everything the calls of one tool version share, prepared once.
@@ -70,6 +70,15 @@ impl PreparedTool {
     /// Where calls start from, if known yet.
     pub fn warmth(&self) -> Option<&Warmth> {
         self.warmth.get()
+    }
+
+    /// The warm state calls start from, once it is ready (pass it to
+    /// [`Sandbox::call_from`](crate::sandbox::Sandbox::call_from)).
+    pub fn warm_state(&self) -> Option<&WarmState> {
+        match self.warmth.get() {
+            Some(Warmth::Warm(state)) => Some(state),
+            _ => None,
+        }
     }
 
     /// The same tool with its installed packages (a site folder) mounted.
@@ -128,10 +137,6 @@ impl PreparedTool {
             grants,
             limits,
             packages: self.packages.as_deref(),
-            warm: match self.warmth.get() {
-                Some(Warmth::Warm(state)) => Some(state),
-                _ => None,
-            },
         }
     }
 }

@@ -13,7 +13,7 @@ use super::{App, AppError, PreparedTool, Refusal, tool_folder};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
-use crate::outcome::CallResult;
+use crate::outcome::{CallResult, Start};
 use crate::registry::{AuditEvent, ToolId};
 use crate::tenant::TenantId;
 
@@ -30,6 +30,9 @@ pub struct RunOutput {
     /// Status, value, output, fuel, wall time and peak memory.
     #[serde(flatten)]
     pub result: CallResult,
+    /// Whether the call started from the version's warm state or cold.
+    #[serde(default)]
+    pub start: Start,
 }
 
 /// One call of a batch.
@@ -190,7 +193,7 @@ impl App {
     /// state, in the background: the registration answers at once, and calls run cold
     /// until the warm state is ready (each result says which start it had).
     pub(super) fn warm_in_background(&self, tenant: &TenantId, tool: &ToolId) {
-        if !self.inner.warm_start {
+        if !self.warm_start() {
             return;
         }
         let (app, t, id) = (self.clone(), tenant.clone(), tool.clone());
@@ -211,7 +214,7 @@ impl App {
     /// Starts preparing the version's warm state on a blocking thread, unless it is
     /// known or under way.
     fn warm_up(&self, prepared: &Arc<PreparedTool>) {
-        if !self.inner.warm_start || !prepared.start_warming() {
+        if !self.warm_start() || !prepared.start_warming() {
             return;
         }
         let sandbox = Arc::clone(&self.inner.sandbox);
@@ -250,11 +253,17 @@ impl App {
             .acquire_owned()
             .await
             .map_err(|e| AppError::Task(e.to_string()))?;
+        let warm = a.prepared.warm_state();
+        let start = if warm.is_some() {
+            Start::Warm
+        } else {
+            Start::Cold
+        };
         let result = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
             self.inner
                 .sandbox
-                .call(a.prepared.call(&a.arguments, &a.grants, &a.limits))
+                .call_from(a.prepared.call(&a.arguments, &a.grants, &a.limits), warm)
                 .await?
         };
         self.inner.metrics.finished(&a.tenant, &result);
@@ -266,6 +275,7 @@ impl App {
             tool: a.tool,
             version: a.version,
             result,
+            start,
         })
     }
 }

@@ -138,15 +138,24 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let result = runtime.block_on(sandbox.call(tool.call(
-        &prepared.arguments,
-        &prepared.grants,
-        &prepared.limits,
-    )))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+    let warm = tool.warm_state();
+    let start = if warm.is_some() {
+        Start::Warm
     } else {
-        print_human(&result);
+        Start::Cold
+    };
+    let result = runtime.block_on(sandbox.call_from(
+        tool.call(&prepared.arguments, &prepared.grants, &prepared.limits),
+        warm,
+    ))?;
+    if args.json {
+        let mut json = serde_json::to_value(&result)?;
+        if let Value::Object(map) = &mut json {
+            map.insert("start".into(), serde_json::to_value(start)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print_human(&result, start);
     }
     Ok(result.status.into())
 }
@@ -319,14 +328,14 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-fn print_human(r: &CallResult) {
+fn print_human(r: &CallResult, start: Start) {
     eprintln!(
         "{}  (fuel {} · {:.1} ms · peak memory {} · {} start)",
         r.status,
         r.fuel_used,
         r.wall_time.as_secs_f64() * 1000.0,
         ByteSize::b(r.peak_memory_bytes),
-        r.start.as_str()
+        start.as_str()
     );
     if let Some(message) = &r.message {
         eprintln!("{message}");

@@ -91,9 +91,9 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             tools_dir: config.home.join("tools"),
             operator_key,
             packages,
-            warm_start: !args.cold,
         },
     );
+    app.set_warm_start(!args.cold);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -67,9 +67,9 @@ impl Service {
                 tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),
                 packages: crate::support::package_store(dir.path()),
-                warm_start,
             },
         );
+        app.set_warm_start(warm_start);
         let router = router(app.clone());
         Service {
             dir,

@@ -354,7 +354,6 @@ fn pip_requirements_and_a_pep723_block_install_through_the_service() {
                 tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),
                 packages: store(dir.path(), &wh),
-                warm_start: false,
             },
         );
         let router = warden::http::router(app);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use warden::grants::{Grants, Mount};
 use warden::limits::{Fuel, Limits};
 use warden::manifest::Manifest;
-use warden::outcome::{CallResult, Start, Status};
+use warden::outcome::{CallResult, Status};
 use warden::registry::{
     AuditEvent, ChainCheck, Kind, Registry, RegistryError, ToolId, ToolQuery, Update,
 };
@@ -405,7 +405,6 @@ fn runs_are_audited_with_status_fuel_and_time() {
         fuel_used: Fuel(42),
         wall_time: Duration::from_millis(3),
         peak_memory_bytes: 1 << 20,
-        start: Start::Cold,
     };
     let event = AuditEvent::run(tool.id.clone(), tool.current_version.clone(), &result);
     let record = reg.append_audit(&t, &event).unwrap();

@@ -136,16 +136,18 @@ impl Run {
             },
         };
         sandbox()
-            .call(Call {
-                tool: &tool,
-                function: self.function,
-                arguments: &arguments,
-                none_if_omitted: &self.none_if_omitted,
-                grants: &self.grants,
-                limits: &self.limits,
-                packages: self.packages.as_deref(),
-                warm: warm.as_deref(),
-            })
+            .call_from(
+                Call {
+                    tool: &tool,
+                    function: self.function,
+                    arguments: &arguments,
+                    none_if_omitted: &self.none_if_omitted,
+                    grants: &self.grants,
+                    limits: &self.limits,
+                    packages: self.packages.as_deref(),
+                },
+                warm.as_deref(),
+            )
             .await
             .expect("the sandbox ran the call")
     }

@@ -441,7 +441,6 @@ async fn metrics_without_an_operator_key_configured_are_403() {
             tools_dir: s.path().join("tools"),
             operator_key: None,
             packages: crate::support::package_store(s.path()),
-            warm_start: false,
         },
     );
     let r = send_to(
