@@ -253,7 +253,7 @@ fn warden_calls(
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
     let grants = Grants::default();
     let one = || {
-        rt.block_on(sandbox.call_from(tool.call(&arguments, &grants, limits), tool.warm_state()))
+        rt.block_on(sandbox.call_from(tool.call(&arguments, &grants, limits), tool.warm_state().0))
     };
     for _ in 0..calls.min(50) {
         one()?;

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::grants::Grants;
 use crate::limits::Limits;
+use crate::outcome::Start;
 use crate::sandbox::{Call, ToolFolder, WarmState, Warmth};
 use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 
@@ -67,17 +68,13 @@ impl PreparedTool {
         let _ = self.warmth.set(warmth);
     }
 
-    /// Where calls start from, if known yet.
-    pub fn warmth(&self) -> Option<&Warmth> {
-        self.warmth.get()
-    }
-
     /// The warm state calls start from, once it is ready (pass it to
-    /// [`Sandbox::call_from`](crate::sandbox::Sandbox::call_from)).
-    pub fn warm_state(&self) -> Option<&WarmState> {
+    /// [`Sandbox::call_from`](crate::sandbox::Sandbox::call_from)), and the start a
+    /// call then has.
+    pub fn warm_state(&self) -> (Option<&WarmState>, Start) {
         match self.warmth.get() {
-            Some(Warmth::Warm(state)) => Some(state),
-            _ => None,
+            Some(Warmth::Warm(state)) => (Some(state), Start::Warm),
+            _ => (None, Start::Cold),
         }
     }
 

@@ -253,12 +253,7 @@ impl App {
             .acquire_owned()
             .await
             .map_err(|e| AppError::Task(e.to_string()))?;
-        let warm = a.prepared.warm_state();
-        let start = if warm.is_some() {
-            Start::Warm
-        } else {
-            Start::Cold
-        };
+        let (warm, start) = a.prepared.warm_state();
         let result = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
             self.inner

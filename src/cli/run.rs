@@ -138,12 +138,7 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let warm = tool.warm_state();
-    let start = if warm.is_some() {
-        Start::Warm
-    } else {
-        Start::Cold
-    };
+    let (warm, start) = tool.warm_state();
     let result = runtime.block_on(sandbox.call_from(
         tool.call(&prepared.arguments, &prepared.grants, &prepared.limits),
         warm,

@@ -72,21 +72,12 @@ const PAGE: usize = 4096;
 const WASM_PAGE: usize = 65536;
 
 /// What a tool version's calls start from.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub enum Warmth {
     /// The tool's warm state.
     Warm(Arc<WarmState>),
     /// Warden's snapshot; the reason the tool has no warm state.
     Cold(ColdReason),
-}
-
-impl std::fmt::Debug for Warmth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Warmth::Warm(state) => write!(f, "Warm({})", state.key),
-            Warmth::Cold(reason) => write!(f, "Cold({reason:?})"),
-        }
-    }
 }
 
 /// Why a tool runs cold: what its module-level code did while being prepared.

@@ -146,6 +146,27 @@ fn module_level_code_that_exhausts_memory_runs_cold_with_the_reason() {
     assert!(reason.contains("memory"), "{reason}");
 }
 
+#[tokio::test]
+async fn a_warm_state_whose_module_code_rewrote_the_harness_cannot_claim_a_host_status() {
+    // Cold, the replacement comes too late to matter: the call already runs.
+    let r = Run::new("warm_tamper.py", "warm_tamper", json!({}))
+        .call()
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    // Warm, the forged call answers "timeout": only the host decides that status.
+    let r = Run::new("warm_tamper.py", "warm_tamper", json!({}))
+        .warm()
+        .call()
+        .await;
+    assert_eq!(r.status, Status::Crashed, "{r:?}");
+}
+
+#[test]
+fn module_level_state_too_big_to_save_runs_cold_with_the_reason() {
+    let reason = cold_reason("warm_huge_state.py");
+    assert!(reason.contains("of disk"), "{reason}");
+}
+
 #[test]
 fn module_level_code_that_loops_runs_cold_with_the_reason() {
     let reason = cold_reason("warm_loops.py");

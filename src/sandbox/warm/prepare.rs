@@ -150,27 +150,19 @@ pub(super) fn prepare(
         let offset = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(data.len());
-        let non_zero = data[offset..]
-            .chunks(PAGE)
-            .filter(|p| p.iter().any(|&b| b != 0))
-            .count() as u64
-            * PAGE as u64;
-        if non_zero > MAX_STATE_DISK.as_u64() {
+        let image = Image::of(&data[offset..]);
+        if image.non_zero() > MAX_STATE_DISK.as_u64() {
             return cold(format!(
                 "its warm state would take {} of disk, more than {MAX_STATE_DISK}",
-                ByteSize(non_zero)
+                ByteSize(image.non_zero())
             ));
         }
         let trailer = base
             .module
             .initial_state_trailer()
             .map_err(SandboxError::Warm)?;
-        let (memory_len, disk_bytes) = write_image(
-            dir,
-            &dir.join(format!("{key}.mem")),
-            &data[offset..],
-            trailer,
-        )?;
+        let (memory_len, disk_bytes) =
+            write_image(dir, &dir.join(format!("{key}.mem")), &image, trailer)?;
         Ok(Record::Warm {
             memory_pages,
             memory_len,
@@ -212,48 +204,62 @@ fn read_globals(
     Ok(saved)
 }
 
-/// Writes `memory` (trailing zero pages dropped) as a sparse file, in which only
-/// non-zero host pages take disk, followed by `trailer`. Returns the bytes of memory
-/// the file holds and the bytes written.
+/// A memory to save: where its non-zero host pages are, found in one pass.
+struct Image<'a> {
+    memory: &'a [u8],
+    /// Byte ranges of runs of non-zero pages, in order.
+    runs: Vec<std::ops::Range<usize>>,
+}
+
+impl<'a> Image<'a> {
+    fn of(memory: &'a [u8]) -> Image<'a> {
+        let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+        for (i, page) in memory.chunks(PAGE).enumerate() {
+            if page.iter().all(|&b| b == 0) {
+                continue;
+            }
+            let (start, end) = (i * PAGE, i * PAGE + page.len());
+            match runs.last_mut() {
+                Some(run) if run.end == start => run.end = end,
+                _ => runs.push(start..end),
+            }
+        }
+        Image { memory, runs }
+    }
+
+    /// Bytes of non-zero pages: what the file takes on disk.
+    fn non_zero(&self) -> u64 {
+        self.runs.iter().map(|r| r.len() as u64).sum()
+    }
+
+    /// The image's length: up to its last non-zero page (trailing zeros are implied).
+    fn len(&self) -> usize {
+        self.runs.last().map_or(0, |r| r.end.div_ceil(PAGE) * PAGE)
+    }
+}
+
+/// Writes `image` as a sparse file, in which only its non-zero pages take disk,
+/// followed by `trailer`. Returns the bytes of memory the file holds and the bytes
+/// written.
 fn write_image(
     dir: &Path,
     path: &Path,
-    memory: &[u8],
+    image: &Image<'_>,
     trailer: &[u8],
 ) -> Result<(u64, u64), SandboxError> {
-    let pages: Vec<&[u8]> = memory.chunks(PAGE).collect();
-    let used = pages
-        .iter()
-        .rposition(|p| p.iter().any(|&b| b != 0))
-        .map_or(0, |last| last + 1);
-    let memory_len = used * PAGE;
+    let memory_len = image.len() as u64;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
     let file = tmp.as_file_mut();
-    let mut written = 0u64;
-    let mut page = 0;
-    while page < used {
-        if pages[page].iter().all(|&b| b == 0) {
-            page += 1;
-            continue;
-        }
-        let start = page;
-        while page < used && pages[page].iter().any(|&b| b != 0) {
-            page += 1;
-        }
-        let bytes = &memory[start * PAGE..(page * PAGE).min(memory.len())];
-        file.write_all_at(bytes, (start * PAGE) as u64)
+    for run in &image.runs {
+        file.write_all_at(&image.memory[run.clone()], run.start as u64)
             .map_err(|e| io_error(path, e))?;
-        written += bytes.len() as u64;
     }
-    file.set_len(memory_len as u64)
+    file.set_len(memory_len).map_err(|e| io_error(path, e))?;
+    file.write_all_at(trailer, memory_len)
         .map_err(|e| io_error(path, e))?;
-    file.write_all_at(trailer, memory_len as u64)
-        .map_err(|e| io_error(path, e))?;
-    written += trailer.len() as u64;
-    file.flush().map_err(|e| io_error(path, e))?;
     file.sync_all().map_err(|e| io_error(path, e))?;
     tmp.persist(path).map_err(|e| io_error(path, e.error))?;
-    Ok((memory_len as u64, written))
+    Ok((memory_len, image.non_zero() + trailer.len() as u64))
 }
 
 pub(super) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), SandboxError> {
@@ -262,4 +268,22 @@ pub(super) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<
     tmp.as_file().sync_all().map_err(|e| io_error(path, e))?;
     tmp.persist(path).map_err(|e| io_error(path, e.error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_keeps_runs_of_non_zero_pages_and_ends_at_the_last_one() {
+        let mut memory = vec![0u8; 8 * PAGE];
+        memory[PAGE + 3] = 1; // page 1
+        memory[2 * PAGE] = 2; // page 2, same run
+        memory[5 * PAGE + PAGE - 1] = 3; // page 5
+        let image = Image::of(&memory);
+        assert_eq!(image.runs, [PAGE..3 * PAGE, 5 * PAGE..6 * PAGE]);
+        assert_eq!(image.non_zero(), 3 * PAGE as u64);
+        assert_eq!(image.len(), 6 * PAGE);
+        assert_eq!(Image::of(&[0; PAGE]).len(), 0);
+    }
 }
