@@ -2,7 +2,8 @@
 # Both fetch, verify and compile the Python runtime on first use.
 
 CARGO ?= cargo
-WARDEN = ./target/debug/warden
+# The binary `cargo build` writes (under CARGO_TARGET_DIR when that is set).
+WARDEN = $(or $(CARGO_TARGET_DIR),./target)/debug/warden
 
 .PHONY: build example test runtime bench lint fuzz
 
