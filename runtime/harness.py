@@ -26,6 +26,14 @@
 # run, so a frame can only ever say "ok" or "tool_error": the host decides every other
 # status itself, re-checks return_char_limit and bounds the result's nesting.
 
+# Outbound HTTP goes through the host (runtime/outbound.py, loaded as _warden_outbound
+# just before this file): urllib, http.client, requests and httpx hand each request to
+# the host, which checks it against the tool's grants; raw sockets are refused.
+import _warden_outbound
+
+_warden_outbound.install()
+del _warden_outbound
+
 # A failing call formats its traceback: loaded once here rather than on every such call.
 import traceback as _traceback  # noqa: F401
 from collections.abc import MutableMapping as _MutableMapping

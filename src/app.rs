@@ -39,6 +39,7 @@ mod gate;
 mod metrics;
 mod prepare;
 mod run;
+mod secrets;
 mod spec;
 
 use std::path::{Path, PathBuf};
@@ -49,8 +50,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::grants::GrantError;
 use crate::limits::LimitError;
 use crate::manifest::{Manifest, ManifestError, VersionId};
+use crate::outbound::PrivateNetwork;
 use crate::packages::{Packages, PackagesError};
 use crate::registry::{
     AuditRecord, Page, Registry, RegistryError, Tenant, Tool, ToolId, ToolQuery, Update,
@@ -62,6 +65,7 @@ use crate::tenant::{ApiKey, TenantError, TenantId, TenantPolicy};
 
 pub use prepare::{PreparedTool, Refusal};
 pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
+pub use secrets::{SecretKey, SecretKeyError};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
 
 /// Settings of an [`App`].
@@ -105,6 +109,10 @@ struct Inner {
     prepared: std::sync::Mutex<std::collections::HashMap<VersionId, Arc<PreparedTool>>>,
     /// Whether versions get warm states; see [`App::set_warm_start`].
     warm_start: std::sync::atomic::AtomicBool,
+    /// Whether tools may reach private networks; see [`App::set_private_network`].
+    private_network: std::sync::atomic::AtomicBool,
+    /// The key tenants' secrets are sealed with; see [`App::set_secret_key`].
+    secret_key: std::sync::OnceLock<SecretKey>,
 }
 
 impl std::fmt::Debug for App {
@@ -216,6 +224,38 @@ pub enum AppError {
         /// Why.
         source: std::io::Error,
     },
+    /// A grant is malformed.
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    /// The service has no key to seal secrets with.
+    #[error(
+        "secrets are disabled on this server: an operator must start warden serve with \
+         --secret-key-file FILE (64 hex digits) to store them"
+    )]
+    SecretsDisabled,
+    /// A secret the tool is granted has not been set.
+    #[error(
+        "the tool is granted secret {name}, which this tenant has not set: PUT /v1/secrets/{name} first"
+    )]
+    MissingSecret {
+        /// The secret's name.
+        name: String,
+    },
+    /// A stored secret was sealed with another key than the server's.
+    #[error(
+        "secret {name} was stored with another key than this server's: start the server \
+         with the key it was set with, or set the secret again"
+    )]
+    SecretKeyMismatch {
+        /// The secret's name.
+        name: String,
+    },
+    /// A stored secret does not open.
+    #[error("secret {name} is damaged in the database: set it again")]
+    SecretCorrupt {
+        /// The secret's name.
+        name: String,
+    },
     /// A background task failed (panicked or was cancelled).
     #[error("a background task failed: {0}")]
     Task(String),
@@ -292,6 +332,8 @@ impl App {
                 packages: config.packages,
                 prepared: Default::default(),
                 warm_start: std::sync::atomic::AtomicBool::new(false),
+                private_network: std::sync::atomic::AtomicBool::new(false),
+                secret_key: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -304,6 +346,28 @@ impl App {
         self.inner
             .warm_start
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Lets every tenant's tools reach loopback, private and link-local addresses of
+    /// hosts they are granted (an operator's setting: `warden serve
+    /// --allow-private-network`). Off by default.
+    pub fn set_private_network(&self, allowed: PrivateNetwork) {
+        self.inner.private_network.store(
+            allowed == PrivateNetwork::Allowed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    fn private_network(&self) -> PrivateNetwork {
+        if self
+            .inner
+            .private_network
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            PrivateNetwork::Allowed
+        } else {
+            PrivateNetwork::Refused
+        }
     }
 
     fn warm_start(&self) -> bool {

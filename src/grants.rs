@@ -1,5 +1,6 @@
-//! What a tool is granted: host folders mounted into the guest, and environment
-//! variables. Plain data, parsed at the boundary into types that cannot be wrong.
+//! What a tool is granted: host folders mounted into the guest, environment variables,
+//! outbound hosts ([`hosts`]) and secrets bound to hosts ([`secrets`]). Plain data,
+//! parsed at the boundary into types that cannot be wrong.
 //!
 //! Deny by default: a guest sees only what is listed here (plus Warden's own read-only
 //! runtime folders, listed in [`RESERVED_GUEST_PATHS`]). A mount is read-only unless
@@ -11,6 +12,15 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+pub mod hosts;
+pub mod secrets;
+
+pub use hosts::HostPattern;
+pub use secrets::{SecretGrant, SecretValue};
+
+/// Most outbound host patterns one tool version may be granted.
+pub const MAX_HOSTS: usize = 64;
 
 /// Guest folders that Warden itself uses; no mount may sit at, above or below them.
 pub const RESERVED_GUEST_PATHS: &[&str] = &["/usr/local/lib", "/tool", "/packages"];
@@ -25,6 +35,18 @@ pub struct Grants {
     /// Environment variables the guest sees, and no others.
     #[serde(default)]
     pub env: Vec<EnvVar>,
+    /// Hosts the guest may send HTTP requests to, through the host (none by default):
+    /// `[METHODS ][SCHEME://]HOST[:PORT]`, e.g. `api.example.com`, `*.example.com:443`,
+    /// `GET,HEAD https://api.example.com`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>, example = json!(["GET *.example.com:443"]))]
+    pub hosts: Vec<HostPattern>,
+    /// Secrets the guest may use by name, each bound to some of the granted hosts:
+    /// `NAME@HOST[,HOST...]`, e.g. `API_KEY@api.example.com`. The value comes from the
+    /// tenant's secret store (`PUT /v1/secrets/{name}`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>, example = json!(["API_KEY@api.example.com"]))]
+    pub secrets: Vec<SecretGrant>,
 }
 
 impl Grants {
@@ -46,13 +68,55 @@ impl Grants {
                 return Err(GrantError::DuplicateEnv(a.key.clone()));
             }
         }
+        self.check_outbound()
+    }
+
+    fn check_outbound(&self) -> Result<(), GrantError> {
+        if self.hosts.len() > MAX_HOSTS {
+            return Err(GrantError::TooMany("outbound hosts", MAX_HOSTS));
+        }
+        if self.secrets.len() > secrets::MAX_SECRETS {
+            return Err(GrantError::TooMany("secrets", secrets::MAX_SECRETS));
+        }
+        for (i, a) in self.secrets.iter().enumerate() {
+            if self.secrets[i + 1..].iter().any(|b| b.name == a.name) {
+                return Err(GrantError::DuplicateSecret(a.name.clone()));
+            }
+            if self.env.iter().any(|e| e.key == a.name) {
+                return Err(GrantError::SecretShadowsEnv(a.name.clone()));
+            }
+            // A secret bound to a host the tool cannot reach could never be used: say so
+            // now rather than at the first request.
+            for host in &a.hosts {
+                let reachable = self.hosts.iter().any(|g| {
+                    let mut any_method = g.clone();
+                    any_method.methods = None;
+                    any_method.covers(host)
+                });
+                if !reachable {
+                    return Err(GrantError::SecretHostNotGranted {
+                        secret: a.name.clone(),
+                        host: host.to_string(),
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Whether the tool may reach any host at all.
+    pub fn has_outbound(&self) -> bool {
+        !self.hosts.is_empty()
     }
 }
 
 impl fmt::Display for Grants {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.mounts.is_empty() && self.env.is_empty() {
+        if self.mounts.is_empty()
+            && self.env.is_empty()
+            && self.hosts.is_empty()
+            && self.secrets.is_empty()
+        {
             return f.write_str("no grants");
         }
         for m in &self.mounts {
@@ -61,6 +125,13 @@ impl fmt::Display for Grants {
         for e in &self.env {
             // Values may be secrets: audit lines name the variable, not its value.
             writeln!(f, "env {}", e.key)?;
+        }
+        for h in &self.hosts {
+            writeln!(f, "host {h}")?;
+        }
+        for s in &self.secrets {
+            // The name and its hosts; the value is never part of a grant.
+            writeln!(f, "secret {s}")?;
         }
         Ok(())
     }
@@ -259,6 +330,41 @@ pub enum GrantError {
     /// The same variable twice.
     #[error("environment variable {0} is given twice: give it once")]
     DuplicateEnv(String),
+    /// An outbound host pattern that does not parse.
+    #[error("invalid outbound host {0:?}: {1}")]
+    HostPattern(String, String),
+    /// A secret grant that does not parse.
+    #[error("invalid secret grant {0:?}: {1}")]
+    SecretSyntax(String, String),
+    /// A secret's value is empty, too short, too long or holds NUL.
+    #[error(
+        "a secret's value must be 4 to 65,536 bytes without NUL (it is searched for in \
+         responses to redact it): set a real value"
+    )]
+    SecretValue,
+    /// The same secret twice.
+    #[error("secret {0} is granted twice: grant it once, with all its hosts")]
+    DuplicateSecret(String),
+    /// A secret and an environment variable of the same name.
+    #[error(
+        "{0} is granted both as a secret and as an environment variable: the guest's \
+         variable holds the secret's placeholder, so drop the env grant"
+    )]
+    SecretShadowsEnv(String),
+    /// A secret bound to a host the tool is not granted.
+    #[error(
+        "secret {secret} may be sent to {host}, which the tool is not granted: grant the \
+         host too (--allow-host {host}) or bind the secret to a granted host"
+    )]
+    SecretHostNotGranted {
+        /// The secret's name.
+        secret: String,
+        /// The host pattern.
+        host: String,
+    },
+    /// More grants of one kind than allowed.
+    #[error("at most {1} {0} may be granted to one tool")]
+    TooMany(&'static str, usize),
     /// The host side of a mount is missing or not a folder.
     #[error("mount source {} is not a folder on this host: create it or fix the path", .0.display())]
     HostFolder(PathBuf),
@@ -307,14 +413,37 @@ mod tests {
     fn overlapping_mounts_and_duplicate_env_are_refused() {
         let g = Grants {
             mounts: vec!["/a:/data".parse().unwrap(), "/b:/data/x".parse().unwrap()],
-            env: vec![],
+            ..Grants::default()
         };
         assert!(matches!(g.check(), Err(GrantError::OverlappingMounts(..))));
         let g = Grants {
             mounts: vec!["/a:/data".parse().unwrap(), "/b:/database".parse().unwrap()],
             env: vec!["A=1".parse().unwrap(); 2],
+            ..Grants::default()
         };
         assert!(matches!(g.check(), Err(GrantError::DuplicateEnv(_))));
+    }
+
+    #[test]
+    fn secrets_must_be_bound_to_granted_hosts() {
+        let g = |hosts: &[&str], secret: &str, env: &[&str]| Grants {
+            hosts: hosts.iter().map(|h| h.parse().unwrap()).collect(),
+            secrets: vec![secret.parse().unwrap()],
+            env: env.iter().map(|e| e.parse().unwrap()).collect(),
+            ..Grants::default()
+        };
+        assert_eq!(g(&["GET api.x.com"], "K@api.x.com", &[]).check(), Ok(()));
+        assert_eq!(g(&["*.x.com"], "K@eu.x.com:443", &[]).check(), Ok(()));
+        assert!(matches!(
+            g(&["api.x.com"], "K@other.com", &[]).check(),
+            Err(GrantError::SecretHostNotGranted { .. })
+        ));
+        assert!(matches!(
+            g(&["api.x.com"], "K@api.x.com", &["K=v"]).check(),
+            Err(GrantError::SecretShadowsEnv(_))
+        ));
+        let grants = g(&["api.x.com"], "K@api.x.com", &[]);
+        assert_eq!(grants.to_string(), "host api.x.com\nsecret K@api.x.com\n");
     }
 
     #[test]

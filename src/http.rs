@@ -20,6 +20,7 @@ pub mod error;
 mod extract;
 mod handlers;
 pub mod openapi;
+mod secrets;
 mod server;
 
 use std::future::Future;
@@ -30,7 +31,7 @@ use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum_extra::TypedHeader;
 use axum_extra::headers::Authorization;
 use axum_extra::headers::authorization::Bearer;
@@ -131,6 +132,11 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
         .route("/v1/tools/{id}/run", post(h::run_tool).layer(run_limit))
         .route("/v1/runs/batch", post(h::run_batch).layer(batch_limit))
         .route("/v1/audit", get(h::audit))
+        .route("/v1/secrets", get(secrets::list_secrets))
+        .route(
+            "/v1/secrets/{name}",
+            put(secrets::put_secret).delete(secrets::delete_secret),
+        )
         .route(
             "/v1/admin/tenants",
             get(admin::list_tenants).post(admin::create_tenant),

@@ -25,7 +25,8 @@
 //! A guest starts with nothing. It gets a read-only empty `/`, the standard library at
 //! `/usr/local/lib`, its own source at `/tool`, its installed packages (if any) at
 //! `/packages`, the folders and environment variables granted to it, and its request on
-//! stdin. It has no network, no processes, no host
+//! stdin. It has no sockets (its HTTP requests are carried out by the host, to the hosts
+//! it is granted only, with secrets it never sees: [`outbound`]), no processes, no host
 //! environment and no clock beyond wall and monotonic time. [`sandbox::wasi`] builds
 //! that view in one short file, for reviewers.
 
@@ -35,6 +36,7 @@ pub mod http;
 pub mod id;
 pub mod limits;
 pub mod manifest;
+pub mod outbound;
 pub mod outcome;
 pub mod packages;
 pub mod registry;

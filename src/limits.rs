@@ -10,9 +10,10 @@
 //! - `fuel`, `deadline`, `memory`, `return_chars` and `open_files` have a minimum
 //!   ([`MIN_FUEL`], [`MIN_DEADLINE`], [`MIN_MEMORY`], [`MIN_RETURN_CHARS`],
 //!   [`MIN_OPEN_FILES`]); below it no call could do anything, so it is refused.
-//! - `stdout`, `stderr`, `disk_write` and `files_created` may be zero: none allowed. A
-//!   tool that prints one byte ends `output_limit`; one that writes a byte or creates a
-//!   file in a read-write grant gets `EDQUOT`.
+//! - `stdout`, `stderr`, `disk_write`, `files_created` and the three `http_*` limits may
+//!   be zero: none allowed. A tool that prints one byte ends `output_limit`; one that
+//!   writes a byte or creates a file in a read-write grant gets `EDQUOT`; one that sends
+//!   a request past an `http_*` limit gets `PermissionError`.
 //!
 //! Limits read back from storage are not checked again: a version stored before this
 //! rule keeps running as it did.
@@ -25,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 mod units;
 
-pub use units::{CharLimit, FileCount, Fuel};
+pub use units::{CharLimit, FileCount, Fuel, RequestCount};
 
 /// CPU budget of a call. Default: 2 billion units, a few seconds of pure-Python work.
 pub const DEFAULT_FUEL: Fuel = Fuel(2_000_000_000);
@@ -48,6 +49,15 @@ pub const DEFAULT_DISK_WRITE: ByteSize = ByteSize::mib(64);
 /// Files and folders the guest may create in its read-write grants in one call.
 /// Default: 1,000.
 pub const DEFAULT_FILES_CREATED: FileCount = FileCount(1_000);
+
+/// Outbound HTTP requests one call may make (redirects followed are requests too).
+/// Default: 32.
+pub const DEFAULT_HTTP_REQUESTS: RequestCount = RequestCount(32);
+/// Bytes of request bodies one call may send, all requests together. Default: 8 MiB.
+pub const DEFAULT_HTTP_REQUEST_BYTES: ByteSize = ByteSize::mib(8);
+/// Bytes of response bodies one call may receive, all requests together. Default:
+/// 16 MiB.
+pub const DEFAULT_HTTP_RESPONSE_BYTES: ByteSize = ByteSize::mib(16);
 
 /// Least CPU budget: 1 unit (zero would stop every call before it starts).
 pub const MIN_FUEL: Fuel = Fuel(1);
@@ -118,6 +128,29 @@ pub struct Limits {
         skip_serializing_if = "is_default_files_created"
     )]
     pub files_created: FileCount,
+    /// Outbound HTTP requests one call may make ([`DEFAULT_HTTP_REQUESTS`]); one more is
+    /// refused inside the guest with `PermissionError`.
+    #[serde(
+        default = "default_http_requests",
+        skip_serializing_if = "is_default_http_requests"
+    )]
+    pub http_requests: RequestCount,
+    /// Bytes of request bodies one call may send ([`DEFAULT_HTTP_REQUEST_BYTES`]); a
+    /// request that would pass it is refused with `PermissionError`.
+    #[serde(
+        with = "bytes",
+        default = "default_http_request_bytes",
+        skip_serializing_if = "is_default_http_request_bytes"
+    )]
+    pub http_request_bytes: ByteSize,
+    /// Bytes of response bodies one call may receive ([`DEFAULT_HTTP_RESPONSE_BYTES`]);
+    /// a response that would pass it is cut off and refused with `PermissionError`.
+    #[serde(
+        with = "bytes",
+        default = "default_http_response_bytes",
+        skip_serializing_if = "is_default_http_response_bytes"
+    )]
+    pub http_response_bytes: ByteSize,
 }
 
 // The three file limits came after the first tool versions were stored: a stored
@@ -141,6 +174,25 @@ fn default_files_created() -> FileCount {
 fn is_default_files_created(n: &FileCount) -> bool {
     *n == DEFAULT_FILES_CREATED
 }
+// So did the HTTP limits.
+fn default_http_requests() -> RequestCount {
+    DEFAULT_HTTP_REQUESTS
+}
+fn is_default_http_requests(n: &RequestCount) -> bool {
+    *n == DEFAULT_HTTP_REQUESTS
+}
+fn default_http_request_bytes() -> ByteSize {
+    DEFAULT_HTTP_REQUEST_BYTES
+}
+fn is_default_http_request_bytes(n: &ByteSize) -> bool {
+    *n == DEFAULT_HTTP_REQUEST_BYTES
+}
+fn default_http_response_bytes() -> ByteSize {
+    DEFAULT_HTTP_RESPONSE_BYTES
+}
+fn is_default_http_response_bytes(n: &ByteSize) -> bool {
+    *n == DEFAULT_HTTP_RESPONSE_BYTES
+}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -154,6 +206,9 @@ impl Default for Limits {
             open_files: DEFAULT_OPEN_FILES,
             disk_write: DEFAULT_DISK_WRITE,
             files_created: DEFAULT_FILES_CREATED,
+            http_requests: DEFAULT_HTTP_REQUESTS,
+            http_request_bytes: DEFAULT_HTTP_REQUEST_BYTES,
+            http_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
         }
     }
 }
@@ -195,6 +250,9 @@ impl Limits {
             open_files: self.open_files.min(ceilings.open_files),
             disk_write: self.disk_write.min(ceilings.disk_write),
             files_created: self.files_created.min(ceilings.files_created),
+            http_requests: self.http_requests.min(ceilings.http_requests),
+            http_request_bytes: self.http_request_bytes.min(ceilings.http_request_bytes),
+            http_response_bytes: self.http_response_bytes.min(ceilings.http_response_bytes),
         }
     }
 }

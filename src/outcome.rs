@@ -117,6 +117,40 @@ pub struct CallResult {
     pub wall_time: Duration,
     /// The largest the guest's linear memory grew to, in bytes.
     pub peak_memory_bytes: u64,
+    /// Every outbound HTTP request the tool made or tried, in order (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestRecord>,
+}
+
+/// One outbound HTTP request a tool made or tried, as the host carried (or refused) it.
+/// Never holds a secret's value, a query string or a body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RequestRecord {
+    /// The method, uppercase.
+    pub method: String,
+    /// `http` or `https`.
+    pub scheme: String,
+    /// The host as the URL names it.
+    pub host: String,
+    /// The port (the scheme's default when the URL has none).
+    pub port: u16,
+    /// The path, without the query.
+    pub path: String,
+    /// The response's status, when one came.
+    pub status: Option<u16>,
+    /// Bytes of the request body sent.
+    pub request_bytes: u64,
+    /// Bytes of the response body received.
+    pub response_bytes: u64,
+    /// Time from the request to the end of its response, in microseconds.
+    pub duration_us: u64,
+    /// Why the host refused the request (not granted, private address, a secret bound
+    /// elsewhere, a limit); absent when it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// Why a request that was sent got no response (connection, TLS, timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The state a call's fresh instance started from.

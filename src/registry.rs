@@ -36,6 +36,7 @@
 
 mod audit;
 mod migrations;
+pub mod secrets;
 mod tenants;
 mod tools;
 
@@ -182,6 +183,8 @@ pub enum Kind {
     Tool,
     /// A version of a tool.
     Version,
+    /// A tenant's secret.
+    Secret,
 }
 
 impl fmt::Display for Kind {
@@ -190,6 +193,7 @@ impl fmt::Display for Kind {
             Kind::Tenant => "tenant",
             Kind::Tool => "tool",
             Kind::Version => "version",
+            Kind::Secret => "secret",
         })
     }
 }

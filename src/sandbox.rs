@@ -25,6 +25,7 @@
 
 pub mod artifacts;
 pub mod compiled;
+mod door;
 mod ending;
 mod engine;
 mod guest;
@@ -37,7 +38,9 @@ mod tool;
 mod warm;
 pub mod wasi;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::thread;
 use std::time::Instant;
 
@@ -58,8 +61,9 @@ pub use warm::{
     ColdReason, MAX_STATE_DISK, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, WarmState, Warmth,
 };
 
-use crate::grants::{GrantError, Grants, canonical_host_folder};
+use crate::grants::{GrantError, Grants, SecretValue, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
+use crate::outbound::{CallSecrets, Clients, Exchange, MissingSecret, PrivateNetwork};
 use crate::outcome::{CallResult, Status};
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
@@ -150,6 +154,9 @@ pub enum SandboxError {
     /// The instance could not be created for a host-side reason.
     #[error("could not start the guest: {0:#}")]
     Instantiate(wasmtime::Error),
+    /// A secret the tool is granted has no value on this host.
+    #[error(transparent)]
+    Secret(#[from] MissingSecret),
     /// A tool's warm state could not be saved or loaded (a host-side fault; the tool
     /// itself is fine and can run cold).
     #[error(
@@ -179,6 +186,17 @@ pub struct Call<'a> {
     pub packages: Option<&'a Path>,
 }
 
+/// What the host holds for a call's outbound requests and never gives the guest: the
+/// values of the secrets its grants name, and whether private networks may be reached
+/// (an operator's setting, never a tool's).
+#[derive(Debug, Clone, Default)]
+pub struct Outbound {
+    /// Secret values by name; each secret the call's grants name must be here.
+    pub secrets: BTreeMap<String, SecretValue>,
+    /// Whether requests may reach loopback, private and link-local addresses.
+    pub private_network: PrivateNetwork,
+}
+
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
 pub struct Sandbox {
     engine: Engine,
@@ -188,6 +206,7 @@ pub struct Sandbox {
     exports: Exports,
     files: RuntimeFiles,
     warm: WarmStates,
+    clients: Arc<Clients>,
     max_memory: ByteSize,
     slots: tokio::sync::Semaphore,
     _ticker: Ticker,
@@ -212,12 +231,7 @@ impl Sandbox {
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
             .map_err(SandboxError::Engine)?;
         syscalls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
-        // The runtime's door for host functions: nothing is offered through it.
-        linker
-            .func_wrap("host", "call", |_: i32, _: i32, _: i32, _: i32| -> i32 {
-                -1
-            })
-            .map_err(SandboxError::Engine)?;
+        door::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
         let pre = linker
             .instantiate_pre(&module)
             .map_err(SandboxError::Engine)?;
@@ -230,6 +244,7 @@ impl Sandbox {
             exports,
             files,
             warm: WarmStates::new(&config.home, compiled_name),
+            clients: Arc::new(Clients::default()),
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
             _ticker: ticker,
@@ -260,6 +275,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
                 access: crate::grants::Access::Ro,
             }],
             env: vec!["WARDEN_CHECK=granted".parse()?],
+            ..Grants::default()
         };
         let call = Call {
             tool: &tool,
@@ -342,11 +358,22 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
 
     /// Runs one call in a fresh instance of the tool's warm state, when given one (it
     /// must be the state of this call's tool and packages, from [`Sandbox::warm_state`]),
-    /// else of Warden's snapshot.
+    /// else of Warden's snapshot. No secret values, private networks refused.
     pub async fn call_from(
         &self,
         call: Call<'_>,
         warm: Option<&WarmState>,
+    ) -> Result<CallResult, SandboxError> {
+        self.call_with(call, warm, &Outbound::default()).await
+    }
+
+    /// [`Sandbox::call_from`] with the host's side of the call's outbound requests: the
+    /// values of the secrets its grants name, and the operator's address policy.
+    pub async fn call_with(
+        &self,
+        call: Call<'_>,
+        warm: Option<&WarmState>,
+        outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
         let limits = call.limits;
         if limits.memory > self.max_memory {
@@ -356,6 +383,15 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             });
         }
         let grants = resolve(call.grants)?;
+        let secrets = CallSecrets::bind(&grants, &outbound.secrets)?;
+        let mut env: serde_json::Map<String, serde_json::Value> = wasi::environment(&grants)
+            .into_iter()
+            .map(|(k, v)| (k, v.into()))
+            .collect();
+        // The guest sees each secret's placeholder, never its value.
+        for (name, placeholder) in secrets.environment() {
+            env.insert(name.to_owned(), placeholder.into());
+        }
         let nonce = format!("{:032x}", rand::random::<u128>());
         let module = call.tool.guest_path();
         let request = Request {
@@ -364,10 +400,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             function: call.function,
             arguments: call.arguments,
             none_if_omitted: call.none_if_omitted,
-            env: wasi::environment(&grants)
-                .into_iter()
-                .map(|(k, v)| (k, v.into()))
-                .collect(),
+            env,
             return_char_limit: limits.return_chars.0,
             packages: call.packages.map(|_| wasi::PACKAGES_GUEST),
         };
@@ -392,7 +425,21 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let _slot = self.slots.acquire().await;
         let started = Instant::now();
         let deadline = started + limits.deadline;
-        let mut store = new_store(&self.engine, ctx, limits, deadline)?;
+        let exchange = Arc::new(Exchange::new(
+            &grants,
+            secrets,
+            limits,
+            outbound.private_network,
+            Arc::clone(&self.clients),
+            deadline,
+        ));
+        let mut store = new_store(
+            &self.engine,
+            ctx,
+            limits,
+            deadline,
+            Some(Arc::clone(&exchange)),
+        )?;
 
         let (pre, exports) = match warm {
             Some(state) => (&state.pre, &state.exports),
@@ -446,6 +493,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             fuel_used: Fuel(limits.fuel.0.saturating_sub(fuel_left)),
             wall_time,
             peak_memory_bytes: peak,
+            requests: exchange.records(),
         })
     }
 }

@@ -22,7 +22,7 @@ use subtle::ConstantTimeEq;
 
 use crate::id::{Id, IdKind};
 
-use crate::grants::{Access, GrantError, Grants, canonical_host_folder};
+use crate::grants::{Access, GrantError, Grants, HostPattern, canonical_host_folder};
 use crate::limits::{LimitError, Limits};
 
 /// Prefix of every API key, so that leaked keys are easy to find by secret scanners.
@@ -143,6 +143,12 @@ pub struct TenantPolicy {
     /// Absolute host folders under which mounts may sit, each read-only or read-write.
     /// Default: none, so no tool of the tenant may mount anything.
     pub allowed_folders: Vec<AllowedFolder>,
+    /// Outbound host patterns the tenant's tools may be granted: each pattern a tool
+    /// asks for must be [covered](HostPattern::covers) by one of these. Default: none,
+    /// so no tool of the tenant may reach any host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>, example = json!(["*.example.com:443"]))]
+    pub allowed_hosts: Vec<HostPattern>,
 }
 
 /// A host folder under which a tenant's tools may mount folders, and how.
@@ -268,6 +274,7 @@ impl Default for TenantPolicy {
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             calls_per_minute: DEFAULT_CALLS_PER_MINUTE,
             allowed_folders: Vec::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -296,6 +303,11 @@ impl TenantPolicy {
     /// folder.
     pub fn admit_grants(&self, grants: &Grants) -> Result<(), TenantError> {
         grants.check()?;
+        for host in &grants.hosts {
+            if !self.allowed_hosts.iter().any(|a| a.covers(host)) {
+                return Err(TenantError::HostNotAllowed(host.to_string()));
+            }
+        }
         if grants.mounts.is_empty() {
             return Ok(());
         }
@@ -359,6 +371,16 @@ impl TenantPolicy {
             ("stdout", limits.stdout, c.stdout),
             ("stderr", limits.stderr, c.stderr),
             ("disk_write", limits.disk_write, c.disk_write),
+            (
+                "http_request_bytes",
+                limits.http_request_bytes,
+                c.http_request_bytes,
+            ),
+            (
+                "http_response_bytes",
+                limits.http_response_bytes,
+                c.http_response_bytes,
+            ),
         ];
         for (name, asked, ceiling) in sizes {
             if asked > ceiling {
@@ -380,6 +402,13 @@ impl TenantPolicy {
             if asked > ceiling {
                 return over(name, asked.to_string(), ceiling.to_string());
             }
+        }
+        if limits.http_requests > c.http_requests {
+            return over(
+                "http_requests",
+                limits.http_requests.to_string(),
+                c.http_requests.to_string(),
+            );
         }
         Ok(())
     }
@@ -408,6 +437,12 @@ pub enum TenantError {
     /// A ceiling is below its limit's minimum.
     #[error("the ceiling {0}, or leave the ceilings out for the defaults")]
     Ceiling(LimitError),
+    /// An outbound host pattern no allowed host of the tenant covers.
+    #[error(
+        "outbound host {0} is outside the tenant's allowed hosts: grant a host the policy \
+         allows, or ask an operator to allow it (policy allowed_hosts)"
+    )]
+    HostNotAllowed(String),
     /// A mount's host path is relative, so it would depend on the service's directory.
     #[error("mount source {} is relative: give an absolute path", .0.display())]
     RelativeHost(PathBuf),

@@ -35,7 +35,7 @@ fn compile(sandbox: &Sandbox, site: &Path) -> Result<(), String> {
                 .map_err(|e: crate::grants::GrantError| e.to_string())?,
             access: Access::Rw,
         }],
-        env: Vec::new(),
+        ..Grants::default()
     };
     // Generous: this runs once per site, at install, on the operator's behalf.
     let limits = Limits {

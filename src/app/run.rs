@@ -15,6 +15,7 @@ use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
 use crate::outcome::{CallResult, Start};
 use crate::registry::{AuditEvent, ToolId};
+use crate::sandbox::Outbound;
 use crate::tenant::TenantId;
 
 /// Most calls one batch may hold: 100.
@@ -59,6 +60,7 @@ struct Admitted {
     arguments: Map<String, Value>,
     grants: Grants,
     limits: Limits,
+    outbound: Outbound,
     gate: Arc<Gate>,
 }
 
@@ -139,6 +141,10 @@ impl App {
             },
             Refusal::Invalid(violations) => AppError::invalid_arguments(violations),
         })?;
+        let outbound = Outbound {
+            secrets: self.secret_values(tenant, &manifest.grants).await?,
+            private_network: self.private_network(),
+        };
         // Last: a call refused above (disabled tool, bad arguments) spends no token.
         let gate = self.inner.gates.get(tenant, &policy);
         if let Err(retry_after) = gate.take() {
@@ -153,6 +159,7 @@ impl App {
             arguments,
             grants: manifest.grants,
             limits: manifest.limits.bounded_by(&policy.ceilings),
+            outbound,
             gate,
         })
     }
@@ -258,7 +265,11 @@ impl App {
             let _in_flight = self.inner.metrics.start(&a.tenant);
             self.inner
                 .sandbox
-                .call_from(a.prepared.call(&a.arguments, &a.grants, &a.limits), warm)
+                .call_with(
+                    a.prepared.call(&a.arguments, &a.grants, &a.limits),
+                    warm,
+                    &a.outbound,
+                )
                 .await?
         };
         self.inner.metrics.finished(&a.tenant, &result);

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::grants::Grants;
-use crate::limits::{ByteSize, CharLimit, Fuel, Limits};
+use crate::limits::{ByteSize, CharLimit, Fuel, Limits, RequestCount};
 use crate::manifest::{Manifest, Tag, ToolName};
 use crate::packages::{PackagesError, Requirement, script};
 use crate::schema::{
@@ -94,6 +94,15 @@ pub struct LimitsSpec {
     /// Characters of the serialized result kept.
     #[serde(default)]
     pub return_char_limit: Option<u32>,
+    /// Outbound HTTP requests per call.
+    #[serde(default)]
+    pub http_requests: Option<u32>,
+    /// Bytes of request bodies per call.
+    #[serde(default)]
+    pub http_request_bytes: Option<u64>,
+    /// Bytes of response bodies per call.
+    #[serde(default)]
+    pub http_response_bytes: Option<u64>,
 }
 
 impl LimitsSpec {
@@ -113,6 +122,15 @@ impl LimitsSpec {
             return_chars: self
                 .return_char_limit
                 .map_or(defaults.return_chars, CharLimit),
+            http_requests: self
+                .http_requests
+                .map_or(defaults.http_requests, RequestCount),
+            http_request_bytes: self
+                .http_request_bytes
+                .map_or(defaults.http_request_bytes, ByteSize::b),
+            http_response_bytes: self
+                .http_response_bytes
+                .map_or(defaults.http_response_bytes, ByteSize::b),
             ..defaults
         };
         given.check()?;

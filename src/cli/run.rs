@@ -7,11 +7,12 @@ use clap::Args;
 use serde_json::{Map, Value};
 
 use warden::app::{MAX_VIOLATIONS, PreparedTool, Refusal};
-use warden::grants::{EnvVar, Grants, Mount};
-use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits};
+use warden::grants::{EnvVar, Grants, HostPattern, Mount, SecretGrant, SecretValue};
+use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits, RequestCount};
+use warden::outbound::PrivateNetwork;
 use warden::outcome::{CallResult, Start, Status};
 use warden::packages::{Requirement, script};
-use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
+use warden::sandbox::{Outbound, Sandbox, SandboxConfig, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
 
 use super::packages::PipArgs;
@@ -77,6 +78,37 @@ pub struct RunArgs {
     #[arg(long, short, value_name = "KEY=VALUE")]
     pub env: Vec<EnvVar>,
 
+    /// Let the tool send HTTP requests, through the host, to a host pattern:
+    /// `api.example.com`, `*.example.com:443`, `'GET,HEAD https://api.example.com'`.
+    /// Repeatable. Without it the tool reaches no host.
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    pub allow_host: Vec<HostPattern>,
+
+    /// Let the tool use a secret without seeing it: NAME@HOST[,HOST...]. The value is
+    /// taken from Warden's own environment variable NAME; the guest's variable NAME
+    /// holds a placeholder that the host replaces with the value only in requests to
+    /// those hosts (which must be allowed with --allow-host). Repeatable.
+    #[arg(long, value_name = "NAME@HOSTS")]
+    pub secret: Vec<SecretGrant>,
+
+    /// Let requests reach loopback, private and link-local addresses (refused by
+    /// default, so a granted name that resolves to 127.0.0.1 or a cloud metadata
+    /// address is refused).
+    #[arg(long)]
+    pub allow_private_network: bool,
+
+    /// Outbound HTTP requests the call may make; 0: none.
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_HTTP_REQUESTS)]
+    pub http_requests: RequestCount,
+
+    /// Bytes of request bodies the call may send in all (e.g. 8MiB).
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_HTTP_REQUEST_BYTES, value_parser = limits::parse_size)]
+    pub http_request_bytes: ByteSize,
+
+    /// Bytes of response bodies the call may receive in all (e.g. 16MiB).
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_HTTP_RESPONSE_BYTES, value_parser = limits::parse_size)]
+    pub http_response_bytes: ByteSize,
+
     /// A package the tool needs, as a PEP 508 requirement (e.g. 'pydantic<2'), besides
     /// those of its source's PEP 723 block. Repeatable. Resolved once per set of
     /// requirements and cached under $WARDEN_HOME/packages.
@@ -139,9 +171,10 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let (warm, start) = tool.warm_state();
-    let result = runtime.block_on(sandbox.call_from(
+    let result = runtime.block_on(sandbox.call_with(
         tool.call(&prepared.arguments, &prepared.grants, &prepared.limits),
         warm,
+        &prepared.outbound,
     ))?;
     if args.json {
         let mut json = serde_json::to_value(&result)?;
@@ -208,6 +241,7 @@ struct Prepared {
     requirements: Vec<Requirement>,
     grants: Grants,
     limits: Limits,
+    outbound: Outbound,
 }
 
 impl Prepared {
@@ -293,12 +327,25 @@ impl Prepared {
             open_files: args.open_files,
             disk_write: args.disk_write,
             files_created: args.files_created,
+            http_requests: args.http_requests,
+            http_request_bytes: args.http_request_bytes,
+            http_response_bytes: args.http_response_bytes,
         };
         let grants = Grants {
             mounts: args.mount.clone(),
             env: args.env.clone(),
+            hosts: args.allow_host.clone(),
+            secrets: args.secret.clone(),
         };
         grants.check().map_err(|e| usage(e.to_string()))?;
+        let outbound = Outbound {
+            secrets: secret_values(&grants)?,
+            private_network: if args.allow_private_network {
+                PrivateNetwork::Allowed
+            } else {
+                PrivateNetwork::Refused
+            },
+        };
         for m in &grants.mounts {
             warden::grants::canonical_host_folder(&m.host).map_err(|e| usage(e.to_string()))?;
         }
@@ -308,8 +355,27 @@ impl Prepared {
             requirements,
             grants,
             limits,
+            outbound,
         })
     }
+}
+
+/// Each granted secret's value, from Warden's own environment.
+fn secret_values(grants: &Grants) -> Result<std::collections::BTreeMap<String, SecretValue>> {
+    let mut values = std::collections::BTreeMap::new();
+    for secret in &grants.secrets {
+        let value = std::env::var(&secret.name).map_err(|_| {
+            usage(format!(
+                "--secret {secret}: Warden's environment has no variable {} (or it is not \
+                 UTF-8): export it before running, e.g. {}=... warden run ...",
+                secret.name, secret.name
+            ))
+        })?;
+        let value =
+            SecretValue::new(value).map_err(|e| usage(format!("--secret {}: {e}", secret.name)))?;
+        values.insert(secret.name.clone(), value);
+    }
+    Ok(values)
 }
 
 fn json_kind(v: &Value) -> &'static str {
@@ -334,6 +400,23 @@ fn print_human(r: &CallResult, start: Start) {
     );
     if let Some(message) = &r.message {
         eprintln!("{message}");
+    }
+    for q in &r.requests {
+        let what = format!(
+            "{} {}://{}:{}{}",
+            q.method, q.scheme, q.host, q.port, q.path
+        );
+        match (&q.refused, &q.error, q.status) {
+            (Some(why), _, _) => eprintln!("request {what}: refused: {why}"),
+            (None, Some(why), _) => eprintln!("request {what}: failed: {why}"),
+            (None, None, status) => eprintln!(
+                "request {what}: {} ({} sent, {} received, {:.1} ms)",
+                status.map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                ByteSize::b(q.request_bytes),
+                ByteSize::b(q.response_bytes),
+                q.duration_us as f64 / 1000.0
+            ),
+        }
     }
     if let Some(e) = &r.error {
         eprintln!("{}", e.traceback.trim_end());

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use warden::app::{App, AppConfig};
+use warden::app::{App, AppConfig, SecretKey};
 use warden::http::{self, HttpConfig};
+use warden::outbound::PrivateNetwork;
 use warden::sandbox::{DEFAULT_MAX_INSTANCES, Sandbox, SandboxConfig};
 
 use super::packages::PipArgs;
@@ -59,6 +60,16 @@ pub struct ServeArgs {
     /// registration or first call; see the README's "Warm start").
     #[arg(long)]
     pub cold: bool,
+    /// Let every tenant's tools reach loopback, private and link-local addresses of the
+    /// hosts they are granted (refused by default: a granted name that resolves to
+    /// 127.0.0.1 or 169.254.169.254 is refused).
+    #[arg(long)]
+    pub allow_private_network: bool,
+    /// A file holding the key (64 hex digits) that seals tenants' secrets at rest; also
+    /// read from $WARDEN_SECRET_KEY_FILE. Without it, PUT /v1/secrets is refused and tools
+    /// granted secrets cannot run. Keep it apart from the database.
+    #[arg(long, value_name = "FILE", env = "WARDEN_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<PathBuf>,
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
@@ -94,6 +105,16 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         },
     );
     app.set_warm_start(!args.cold);
+    if args.allow_private_network {
+        app.set_private_network(PrivateNetwork::Allowed);
+    }
+    if let Some(file) = &args.secret_key_file {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the secret key file {}", file.display()))?;
+        let key = SecretKey::from_hex(&text)
+            .map_err(|e| super::usage(format!("{}: {e}", file.display())))?;
+        app.set_secret_key(key);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

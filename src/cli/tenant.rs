@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
+use warden::grants::HostPattern;
 use warden::limits::{self, ByteSize, Fuel, Limits};
 use warden::registry::{Registry, Tenant};
 use warden::tenant::{AllowedFolder, TenantId, TenantPolicy};
@@ -64,6 +65,11 @@ pub struct CreateArgs {
     /// read-only mounts only, `DIR` or `DIR:rw` for either. Repeatable.
     #[arg(long, value_name = "DIR[:ro|:rw]")]
     pub allow_folder: Vec<AllowedFolder>,
+    /// An outbound host pattern the tenant's tools may be granted (they may ask for it
+    /// or anything narrower): `api.example.com`, `*.example.com:443`, `*`. Repeatable;
+    /// without it no tool of the tenant reaches any host.
+    #[arg(long, value_name = "PATTERN")]
+    pub allow_host: Vec<HostPattern>,
     /// Ceiling on a call's fuel (e.g. 2G).
     #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL)]
     pub max_fuel: Fuel,
@@ -84,6 +90,7 @@ impl CreateArgs {
             max_concurrent_calls: self.max_concurrent_calls,
             calls_per_minute: self.calls_per_minute,
             allowed_folders: self.allow_folder.clone(),
+            allowed_hosts: self.allow_host.clone(),
             ceilings: Limits {
                 fuel: self.max_fuel,
                 memory: self.max_memory,

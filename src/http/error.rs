@@ -199,6 +199,14 @@ impl ApiError {
                     client(S::UNPROCESSABLE_ENTITY, "memory_above_maximum")
                 }
                 AppError::Packages(p) => packages(p),
+                AppError::Grant(_) | AppError::Sandbox(SandboxError::Secret(_)) => {
+                    client(S::UNPROCESSABLE_ENTITY, "invalid_grants")
+                }
+                AppError::SecretsDisabled => client(S::CONFLICT, "secrets_disabled"),
+                AppError::MissingSecret { .. } => client(S::CONFLICT, "missing_secret"),
+                AppError::SecretKeyMismatch { .. } | AppError::SecretCorrupt { .. } => {
+                    client(S::CONFLICT, "secret_unreadable")
+                }
                 AppError::Sandbox(_)
                 | AppError::ToolFile { .. }
                 | AppError::Task(_)
@@ -266,7 +274,8 @@ fn tenant(e: &TenantError) -> Wire {
         TenantError::AboveCeiling { .. } => client(S::UNPROCESSABLE_ENTITY, "above_ceiling"),
         TenantError::OutsideAllowedFolders { .. }
         | TenantError::ReadOnlyFolder { .. }
-        | TenantError::RelativeHost(_) => client(S::UNPROCESSABLE_ENTITY, "grant_refused"),
+        | TenantError::RelativeHost(_)
+        | TenantError::HostNotAllowed(_) => client(S::UNPROCESSABLE_ENTITY, "grant_refused"),
         TenantError::Grant(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_grants"),
         TenantError::TenantId(_) => client(S::NOT_FOUND, "not_found"),
         TenantError::Name(_)

@@ -25,9 +25,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{RefOr, schema::Schema};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::admin;
 use super::error::{ErrorBody, ErrorDetail, ErrorDetails};
 use super::handlers as h;
+use super::{admin, secrets};
 use crate::grants::Access;
 use crate::limits::Limits;
 use crate::schema::Format;
@@ -65,6 +65,9 @@ use crate::tenant::AllowedFolder;
         admin::list_tenants,
         admin::revoke_key,
         admin::rotate_key,
+        secrets::put_secret,
+        secrets::delete_secret,
+        secrets::list_secrets,
     ),
     components(schemas(ErrorBody, ErrorDetail, ErrorDetails, Format)),
     modifiers(&SecuritySchemes),
@@ -73,6 +76,7 @@ use crate::tenant::AllowedFolder;
         (name = "tools", description = "A tenant's tools and their versions."),
         (name = "runs", description = "Calling tools."),
         (name = "audit", description = "A tenant's hash-chained audit trail."),
+        (name = "secrets", description = "A tenant's secrets: set and deleted, never read back."),
         (name = "admin", description = "Tenants, with the operator key."),
     )
 )]

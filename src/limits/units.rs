@@ -140,3 +140,38 @@ impl FromStr for FileCount {
         }
     }
 }
+
+/// A number of outbound HTTP requests.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(transparent)]
+pub struct RequestCount(pub u32);
+
+impl fmt::Display for RequestCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl FromStr for RequestCount {
+    type Err = LimitError;
+
+    /// Accepts a whole number such as `32`, zero included (no requests allowed).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().replace('_', "").parse::<u32>() {
+            Ok(n) => Ok(RequestCount(n)),
+            _ => Err(LimitError::Count(s.to_owned())),
+        }
+    }
+}

@@ -19,7 +19,7 @@ use super::{Kind, Page, Registry, RegistryError, ToolId, now_ms, page_size};
 use crate::grants::Grants;
 use crate::limits::Fuel;
 use crate::manifest::{ToolName, VersionId};
-use crate::outcome::{CallResult, Status};
+use crate::outcome::{CallResult, RequestRecord, Status};
 use crate::tenant::{TenantId, TenantPolicy};
 
 /// The `prev_hash` of a tenant's first event: 64 zeros.
@@ -74,6 +74,16 @@ pub enum AuditEvent {
         /// The grants, one line each (environment values left out: they may be secrets).
         grants: Vec<String>,
     },
+    /// A secret was set (created or given a new value); its value is never recorded.
+    SecretSet {
+        /// The secret's name.
+        name: String,
+    },
+    /// A secret was deleted.
+    SecretDeleted {
+        /// The secret's name.
+        name: String,
+    },
     /// A tool was deleted with all its versions.
     ToolDeleted {
         /// The tool.
@@ -105,6 +115,9 @@ pub enum AuditEvent {
         wall_time_us: u64,
         /// Peak linear memory of the guest, in bytes.
         peak_memory_bytes: u64,
+        /// The outbound HTTP requests the call made or tried (absent when none).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        requests: Vec<RequestRecord>,
     },
 }
 
@@ -118,6 +131,7 @@ impl AuditEvent {
             fuel_used: result.fuel_used,
             wall_time_us: u64::try_from(result.wall_time.as_micros()).unwrap_or(u64::MAX),
             peak_memory_bytes: result.peak_memory_bytes,
+            requests: result.requests.clone(),
         }
     }
 
@@ -148,6 +162,8 @@ impl AuditEvent {
             AuditEvent::ToolEnabled { .. } => "tool_enabled",
             AuditEvent::ToolDisabled { .. } => "tool_disabled",
             AuditEvent::Run { .. } => "run",
+            AuditEvent::SecretSet { .. } => "secret_set",
+            AuditEvent::SecretDeleted { .. } => "secret_deleted",
         }
     }
 
@@ -164,6 +180,8 @@ impl AuditEvent {
             AuditEvent::TenantCreated { .. }
             | AuditEvent::KeyRotated { .. }
             | AuditEvent::KeyRevoked
+            | AuditEvent::SecretSet { .. }
+            | AuditEvent::SecretDeleted { .. }
             | AuditEvent::PolicyChanged { .. } => None,
         }
     }

@@ -10,7 +10,10 @@ use rusqlite::Connection;
 use super::RegistryError;
 
 /// The migrations, in order; the schema version after all of them is `MIGRATIONS.len()`.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_init.sql"),
+    include_str!("migrations/0002_secrets.sql"),
+];
 
 /// Brings the schema of `conn` to the newest version.
 pub(super) fn apply(conn: &mut Connection) -> Result<(), RegistryError> {

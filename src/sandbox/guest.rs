@@ -1,6 +1,7 @@
 //! One call's store: the WASI context, the memory cap, the file ledger, the deadline;
 //! and the runtime's `turn` ABI that runs Python source in an instance.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::{
@@ -14,12 +15,16 @@ use super::ending::TrapKind;
 use super::protocol::CALL;
 use super::{SandboxError, syscalls, to_usize};
 use crate::limits::Limits;
+use crate::outbound::Exchange;
 
 /// The per-call store data.
 pub(super) struct Guest {
     pub(super) wasi: WasiP1Ctx,
     pub(super) memory: MemoryCap,
     files: syscalls::FileLedger,
+    /// The call's outbound requests, answered through the runtime's door
+    /// ([`super::door`]); `None` while a warm state is prepared.
+    pub(super) door: Option<Arc<Exchange>>,
 }
 
 impl syscalls::Checked for Guest {
@@ -76,6 +81,7 @@ pub(super) fn new_store(
     wasi: WasiP1Ctx,
     limits: &Limits,
     deadline: Instant,
+    door: Option<Arc<Exchange>>,
 ) -> Result<Store<Guest>, SandboxError> {
     let memory = MemoryCap {
         cap: to_usize(limits.memory.as_u64()),
@@ -89,6 +95,7 @@ pub(super) fn new_store(
             wasi,
             memory,
             files,
+            door,
         },
     );
     store.limiter(|g| &mut g.memory);

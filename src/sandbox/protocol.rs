@@ -13,11 +13,27 @@ use crate::outcome::{ToolError, Truncation};
 /// The harness's source.
 pub const HARNESS: &str = include_str!("../../runtime/harness.py");
 
-/// Turned once, while Warden builds its snapshot, with the harness's source on stdin:
-/// defines the harness in `__main__`. The file name makes the harness's frames readable
-/// in a crash report.
+/// The guest's half of outbound HTTP (`crate::outbound`): loaded as the module
+/// `_warden_outbound` just before the harness, which installs it.
+pub const OUTBOUND: &str = include_str!("../../runtime/outbound.py");
+
+/// Turned once, while Warden builds its snapshot, with [`snapshot_stdin`] on stdin:
+/// defines `_warden_outbound`, then the harness in `__main__`. The file names make their
+/// frames readable in a crash report.
 pub const LOAD_HARNESS: &str = "import sys\n\
-exec(compile(sys.stdin.buffer.read(), '/warden/harness.py', 'exec'))\n";
+_w_sources = sys.stdin.buffer.read().split(b'\\0', 1)\n\
+_w_module = type(sys)('_warden_outbound')\n\
+_w_module.__file__ = '/warden/outbound.py'\n\
+exec(compile(_w_sources[0], '/warden/outbound.py', 'exec'), _w_module.__dict__)\n\
+sys.modules['_warden_outbound'] = _w_module\n\
+exec(compile(_w_sources[1], '/warden/harness.py', 'exec'))\n\
+del _w_sources, _w_module\n";
+
+/// The snapshot turn's stdin: the outbound module and the harness, split by a NUL
+/// (which Python source cannot hold).
+pub fn snapshot_stdin() -> Vec<u8> {
+    [OUTBOUND.as_bytes(), b"\0", HARNESS.as_bytes()].concat()
+}
 
 /// Turned per call: the harness reads the request from stdin. It returns None, so the
 /// reactor echoes nothing.

@@ -11,7 +11,8 @@
 //!    (Wizer exports its globals and memory);
 //! 2. instantiate it with **only the runtime's own folders** (the standard library and
 //!    the empty root; no grant, no tool) and run one `turn` that defines the harness in
-//!    `__main__` ([`LOAD_HARNESS`], with `runtime/harness.py` on stdin; it imports the
+//!    `__main__` ([`LOAD_HARNESS`], with `runtime/outbound.py` and `runtime/harness.py`
+//!    on stdin; it installs the guest's HTTP transport and imports the
 //!    few modules every failing call needs);
 //! 3. make wasi-libc forget the folders it has seen (`__wasilibc_reset_preopens`), so
 //!    that each later instance reads its own;
@@ -28,7 +29,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 use super::artifacts::Role;
 use super::guest::{Exports, turn};
 use super::pipe::CappedPipe;
-use super::protocol::{HARNESS, LOAD_HARNESS};
+use super::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, snapshot_stdin};
 use super::{RuntimeFiles, SandboxError, io_error, on_own_thread, state_exports, wasi};
 
 /// How the snapshot is built (the steps above), for [`identity`]: changed with them.
@@ -44,6 +45,7 @@ pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
         RECIPE,
         runtime.sha256.as_str(),
         HARNESS,
+        OUTBOUND,
         LOAD_HARNESS,
         super::WASMTIME_VERSION,
     ] {
@@ -95,7 +97,7 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
         let ctx = wasi::context(
             &folders,
             &crate::grants::Grants::default(),
-            HARNESS.as_bytes().to_vec(),
+            snapshot_stdin(),
             stdout.clone(),
             stderr.clone(),
         )

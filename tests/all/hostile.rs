@@ -25,6 +25,7 @@ fn mount(host: &Path, guest: &str, access: &str) -> Grants {
                 .unwrap(),
         ],
         env: vec![],
+        ..Grants::default()
     }
 }
 

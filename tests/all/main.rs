@@ -19,6 +19,8 @@ mod hostile;
 mod http;
 /// Warden's wasmtime patch: a module sharing compiled code with another memory image.
 mod initial_state;
+/// Outbound HTTP through the host: grants, private addresses, secrets, limits.
+mod outbound;
 /// Tool packages: requirements, locks, safe installs, imports in the guest.
 mod packages;
 /// SQLite storage: versions, migrations, the hash-chained audit trail, restarts.

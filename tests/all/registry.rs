@@ -62,6 +62,7 @@ pub(crate) fn grant(host: &Path, guest: &str) -> Grants {
             access: warden::grants::Access::Ro,
         }],
         env: vec![],
+        ..Grants::default()
     }
 }
 
@@ -405,6 +406,7 @@ fn runs_are_audited_with_status_fuel_and_time() {
         fuel_used: Fuel(42),
         wall_time: Duration::from_millis(3),
         peak_memory_bytes: 1 << 20,
+        requests: Vec::new(),
     };
     let event = AuditEvent::run(tool.id.clone(), tool.current_version.clone(), &result);
     let record = reg.append_audit(&t, &event).unwrap();
@@ -441,7 +443,7 @@ fn reopening_keeps_tools_and_audit() {
         (tenant, key, tool, head)
     };
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 1);
+    assert_eq!(reg.schema_version().unwrap(), 2);
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
         Some(tenant.id.clone())

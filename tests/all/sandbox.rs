@@ -270,6 +270,7 @@ async fn host_environment_is_invisible() {
     let grants = Grants {
         mounts: vec![],
         env: vec!["API_TOKEN=granted".parse().unwrap()],
+        ..Grants::default()
     };
     let r = Run::new("env_probe.py", "env_probe", json!({}))
         .grants(grants)
@@ -324,6 +325,7 @@ mod filesystem {
                     .unwrap(),
             ],
             env: vec![],
+            ..Grants::default()
         }
     }
 

@@ -9,7 +9,7 @@ use warden::limits::Limits;
 use warden::outcome::CallResult;
 use warden::packages::{Packages, Pip};
 use warden::sandbox::artifacts::Role;
-use warden::sandbox::{Call, Progress, Sandbox, SandboxConfig, ToolFolder, Warmth};
+use warden::sandbox::{Call, Outbound, Progress, Sandbox, SandboxConfig, ToolFolder, Warmth};
 
 /// Warden's home for this run: `$WARDEN_HOME`, or the per-user cache folder.
 pub fn home() -> PathBuf {
@@ -81,6 +81,10 @@ pub struct Run {
     pub packages: Option<PathBuf>,
     /// Start from the tool's warm state (prepared if needed), which must exist.
     pub warm: bool,
+    /// Secret values and the private-network setting.
+    pub outbound: Outbound,
+    /// Source to run instead of the fixture file's.
+    pub source: Option<String>,
 }
 
 impl Run {
@@ -94,7 +98,20 @@ impl Run {
             limits: Limits::default(),
             packages: None,
             warm: false,
+            outbound: Outbound::default(),
+            source: None,
         }
+    }
+
+    /// Runs `source` under the fixture's file name instead of the file itself.
+    pub fn source(mut self, source: String) -> Run {
+        self.source = Some(source);
+        self
+    }
+
+    pub fn outbound(mut self, outbound: Outbound) -> Run {
+        self.outbound = outbound;
+        self
     }
 
     /// Starts the call from the tool's warm state.
@@ -119,7 +136,15 @@ impl Run {
     }
 
     pub async fn call(self) -> CallResult {
-        let source = std::fs::read_to_string(fixture(self.file)).expect("fixture");
+        self.try_call().await.expect("the sandbox ran the call")
+    }
+
+    /// The call, or the sandbox's refusal to run it.
+    pub async fn try_call(self) -> Result<CallResult, warden::sandbox::SandboxError> {
+        let source = match &self.source {
+            Some(source) => source.clone(),
+            None => std::fs::read_to_string(fixture(self.file)).expect("fixture"),
+        };
         let tool = ToolFolder::temporary(self.file, &source).expect("tool folder");
         let arguments: Map<String, Value> = match self.arguments {
             Value::Object(m) => m,
@@ -136,7 +161,7 @@ impl Run {
             },
         };
         sandbox()
-            .call_from(
+            .call_with(
                 Call {
                     tool: &tool,
                     function: self.function,
@@ -147,8 +172,8 @@ impl Run {
                     packages: self.packages.as_deref(),
                 },
                 warm.as_deref(),
+                &self.outbound,
             )
             .await
-            .expect("the sandbox ran the call")
     }
 }

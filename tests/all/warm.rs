@@ -52,6 +52,7 @@ async fn a_warm_call_sees_exactly_its_own_grants_and_environment() {
             access: Access::Ro,
         }],
         env: vec!["API_KEY=call-one".parse().unwrap()],
+        ..Grants::default()
     };
     let r = Run::new(
         "warm_state.py",

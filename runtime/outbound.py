@@ -1,0 +1,1449 @@
+"""Outbound HTTP for tools, carried out by Warden's host.
+
+The guest has no network: its `socket` module reaches nothing and it has no `_ssl`. A
+tool's HTTP requests go through the runtime's door instead, `_host.call(frame)`: the
+guest sends one JSON frame per request and the host checks it against the tool's grants,
+sends it, and answers with the whole response (see src/outbound/exchange.rs):
+
+    guest: {"op": "http", "method": "GET", "url": "https://h:443/p?q",
+            "headers": [[name, value], ...], "body": BASE64, "timeout": SECONDS | null}
+    host:  {"ok": true, "status": 200, "reason": "OK", "headers": [[name, value], ...],
+            "body": BASE64}
+         | {"ok": false, "error": {"kind": "refused" | "limit" | "timeout" | "network"
+                                          | "invalid", "message": TEXT}}
+
+The host never follows redirects and never decompresses: each library follows redirects
+and decodes bodies itself, as it would from a socket, and every hop is a new frame.
+
+Warden execs this file into a module named `_warden_outbound` while it builds its
+snapshot and calls `install()` once, before any tool code runs. `install()` takes
+private references to what the door needs (a tool may later replace module attributes)
+and puts a finder at the front of `sys.meta_path` that patches these modules right after
+they are first imported, so that the snapshot holds none that a tool does not use:
+
+- `http.client`: a connection's socket is replaced by `_Wire`, which collects the bytes
+  http.client itself writes (request line, headers, body, chunked or not), sends them
+  as one frame, and hands http.client the answer as a raw HTTP/1.1 response. So
+  `http.client` and everything built on it (`urllib.request`) works unchanged, including
+  keep-alive connections. `HTTPSConnection` exists even though `_ssl` does not;
+- `ssl`: when `_ssl` is missing, a stand-in module with the names that libraries use
+  at import and construction (contexts, constants, exceptions). TLS is done, and the
+  server's certificate verified, by Warden's host; the stand-in cannot open a TLS
+  connection itself;
+- `urllib.request`: gains `HTTPSHandler` if it was imported before `HTTPSConnection`
+  existed;
+- `requests.adapters`: `HTTPAdapter.send` goes through the door and builds a real
+  `requests.Response` (cookies, encodings, `.json()`, gzip, redirects as usual);
+- `httpx._transports.default`: `HTTPTransport` and `AsyncHTTPTransport` go through the
+  door without building a connection pool or an SSL context;
+- `socket`: `getaddrinfo`, `create_connection`, `socket.connect`/`connect_ex`, and
+  making a socket where WASI cannot, raise PermissionError with a message that says
+  what to use instead.
+
+Errors are mapped to each library's own: a refusal ("refused", "limit", or no host
+bound) is a PermissionError carrying the host's message (for requests and httpx, also an
+instance of the library's connection error, so either `except` catches it); "timeout"
+is TimeoutError / `requests.exceptions.ReadTimeout` / `httpx.ReadTimeout`; "network" is
+ConnectionError (wrapped in URLError by urllib, as a failed connect is) /
+`requests.exceptions.ConnectionError` / `httpx.ConnectError`; "invalid" is ValueError /
+`requests.exceptions.InvalidURL` / a ValueError that is also `httpx.LocalProtocolError`.
+
+Timeouts: the host bounds the whole request. A library's single timeout is sent as is;
+a pair of connect and read timeouts (a requests tuple, an httpx Timeout) is sent as
+their sum, the longest the library itself would wait for an answer that comes in one
+read; no timeout is sent as null (the call's own deadline still applies).
+
+Headers travel as text: request header bytes are read as Latin-1 (one character per
+byte), and response header text is written back as UTF-8 bytes, which the libraries
+then decode as they would a server's.
+"""
+
+# The door and the standard library functions it uses, taken by install() before any
+# tool code runs.
+_door = {}
+
+_SOCKETS_REFUSED = (
+    "sockets are not available in Warden's sandbox: HTTP(S) through urllib, http.client, "
+    "requests or httpx is carried out by the host for the hosts a tool is granted "
+    "(warden run --allow-host HOST, or the tool's `hosts` grant)"
+)
+
+_TLS_REFUSED = (
+    "TLS connections cannot be opened in Warden's sandbox: HTTPS through urllib, "
+    "http.client, requests or httpx is carried out, and the server's certificate "
+    "verified, by the host for the hosts a tool is granted (warden run --allow-host HOST, "
+    "or the tool's `hosts` grant)"
+)
+
+_NOT_AVAILABLE = (
+    "outbound HTTP is not available here: no Warden host is bound to carry the request "
+    "(requests can be made while a call runs, not while the tool's module is imported "
+    "for its warm state)"
+)
+
+# Failure kinds raised as PermissionError: the tool lacks a grant, has used up a limit,
+# or no host is bound to the door.
+_REFUSALS = ("refused", "limit", "unavailable")
+
+# Response headers that only describe one connection: the raw response given to
+# http.client frames its body with a Content-Length of its own.
+_CONNECTION_HEADERS = ("transfer-encoding", "connection", "keep-alive")
+
+
+def install():
+    """Routes the guest's HTTP libraries through the door. Idempotent; no I/O."""
+    import binascii
+    import io
+    import json
+    import sys
+
+    if not _door:
+        try:
+            import _host
+
+            call = _host.call
+        except (ImportError, AttributeError):
+            call = None  # a runtime without the door: every request is refused
+        _door.update(
+            call=call,
+            dumps=json.dumps,
+            loads=json.loads,
+            b64encode=binascii.b2a_base64,
+            b64decode=binascii.a2b_base64,
+            BytesIO=io.BytesIO,
+        )
+
+    if not any(getattr(f, "_warden_outbound", False) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+
+    # Modules imported before install(): patch them now, in dependency order.
+    for name in _PATCH_ORDER:
+        module = sys.modules.get(name)
+        if module is not None:
+            _apply(name, module)
+
+
+# ---------------------------------------------------------------------------------------
+# The door
+
+
+class _Failure(Exception):
+    """An answer of {"ok": false}, or no answer: its kind and the host's message."""
+
+    def __init__(self, kind, message):
+        Exception.__init__(self, message)
+        self.kind = kind
+        self.message = message
+
+
+def _exchange(method, url, headers, body, timeout):
+    """Sends one request through the door; returns (status, reason, headers, body) or
+    raises _Failure."""
+    door = _door
+    call = door.get("call")
+    if call is None:
+        raise _Failure("unavailable", _NOT_AVAILABLE)
+    frame = door["dumps"](
+        {
+            "op": "http",
+            "method": method,
+            "url": url,
+            "headers": [[name, value] for name, value in headers],
+            "body": door["b64encode"](body, newline=False).decode("ascii"),
+            "timeout": timeout,
+        }
+    ).encode("utf-8", "surrogatepass")
+    try:
+        answer = call(frame)
+    except ConnectionRefusedError:
+        raise _Failure("unavailable", _NOT_AVAILABLE) from None
+    except OSError as e:
+        message = f"Warden's host failed to carry the request to {url}: {e}"
+        raise _Failure("network", message) from None
+    try:
+        answer = door["loads"](answer)
+        if answer.get("ok") is True:
+            return (
+                int(answer["status"]),
+                str(answer.get("reason") or ""),
+                [(str(name), str(value)) for name, value in answer.get("headers") or ()],
+                door["b64decode"](answer.get("body") or ""),
+            )
+        error = answer["error"]
+        kind, message = str(error["kind"]), str(error["message"])
+    except Exception:
+        raise _Failure("network", f"Warden's host sent an unreadable answer for {url}") from None
+    raise _Failure(kind, message)
+
+
+def _seconds(value):
+    """A timeout as a number of seconds, or None for none (or a library's sentinel)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return value
+
+
+def _pair(connect, read):
+    """A connect and a read timeout as one bound for the whole request: their sum."""
+    connect, read = _seconds(connect), _seconds(read)
+    if connect is None or read is None:
+        return None
+    return connect + read
+
+
+def _text(value):
+    """A header name or value as text: bytes are read as Latin-1, one character a byte."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("latin-1")
+    return str(value)
+
+
+def _origin_url(url):
+    """An absolute URL without its user info and fragment: what goes on the wire."""
+    url = url.split("#", 1)[0]
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = len(rest)
+    for mark in "/?":
+        at = rest.find(mark)
+        if 0 <= at < end:
+            end = at
+    netloc = rest[:end].rpartition("@")[2]
+    tail = rest[end:]
+    if not tail.startswith("/"):
+        tail = "/" + tail
+    return scheme.lower() + "://" + netloc + tail
+
+
+def _raw_response(status, reason, headers, body, method):
+    """The answer as the bytes of an HTTP/1.1 response, framed by Content-Length."""
+    head_only = method == "HEAD"
+
+    def clean(text):
+        return text.replace("\r", " ").replace("\n", " ")
+
+    lines = [f"HTTP/1.1 {status:03d} {clean(reason)}"]
+    for name, value in headers:
+        lower = name.lower()
+        if lower in _CONNECTION_HEADERS or (lower == "content-length" and not head_only):
+            continue
+        lines.append(clean(name) + ": " + clean(value))
+    if head_only:
+        body = b""
+    else:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "replace") + body
+
+
+def _stdlib_error(failure):
+    kind = failure.kind
+    if kind in _REFUSALS:
+        return PermissionError(failure.message)
+    if kind == "timeout":
+        return TimeoutError(failure.message)
+    if kind == "invalid":
+        return ValueError(failure.message)
+    return ConnectionError(failure.message)
+
+
+# ---------------------------------------------------------------------------------------
+# http.client: the wire
+
+
+def _parse_head(buffer):
+    """The head of the request at the front of `buffer` (a bytearray of what http.client
+    sent): (where its body starts, method, target, headers, chunked, Content-Length), or
+    None while the head has not ended."""
+    head_end = buffer.find(b"\r\n\r\n")
+    if head_end < 0:
+        return None
+    return _read_head(buffer, head_end)
+
+
+def _read_head(buffer, head_end):
+    lines = bytes(buffer[:head_end]).decode("latin-1").split("\r\n")
+    method, _, rest = lines[0].partition(" ")
+    target = rest.rsplit(" ", 1)[0] if " HTTP/" in rest else rest
+    headers = []
+    for line in lines[1:]:
+        if line[:1] in (" ", "\t") and headers:
+            # A value http.client continued on the next line (putheader with several).
+            name, value = headers[-1]
+            headers[-1] = (name, value + " " + line.strip())
+            continue
+        name, _, value = line.partition(":")
+        headers.append((name.strip(), value.strip()))
+    chunked = False
+    length = None
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "transfer-encoding":
+            chunked = value.lower().rstrip().endswith("chunked")
+        elif lower == "content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                length = None
+    # The body is sent as a whole, so the framing headers go (the host sets its own).
+    headers = [
+        (name, value)
+        for name, value in headers
+        if name.lower() not in ("transfer-encoding", "content-length")
+    ]
+    return min(head_end + 4, len(buffer)), method, target, headers, chunked, length
+
+
+def _take_request(buffer, head, complete):
+    """Splits the request whose head is `head` off the front of `buffer`: returns
+    (method, target, headers, body) and removes its bytes, or returns None while its body
+    has not all arrived. With complete=False, whatever is there is taken as the request
+    (its framing never showed an end), head or not."""
+    if head is None:
+        if complete or not buffer:
+            return None
+        head = _parse_head(buffer) or _read_head(buffer, len(buffer))
+    start, method, target, headers, chunked, length = head
+    taken = None
+    if chunked:
+        # A chunked body ends with an empty line: only then is it worth reading.
+        if buffer.endswith(b"\r\n\r\n") or not complete:
+            taken = _dechunk(buffer, start)
+        if taken is None and not complete:
+            taken = bytes(buffer[start:]), len(buffer)
+    elif length is not None:
+        if start + length <= len(buffer) or not complete:
+            end = min(start + length, len(buffer))
+            taken = bytes(buffer[start:end]), end
+    elif complete:
+        taken = b"", start  # HTTP/1.1: neither a length nor chunked is no body
+    else:
+        taken = bytes(buffer[start:]), len(buffer)
+    if taken is None:
+        return None
+    body, end = taken
+    del buffer[:end]
+    return method, target, headers, body
+
+
+def _dechunk(buffer, at):
+    """The body of a chunked request starting at `at`, and where it ends; None while
+    the last chunk and the trailer's end have not arrived."""
+    parts = []
+    size_of = len(buffer)
+    while True:
+        line_end = buffer.find(b"\r\n", at)
+        if line_end < 0:
+            return None
+        try:
+            size = int(bytes(buffer[at:line_end]).split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            return None
+        at = line_end + 2
+        if size == 0:
+            break
+        if at + size + 2 > size_of:
+            return None
+        parts.append(bytes(buffer[at : at + size]))
+        at += size + 2
+    while True:  # the trailer, up to an empty line
+        line_end = buffer.find(b"\r\n", at)
+        if line_end < 0:
+            return None
+        empty = line_end == at
+        at = line_end + 2
+        if empty:
+            return b"".join(parts), at
+
+
+class _Wire:
+    """What an http.client connection takes for its socket.
+
+    `sendall` collects the bytes http.client writes; as soon as they hold a whole
+    request (by its Content-Length or chunked framing) it goes through the door.
+    `makefile`, which HTTPResponse calls inside getresponse(), returns the answer as
+    the bytes of an HTTP/1.1 response. A refusal or a timeout is raised when the
+    response is first read, still in getresponse(), so that urllib passes it on as it
+    is; a network failure or an invalid request is raised from sendall, in request(),
+    so that urllib wraps it in URLError as it does a failed connect. A failure closes
+    the connection, which reopens on its next request. Several requests may follow
+    one another on one connection, as on a kept-alive socket."""
+
+    def __init__(self, conn, timeout):
+        self._conn = conn
+        self._timeout = timeout
+        self._out = bytearray()
+        self._head = None  # the parsed head of the request being collected
+        self._answers = []  # raw responses or _Failures, in the order of the requests
+        self.family, self.type, self.proto = 2, 1, 6  # AF_INET, SOCK_STREAM, TCP
+
+    def sendall(self, data, flags=0):
+        if self._conn is None:
+            raise OSError(9, "Bad file descriptor")
+        self._out += data
+        while True:
+            if self._head is None:
+                self._head = _parse_head(self._out)
+                if self._head is None:
+                    return None
+            request = _take_request(self._out, self._head, True)
+            if request is None:
+                return None
+            self._head = None
+            outcome = self._carry(request)
+            if isinstance(outcome, _Failure) and outcome.kind in ("network", "invalid"):
+                self._abort()
+                raise _stdlib_error(outcome)
+            self._answers.append(outcome)
+
+    def send(self, data, flags=0):
+        self.sendall(data)
+        return memoryview(data).nbytes
+
+    def makefile(self, mode="rb", *args, **kwargs):
+        if not self._answers and self._out and self._conn is not None:
+            request = _take_request(self._out, self._head, False)
+            self._head = None
+            self._answers.append(self._carry(request))
+        if not self._answers:
+            return _door["BytesIO"](b"")  # http.client: RemoteDisconnected
+        outcome = self._answers.pop(0)
+        if isinstance(outcome, _Failure):
+            return _FailedRead(self, outcome)
+        return _door["BytesIO"](outcome)
+
+    def _carry(self, request):
+        method, target, headers, body = request
+        try:
+            status, reason, answer_headers, answer_body = _exchange(
+                method, self._url(target), headers, body, _seconds(self._timeout)
+            )
+        except _Failure as failure:
+            return failure
+        return _raw_response(status, reason, answer_headers, answer_body, method)
+
+    def _url(self, target):
+        if target[:7].lower() == "http://" or target[:8].lower() == "https://":
+            return target  # absolute form, as sent to a proxy: the host goes direct
+        conn = self._conn
+        # Through a tunnel (an HTTPS proxy), the host goes direct to the tunnel's end.
+        host = conn._tunnel_host or conn.host
+        port = conn._tunnel_port if conn._tunnel_host else conn.port
+        scheme = getattr(conn, "_warden_scheme", "http")
+        if ":" in host and not host.startswith("["):
+            host = "[" + host + "]"
+        if port is not None and port != (443 if scheme == "https" else 80):
+            host = f"{host}:{port}"
+        if not target.startswith("/"):
+            target = "/" + target.lstrip("*")
+        return scheme + "://" + host + target
+
+    def _abort(self):
+        conn, self._conn = self._conn, None
+        self._out.clear()
+        self._head = None
+        self._answers.clear()
+        if conn is not None and conn.sock is self:
+            conn.close()
+
+    def close(self):
+        self._conn = None
+        self._out.clear()
+        self._head = None
+        self._answers.clear()
+
+    def shutdown(self, how):
+        pass
+
+    def settimeout(self, timeout):
+        self._timeout = timeout
+
+    def gettimeout(self):
+        return self._timeout
+
+    def setblocking(self, flag):
+        self._timeout = None if flag else 0.0
+
+    def setsockopt(self, *args):
+        pass
+
+    def getsockopt(self, *args):
+        return 0
+
+    def fileno(self):
+        return -1
+
+    def getpeername(self):
+        conn = self._conn
+        return (conn.host, conn.port) if conn is not None else ("", 0)
+
+    def getsockname(self):
+        return ("0.0.0.0", 0)
+
+
+class _FailedRead:
+    """The response file of a request that failed: its first read raises the failure.
+    Raised there, in HTTPResponse.begin() rather than in its constructor, the error
+    leaves a response that closes cleanly (a half-made one would complain when it is
+    collected)."""
+
+    closed = False
+
+    def __init__(self, wire, failure):
+        self._wire = wire
+        self._failure = failure
+
+    def _raise(self, *args, **kwargs):
+        failure, self._failure = self._failure, None
+        if failure is None:
+            return b""
+        self._wire._abort()
+        raise _stdlib_error(failure)
+
+    readline = read = read1 = peek = _raise
+
+    def readinto(self, buffer):
+        self._raise()
+        return 0
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def _connect(self):
+    """HTTPConnection.connect: no socket, a _Wire to the door. A tunnel (HTTPS proxy) is
+    not opened: the host sends the request to the tunnel's end itself."""
+    import socket
+    import sys
+
+    sys.audit("http.client.connect", self, self.host, self.port)
+    timeout = self.timeout
+    if timeout is socket._GLOBAL_DEFAULT_TIMEOUT:
+        timeout = socket.getdefaulttimeout()
+    self.sock = _Wire(self, timeout)
+
+
+def _patch_http_client(client):
+    HTTPConnection = client.HTTPConnection
+    if HTTPConnection.__dict__.get("connect") is _connect:
+        return
+    HTTPConnection.connect = _connect
+    HTTPConnection._warden_scheme = "http"
+    https = client.__dict__.get("HTTPSConnection")
+    if https is None:
+        # http.client was imported while `ssl` could not be: define HTTPSConnection, and
+        # give http.client the ssl module its _create_https_context (used by
+        # urllib.request's HTTPSHandler) looks up.
+        if "ssl" not in client.__dict__:
+            import importlib
+
+            client.ssl = importlib.import_module("ssl")
+
+        class HTTPSConnection(HTTPConnection):
+            """An HTTPS connection; TLS is done, and verified, by Warden's host."""
+
+            default_port = client.HTTPS_PORT
+
+            def __init__(self, host, port=None, *, context=None, check_hostname=None,
+                         key_file=None, cert_file=None, **kwargs):
+                super().__init__(host, port, **kwargs)
+                self._context = context
+                self.key_file = key_file
+                self.cert_file = cert_file
+
+        HTTPSConnection.__module__ = client.__name__
+        client.HTTPSConnection = https = HTTPSConnection
+        names = client.__dict__.get("__all__")
+        if isinstance(names, list) and "HTTPSConnection" not in names:
+            names.append("HTTPSConnection")
+    else:
+        https.connect = _connect  # not HTTPSConnection's own, which wraps a socket in TLS
+    https._warden_scheme = "https"
+
+
+def _patch_urllib_request(request):
+    if "HTTPSHandler" in request.__dict__:
+        return
+    client = request.http.client
+    if not hasattr(client, "HTTPSConnection"):
+        return
+    # urllib.request was imported before http.client had HTTPSConnection: give it the
+    # handler it would have defined, and drop the opener urlopen() may have built.
+    AbstractHTTPHandler = request.AbstractHTTPHandler
+
+    class HTTPSHandler(AbstractHTTPHandler):
+        def __init__(self, debuglevel=None, context=None, check_hostname=None):
+            if debuglevel is None:
+                debuglevel = client.HTTPSConnection.debuglevel
+            AbstractHTTPHandler.__init__(self, debuglevel)
+            self._context = context
+            self._check_hostname = check_hostname
+
+        def https_open(self, req):
+            return self.do_open(client.HTTPSConnection, req, context=self._context)
+
+        https_request = AbstractHTTPHandler.do_request_
+
+    HTTPSHandler.__module__ = request.__name__
+    request.HTTPSHandler = HTTPSHandler
+    names = request.__dict__.get("__all__")
+    if isinstance(names, list) and "HTTPSHandler" not in names:
+        names.append("HTTPSHandler")
+    request._opener = None
+
+
+# ---------------------------------------------------------------------------------------
+# socket
+
+
+def _refuse_socket(*args, **kwargs):
+    raise PermissionError(_SOCKETS_REFUSED)
+
+
+def _patch_socket(socket):
+    if socket.__dict__.get("create_connection") is _refuse_socket:
+        return
+    socket.getaddrinfo = _refuse_socket
+    socket.create_connection = _refuse_socket
+    socket.socket.connect = _refuse_socket
+    socket.socket.connect_ex = _refuse_socket
+    # WASI cannot even make a socket (ENOTSUP): say why in the same words.
+    make = socket.socket.__init__
+
+    def __init__(self, *args, **kwargs):
+        try:
+            make(self, *args, **kwargs)
+        except OSError:
+            raise PermissionError(_SOCKETS_REFUSED) from None
+
+    socket.socket.__init__ = __init__
+
+
+# ---------------------------------------------------------------------------------------
+# requests
+
+
+def _as_refusal(cls):
+    """Names a class that is both PermissionError and a library's error after the
+    former: that is what the tool's error report and traceback then show."""
+    cls.__name__ = cls.__qualname__ = "PermissionError"
+    cls.__module__ = "builtins"
+    return cls
+
+
+def _request_body(body):
+    """A requests body (bytes, text, a file or an iterable of either) as bytes."""
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    read = getattr(body, "read", None)
+    if read is not None:
+        data = read()
+        return data.encode("utf-8") if isinstance(data, str) else bytes(data or b"")
+    return b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in body)
+
+
+def _requests_timeout(timeout):
+    if isinstance(timeout, tuple):
+        try:
+            connect, read = timeout
+        except ValueError:
+            raise ValueError(
+                f"Invalid timeout {timeout}. Pass a (connect, read) timeout tuple, "
+                "or a single float to set both timeouts to the same value."
+            ) from None
+        return _pair(connect, read)
+    if hasattr(timeout, "connect_timeout"):  # urllib3's Timeout
+        total = _seconds(getattr(timeout, "total", None))
+        if total is not None:
+            return total
+        return _pair(timeout.connect_timeout, timeout.read_timeout)
+    return _seconds(timeout)
+
+
+def _patch_requests(adapters):
+    HTTPAdapter = adapters.HTTPAdapter
+    if getattr(HTTPAdapter.send, "_warden", False):
+        return
+    import http.client
+    import importlib
+
+    from urllib3.response import HTTPResponse
+
+    try:
+        from urllib3 import HTTPHeaderDict
+    except ImportError:
+        from urllib3._collections import HTTPHeaderDict
+    exceptions = importlib.import_module(adapters.__name__.rpartition(".")[0] + ".exceptions")
+
+    @_as_refusal
+    class Refused(PermissionError, exceptions.ConnectionError):
+        def __init__(self, message, request=None):
+            PermissionError.__init__(self, message)
+            self.request = request
+            self.response = None
+
+    def error(failure, request):
+        kind = failure.kind
+        if kind in _REFUSALS:
+            return Refused(failure.message, request=request)
+        if kind == "timeout":
+            return exceptions.ReadTimeout(failure.message, request=request)
+        if kind == "invalid":
+            return exceptions.InvalidURL(failure.message, request=request)
+        return exceptions.ConnectionError(failure.message, request=request)
+
+    class Replay:
+        """The socket HTTPResponse reads the raw response from."""
+
+        def __init__(self, data):
+            self.data = data
+
+        def makefile(self, *args, **kwargs):
+            return _door["BytesIO"](self.data)
+
+    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+        """Sends the request through Warden's door: the host carries it, with TLS
+        verified by the host (`verify` and `cert` do not apply; no proxy is used) and
+        one bound on the whole request (see _requests_timeout). The response is built as
+        HTTPAdapter builds one from a socket, so it decodes, streams, keeps cookies and
+        follows redirects (through Session) as usual; urllib3 retries are not made."""
+        url = _origin_url(request.url)
+        method = _text(request.method or "GET")
+        headers = [(_text(k), _text(v)) for k, v in request.headers.items()]
+        try:
+            status, reason, answer_headers, body = _exchange(
+                method, url, headers, _request_body(request.body), _requests_timeout(timeout)
+            )
+        except _Failure as failure:
+            raise error(failure, request) from None
+        raw = http.client.HTTPResponse(
+            Replay(_raw_response(status, reason, answer_headers, body, method)), method=method
+        )
+        raw.begin()
+        response_headers = HTTPHeaderDict()
+        for name, value in raw.getheaders():
+            response_headers.add(name, value)
+        response = HTTPResponse(
+            body=raw,
+            headers=response_headers,
+            status=raw.status,
+            version=raw.version,
+            reason=raw.reason,
+            preload_content=False,
+            decode_content=False,
+            original_response=raw,
+            enforce_content_length=True,
+            request_method=method,
+            request_url=url,
+        )
+        return self.build_response(request, response)
+
+    send._warden = True
+    HTTPAdapter.send = send
+
+
+# ---------------------------------------------------------------------------------------
+# httpx
+
+
+def _patch_httpx(default):
+    HTTPTransport = default.HTTPTransport
+    AsyncHTTPTransport = default.AsyncHTTPTransport
+    if getattr(HTTPTransport.handle_request, "_warden", False):
+        return
+    import importlib
+
+    package = default.__name__.split(".", 1)[0]
+    exceptions = importlib.import_module(package + "._exceptions")
+    ByteStream = importlib.import_module(package + "._content").ByteStream
+    Response = default.Response
+
+    @_as_refusal
+    class Refused(PermissionError, exceptions.ConnectError):
+        def __init__(self, message, *, request=None):
+            PermissionError.__init__(self, message)
+            self._request = request
+
+    class InvalidRequest(ValueError, exceptions.LocalProtocolError):
+        def __init__(self, message, *, request=None):
+            ValueError.__init__(self, message)
+            self._request = request
+
+    InvalidRequest.__name__ = InvalidRequest.__qualname__ = "LocalProtocolError"
+    InvalidRequest.__module__ = package
+
+    def carry(transport, request, body):
+        if getattr(transport, "_warden_uds", None):
+            raise PermissionError(_SOCKETS_REFUSED)
+        url = request.url
+        host = url.raw_host.decode("ascii")
+        if ":" in host:
+            host = "[" + host + "]"
+        if url.port is not None:
+            host = f"{host}:{url.port}"
+        target = url.raw_path.decode("ascii")
+        full = url.scheme + "://" + host + (target if target.startswith("/") else "/" + target)
+        timeout = request.extensions.get("timeout") or {}
+        try:
+            status, reason, headers, content = _exchange(
+                request.method,
+                full,
+                [(_text(k), _text(v)) for k, v in request.headers.raw],
+                body,
+                _pair(timeout.get("connect"), timeout.get("read")),
+            )
+        except _Failure as failure:
+            kind = failure.kind
+            if kind in _REFUSALS:
+                raise Refused(failure.message, request=request) from None
+            if kind == "timeout":
+                raise exceptions.ReadTimeout(failure.message, request=request) from None
+            if kind == "invalid":
+                raise InvalidRequest(failure.message, request=request) from None
+            raise exceptions.ConnectError(failure.message, request=request) from None
+        return Response(
+            status,
+            headers=headers,
+            stream=ByteStream(content),
+            extensions={
+                "http_version": b"HTTP/1.1",
+                "reason_phrase": reason.encode("ascii", "replace"),
+            },
+        )
+
+    def __init__(self, *args, **kwargs):
+        """No connection pool and no SSL context: Warden's host carries each request
+        (TLS verified by the host; `verify`, `cert`, `proxy`, `http2` and `retries` do
+        not apply)."""
+        self._warden_uds = kwargs.get("uds")
+
+    def handle_request(self, request):
+        return carry(self, request, request.read())
+
+    async def handle_async_request(self, request):
+        return carry(self, request, await request.aread())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return None
+
+    def close(self):
+        return None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc_info):
+        return None
+
+    async def aclose(self):
+        return None
+
+    handle_request._warden = True
+    HTTPTransport.__init__ = __init__
+    HTTPTransport.handle_request = handle_request
+    HTTPTransport.__enter__ = __enter__
+    HTTPTransport.__exit__ = __exit__
+    HTTPTransport.close = close
+    AsyncHTTPTransport.__init__ = __init__
+    AsyncHTTPTransport.handle_async_request = handle_async_request
+    AsyncHTTPTransport.__aenter__ = __aenter__
+    AsyncHTTPTransport.__aexit__ = __aexit__
+    AsyncHTTPTransport.aclose = aclose
+
+
+# ---------------------------------------------------------------------------------------
+# ssl: the stand-in
+
+
+def _fill_ssl(ns):
+    """Defines the stand-in `ssl` module's names in `ns`."""
+    import binascii
+    import os
+    from collections import namedtuple
+    from enum import Enum, IntEnum, IntFlag
+
+    class _SSLMethod(IntEnum):
+        PROTOCOL_TLS = 2
+        PROTOCOL_TLSv1 = 3
+        PROTOCOL_TLSv1_1 = 4
+        PROTOCOL_TLSv1_2 = 5
+        PROTOCOL_TLS_CLIENT = 16
+        PROTOCOL_TLS_SERVER = 17
+
+    class Options(IntFlag):
+        OP_ALL = 0x80000050
+        OP_NO_SSLv2 = 0
+        OP_IGNORE_UNEXPECTED_EOF = 0x80
+        OP_NO_TICKET = 0x4000
+        OP_NO_COMPRESSION = 0x20000
+        OP_SINGLE_DH_USE = 0
+        OP_SINGLE_ECDH_USE = 0
+        OP_ENABLE_MIDDLEBOX_COMPAT = 0x100000
+        OP_CIPHER_SERVER_PREFERENCE = 0x400000
+        OP_NO_SSLv3 = 0x2000000
+        OP_NO_TLSv1 = 0x4000000
+        OP_NO_TLSv1_2 = 0x8000000
+        OP_NO_TLSv1_1 = 0x10000000
+        OP_NO_TLSv1_3 = 0x20000000
+        OP_NO_RENEGOTIATION = 0x40000000
+        OP_ENABLE_KTLS = 0x8
+        OP_LEGACY_SERVER_CONNECT = 0x4
+
+    class VerifyFlags(IntFlag):
+        VERIFY_DEFAULT = 0
+        VERIFY_CRL_CHECK_LEAF = 0x4
+        VERIFY_CRL_CHECK_CHAIN = 0xC
+        VERIFY_X509_STRICT = 0x20
+        VERIFY_ALLOW_PROXY_CERTS = 0x40
+        VERIFY_X509_TRUSTED_FIRST = 0x8000
+        VERIFY_X509_PARTIAL_CHAIN = 0x80000
+
+    class VerifyMode(IntEnum):
+        CERT_NONE = 0
+        CERT_OPTIONAL = 1
+        CERT_REQUIRED = 2
+
+    class TLSVersion(IntEnum):
+        MINIMUM_SUPPORTED = -2
+        SSLv3 = 0x300
+        TLSv1 = 0x301
+        TLSv1_1 = 0x302
+        TLSv1_2 = 0x303
+        TLSv1_3 = 0x304
+        MAXIMUM_SUPPORTED = -1
+
+    class SSLErrorNumber(IntEnum):
+        SSL_ERROR_SSL = 1
+        SSL_ERROR_WANT_READ = 2
+        SSL_ERROR_WANT_WRITE = 3
+        SSL_ERROR_WANT_X509_LOOKUP = 4
+        SSL_ERROR_SYSCALL = 5
+        SSL_ERROR_ZERO_RETURN = 6
+        SSL_ERROR_WANT_CONNECT = 7
+        SSL_ERROR_EOF = 8
+        SSL_ERROR_INVALID_ERROR_CODE = 10
+
+    AlertDescription = IntEnum(
+        "AlertDescription",
+        [
+            ("ALERT_DESCRIPTION_" + name, value)
+            for name, value in (
+                ("CLOSE_NOTIFY", 0), ("UNEXPECTED_MESSAGE", 10), ("BAD_RECORD_MAC", 20),
+                ("RECORD_OVERFLOW", 22), ("DECOMPRESSION_FAILURE", 30),
+                ("HANDSHAKE_FAILURE", 40), ("BAD_CERTIFICATE", 42),
+                ("UNSUPPORTED_CERTIFICATE", 43), ("CERTIFICATE_REVOKED", 44),
+                ("CERTIFICATE_EXPIRED", 45), ("CERTIFICATE_UNKNOWN", 46),
+                ("ILLEGAL_PARAMETER", 47), ("UNKNOWN_CA", 48), ("ACCESS_DENIED", 49),
+                ("DECODE_ERROR", 50), ("DECRYPT_ERROR", 51), ("PROTOCOL_VERSION", 70),
+                ("INSUFFICIENT_SECURITY", 71), ("INTERNAL_ERROR", 80),
+                ("USER_CANCELLED", 90), ("NO_RENEGOTIATION", 100),
+                ("UNSUPPORTED_EXTENSION", 110), ("CERTIFICATE_UNOBTAINABLE", 111),
+                ("UNRECOGNIZED_NAME", 112), ("BAD_CERTIFICATE_STATUS_RESPONSE", 113),
+                ("BAD_CERTIFICATE_HASH_VALUE", 114), ("UNKNOWN_PSK_IDENTITY", 115),
+            )
+        ],
+        module="ssl",
+    )
+
+    _ASN1Object = namedtuple("_ASN1Object", "nid shortname longname oid")
+
+    class Purpose(_ASN1Object, Enum):
+        SERVER_AUTH = (129, "serverAuth", "TLS Web Server Authentication", "1.3.6.1.5.5.7.3.1")
+        CLIENT_AUTH = (130, "clientAuth", "TLS Web Client Authentication", "1.3.6.1.5.5.7.3.2")
+
+    for enum_class in (_SSLMethod, Options, VerifyFlags, VerifyMode, TLSVersion,
+                       SSLErrorNumber, Purpose):
+        enum_class.__module__ = "ssl"
+    for enum_class in (_SSLMethod, Options, VerifyFlags, VerifyMode, SSLErrorNumber,
+                       AlertDescription):
+        ns.update(enum_class.__members__)
+
+    class SSLError(OSError):
+        """An error of the TLS layer (none arise here: the host does TLS)."""
+
+        library = None
+        reason = None
+
+    class SSLZeroReturnError(SSLError):
+        pass
+
+    class SSLWantReadError(SSLError):
+        pass
+
+    class SSLWantWriteError(SSLError):
+        pass
+
+    class SSLSyscallError(SSLError):
+        pass
+
+    class SSLEOFError(SSLError):
+        pass
+
+    class SSLCertVerificationError(SSLError, ValueError):
+        verify_code = None
+        verify_message = None
+
+    for error in (SSLError, SSLZeroReturnError, SSLWantReadError, SSLWantWriteError,
+                  SSLSyscallError, SSLEOFError, SSLCertVerificationError):
+        error.__module__ = "ssl"
+
+    def refuse_tls(*args, **kwargs):
+        raise PermissionError(_TLS_REFUSED)
+
+    class SSLContext:
+        """A TLS configuration that libraries build and pass around. Warden's host does
+        the TLS of every request and verifies the server's certificate against its own
+        trust store whatever this says; a context cannot open a connection itself."""
+
+        sslsocket_class = None
+        sslobject_class = None
+
+        def __init__(self, protocol=None, *args, **kwargs):
+            if protocol is None:
+                protocol = _SSLMethod.PROTOCOL_TLS
+            self.protocol = _SSLMethod(protocol)
+            client = self.protocol == _SSLMethod.PROTOCOL_TLS_CLIENT
+            self._check_hostname = client
+            self._verify_mode = VerifyMode.CERT_REQUIRED if client else VerifyMode.CERT_NONE
+            self._options = Options(0x82520050)
+            self._verify_flags = VerifyFlags.VERIFY_X509_TRUSTED_FIRST
+            self._minimum_version = TLSVersion.MINIMUM_SUPPORTED
+            self._maximum_version = TLSVersion.MAXIMUM_SUPPORTED
+            self.post_handshake_auth = None
+            self.hostname_checks_common_name = True
+            self.keylog_filename = None
+            self.sni_callback = None
+            self.security_level = 2
+            self.num_tickets = 2
+            self._alpn_protocols = []
+            self._ciphers = None
+            self._ca_files = []
+
+        @property
+        def check_hostname(self):
+            return self._check_hostname
+
+        @check_hostname.setter
+        def check_hostname(self, value):
+            value = bool(value)
+            if value and self._verify_mode == VerifyMode.CERT_NONE:
+                self._verify_mode = VerifyMode.CERT_REQUIRED
+            self._check_hostname = value
+
+        @property
+        def verify_mode(self):
+            return self._verify_mode
+
+        @verify_mode.setter
+        def verify_mode(self, value):
+            value = VerifyMode(value)
+            if value == VerifyMode.CERT_NONE and self._check_hostname:
+                raise ValueError(
+                    "Cannot set verify_mode to CERT_NONE when check_hostname is enabled."
+                )
+            self._verify_mode = value
+
+        @property
+        def options(self):
+            return self._options
+
+        @options.setter
+        def options(self, value):
+            self._options = Options(value)
+
+        @property
+        def verify_flags(self):
+            return self._verify_flags
+
+        @verify_flags.setter
+        def verify_flags(self, value):
+            self._verify_flags = VerifyFlags(value)
+
+        @property
+        def minimum_version(self):
+            return self._minimum_version
+
+        @minimum_version.setter
+        def minimum_version(self, value):
+            self._minimum_version = TLSVersion(value)
+
+        @property
+        def maximum_version(self):
+            return self._maximum_version
+
+        @maximum_version.setter
+        def maximum_version(self, value):
+            self._maximum_version = TLSVersion(value)
+
+        def load_verify_locations(self, cafile=None, capath=None, cadata=None):
+            """Recorded only: the host verifies servers against its own trust store."""
+            if cafile is None and capath is None and cadata is None:
+                raise TypeError("cafile, capath and cadata cannot be all omitted")
+            self._ca_files.append(cafile or capath)
+
+        def load_default_certs(self, purpose=Purpose.SERVER_AUTH):
+            pass
+
+        def set_default_verify_paths(self):
+            pass
+
+        def load_cert_chain(self, certfile, keyfile=None, password=None):
+            raise NotImplementedError(
+                "client certificates are not supported: TLS is done by Warden's host, "
+                "which presents none"
+            )
+
+        def load_dh_params(self, path):
+            pass
+
+        def set_ciphers(self, ciphers):
+            self._ciphers = ciphers
+
+        def get_ciphers(self):
+            return []
+
+        def set_alpn_protocols(self, protocols):
+            self._alpn_protocols = list(protocols)
+
+        def set_npn_protocols(self, protocols):
+            pass
+
+        def set_servername_callback(self, callback):
+            self.sni_callback = callback
+
+        def set_ecdh_curve(self, name):
+            pass
+
+        def cert_store_stats(self):
+            return {"x509": 0, "crl": 0, "x509_ca": 0}
+
+        def get_ca_certs(self, binary_form=False):
+            return []
+
+        def session_stats(self):
+            return {}
+
+        wrap_socket = refuse_tls
+        wrap_bio = refuse_tls
+
+    class SSLSocket:
+        """Never made here: see SSLContext."""
+
+        def __init__(self, *args, **kwargs):
+            raise TypeError(
+                f"{self.__class__.__name__} does not have a public constructor. "
+                "Instances are returned by SSLContext.wrap_socket()."
+            )
+
+    class SSLObject:
+        """Never made here: see SSLContext."""
+
+        def __init__(self, *args, **kwargs):
+            raise TypeError(
+                f"{self.__class__.__name__} does not have a public constructor. "
+                "Instances are returned by SSLContext.wrap_bio()."
+            )
+
+    class SSLSession:
+        pass
+
+    class MemoryBIO:
+        """A memory buffer, as ssl.MemoryBIO (nothing here reads it through TLS)."""
+
+        def __init__(self):
+            self._data = bytearray()
+            self.eof = False
+
+        @property
+        def pending(self):
+            return len(self._data)
+
+        def read(self, size=-1):
+            if size is None or size < 0:
+                size = len(self._data)
+            data = bytes(self._data[:size])
+            del self._data[:size]
+            return data
+
+        def write(self, data):
+            self._data += data
+            return memoryview(data).nbytes
+
+        def write_eof(self):
+            self.eof = True
+
+    SSLContext.sslsocket_class = SSLSocket
+    SSLContext.sslobject_class = SSLObject
+    for cls in (SSLContext, SSLSocket, SSLObject, SSLSession, MemoryBIO):
+        cls.__module__ = "ssl"
+
+    def create_default_context(purpose=Purpose.SERVER_AUTH, *, cafile=None, capath=None,
+                               cadata=None):
+        if purpose == Purpose.SERVER_AUTH:
+            context = SSLContext(_SSLMethod.PROTOCOL_TLS_CLIENT)
+        else:
+            context = SSLContext(_SSLMethod.PROTOCOL_TLS_SERVER)
+        if cafile or capath or cadata:
+            context.load_verify_locations(cafile, capath, cadata)
+        context.verify_flags |= (
+            VerifyFlags.VERIFY_X509_PARTIAL_CHAIN | VerifyFlags.VERIFY_X509_STRICT
+        )
+        return context
+
+    def _create_unverified_context(protocol=None, *, cert_reqs=VerifyMode.CERT_NONE,
+                                   check_hostname=False, purpose=Purpose.SERVER_AUTH,
+                                   certfile=None, keyfile=None, cafile=None, capath=None,
+                                   cadata=None):
+        if protocol is None:
+            client = purpose == Purpose.SERVER_AUTH
+            protocol = _SSLMethod.PROTOCOL_TLS_CLIENT if client else _SSLMethod.PROTOCOL_TLS_SERVER
+        context = SSLContext(protocol)
+        context.check_hostname = check_hostname
+        context.verify_mode = cert_reqs
+        if cafile or capath or cadata:
+            context.load_verify_locations(cafile, capath, cadata)
+        return context
+
+    DefaultVerifyPaths = namedtuple(
+        "DefaultVerifyPaths",
+        "cafile capath openssl_cafile_env openssl_cafile openssl_capath_env openssl_capath",
+    )
+
+    def get_default_verify_paths():
+        return DefaultVerifyPaths(None, None, "SSL_CERT_FILE", "", "SSL_CERT_DIR", "")
+
+    def get_server_certificate(addr, ssl_version=None, ca_certs=None, timeout=None):
+        raise PermissionError(_TLS_REFUSED)
+
+    PEM_HEADER = "-----BEGIN CERTIFICATE-----"
+    PEM_FOOTER = "-----END CERTIFICATE-----"
+
+    def DER_cert_to_PEM_cert(der_cert_bytes):
+        text = binascii.b2a_base64(der_cert_bytes, newline=False).decode("ascii")
+        lines = [text[i : i + 64] for i in range(0, len(text), 64)]
+        return PEM_HEADER + "\n" + "\n".join(lines) + "\n" + PEM_FOOTER + "\n"
+
+    def PEM_cert_to_DER_cert(pem_cert_string):
+        if not pem_cert_string.startswith(PEM_HEADER):
+            raise ValueError(f"Invalid PEM encoding; must start with {PEM_HEADER}")
+        if not pem_cert_string.strip().endswith(PEM_FOOTER):
+            raise ValueError(f"Invalid PEM encoding; must end with {PEM_FOOTER}")
+        body = pem_cert_string.strip()[len(PEM_HEADER) : -len(PEM_FOOTER)]
+        return binascii.a2b_base64(body.encode("ascii"))
+
+    def RAND_bytes(n):
+        return os.urandom(n)
+
+    def RAND_status():
+        return True
+
+    def RAND_add(string, entropy):
+        return None
+
+    ns.update(
+        __doc__=(
+            "A stand-in for `ssl` in Warden's sandbox, which has no `_ssl`. TLS is done, "
+            "and the server's certificate verified, by the Warden host that carries each "
+            "HTTP request (see _warden_outbound): this module has the names that HTTP "
+            "libraries use to build and pass around TLS settings, and cannot open a TLS "
+            "connection itself."
+        ),
+        _SSLMethod=_SSLMethod,
+        Options=Options,
+        VerifyFlags=VerifyFlags,
+        VerifyMode=VerifyMode,
+        TLSVersion=TLSVersion,
+        SSLErrorNumber=SSLErrorNumber,
+        AlertDescription=AlertDescription,
+        _ASN1Object=_ASN1Object,
+        Purpose=Purpose,
+        PROTOCOL_SSLv23=_SSLMethod.PROTOCOL_TLS,
+        SSLError=SSLError,
+        SSLZeroReturnError=SSLZeroReturnError,
+        SSLWantReadError=SSLWantReadError,
+        SSLWantWriteError=SSLWantWriteError,
+        SSLSyscallError=SSLSyscallError,
+        SSLEOFError=SSLEOFError,
+        SSLCertVerificationError=SSLCertVerificationError,
+        CertificateError=SSLCertVerificationError,
+        socket_error=OSError,
+        SSLContext=SSLContext,
+        SSLSocket=SSLSocket,
+        SSLObject=SSLObject,
+        SSLSession=SSLSession,
+        MemoryBIO=MemoryBIO,
+        create_default_context=create_default_context,
+        _create_default_https_context=create_default_context,
+        _create_unverified_context=_create_unverified_context,
+        _create_stdlib_context=_create_unverified_context,
+        DefaultVerifyPaths=DefaultVerifyPaths,
+        get_default_verify_paths=get_default_verify_paths,
+        get_server_certificate=get_server_certificate,
+        PEM_HEADER=PEM_HEADER,
+        PEM_FOOTER=PEM_FOOTER,
+        DER_cert_to_PEM_cert=DER_cert_to_PEM_cert,
+        PEM_cert_to_DER_cert=PEM_cert_to_DER_cert,
+        RAND_bytes=RAND_bytes,
+        RAND_status=RAND_status,
+        RAND_add=RAND_add,
+        # Libraries check these at import: urllib3 wants an OpenSSL 1.1.1 or later,
+        # requests wants SNI. The host's TLS offers all of it.
+        OPENSSL_VERSION="OpenSSL 3.0.0 (stand-in: TLS is done by Warden's host)",
+        OPENSSL_VERSION_INFO=(3, 0, 0, 0, 0),
+        OPENSSL_VERSION_NUMBER=0x30000000,
+        _OPENSSL_API_VERSION=(3, 0, 0, 0, 0),
+        HAS_SNI=True,
+        HAS_ALPN=True,
+        HAS_ECDH=True,
+        HAS_NPN=False,
+        HAS_NEVER_CHECK_COMMON_NAME=True,
+        HAS_SSLv2=False,
+        HAS_SSLv3=False,
+        HAS_TLSv1=False,
+        HAS_TLSv1_1=False,
+        HAS_TLSv1_2=True,
+        HAS_TLSv1_3=True,
+        HAS_PSK=False,
+        HAS_PHA=False,
+        CHANNEL_BINDING_TYPES=["tls-unique"],
+    )
+
+
+class _SslLoader:
+    """Loads the stand-in `ssl` module (see _fill_ssl)."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        _fill_ssl(module.__dict__)
+
+    def is_package(self, name):
+        return False
+
+    def get_source(self, name):
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# The finder
+
+
+_PATCHES = {
+    "socket": _patch_socket,
+    "http.client": _patch_http_client,
+    "urllib.request": _patch_urllib_request,
+    "requests.adapters": _patch_requests,
+    "httpx._transports.default": _patch_httpx,
+}
+_PATCH_ORDER = ("socket", "http.client", "urllib.request", "requests.adapters",
+                "httpx._transports.default")
+
+
+def _apply(name, module):
+    """Patches `module`; a library whose shape has changed is left as it is, with a
+    warning (its requests then fail at the socket, with the socket's message)."""
+    try:
+        _PATCHES[name](module)
+    except Exception as e:
+        import warnings
+
+        warnings.warn(
+            f"Warden could not route {name} through its host ({type(e).__name__}: {e})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+class _PatchingLoader:
+    """Wraps the loader another finder found, to patch the module right after it runs.
+    Everything else is the wrapped loader's."""
+
+    def __init__(self, loader, name):
+        self._loader = loader
+        self._name = name
+
+    def create_module(self, spec):
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _apply(self._name, module)
+
+    def __getattr__(self, name):
+        if name == "_loader":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self._loader, name)
+
+
+class _Finder:
+    """First on sys.meta_path: for the modules in _PATCHES, asks the finders after it
+    and wraps the loader they find; for `ssl`, offers the stand-in when `_ssl` is
+    missing. Every other name is left to the other finders."""
+
+    _warden_outbound = True
+
+    def __init__(self):
+        self._busy = set()
+        self._has_ssl = None
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "ssl":
+            return self._ssl_spec()
+        if name not in _PATCHES or name in self._busy:
+            return None
+        import sys
+
+        self._busy.add(name)
+        try:
+            for finder in list(sys.meta_path):
+                if getattr(finder, "_warden_outbound", False):
+                    continue
+                find = getattr(finder, "find_spec", None)
+                if find is None:
+                    continue
+                spec = find(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._busy.discard(name)
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _PatchingLoader(spec.loader, name)
+        return spec
+
+    def _ssl_spec(self):
+        if self._has_ssl is None:
+            try:
+                import _ssl  # noqa: F401
+            except ImportError:
+                self._has_ssl = False
+            else:
+                self._has_ssl = True
+        if self._has_ssl:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec("ssl", _SslLoader(), origin="warden stand-in")
+
+    def invalidate_caches(self):
+        pass

@@ -1,0 +1,88 @@
+//! The runtime's door for host functions, `host.call(ptr, len, out_ptr, out_len) -> i32`:
+//! the guest passes a frame in its memory; the host answers with bytes it writes into
+//! memory the guest's `host_alloc` gives it, and stores their address and length at
+//! `out_ptr` and `out_len` (little-endian u32). Returns 0 when answered, -1 when no host
+//! is bound (a warm state being prepared: no grants, so no requests), -2 on a fault.
+//!
+//! The only frames served are outbound HTTP requests ([`crate::outbound`]). Everything
+//! that comes through the door is the tool's own, untrusted: bounds are checked before
+//! memory is read, and a frame longer than the call could use is answered unread.
+
+use std::sync::Arc;
+
+use wasmtime::{Caller, Extern, Linker};
+
+use super::guest::Guest;
+use crate::outbound::Exchange;
+
+const ANSWERED: i32 = 0;
+const NO_HOST: i32 = -1;
+const FAULT: i32 = -2;
+
+/// Defines `host.call` in `linker`.
+pub(super) fn add_to_linker(linker: &mut Linker<Guest>) -> wasmtime::Result<()> {
+    linker.func_wrap_async(
+        "host",
+        "call",
+        |mut caller: Caller<'_, Guest>, (ptr, len, out_ptr, out_len): (i32, i32, i32, i32)| {
+            Box::new(async move {
+                let Some(exchange) = caller.data().door.clone() else {
+                    return Ok(NO_HOST);
+                };
+                call(&mut caller, &exchange, [ptr, len, out_ptr, out_len]).await
+            })
+        },
+    )?;
+    Ok(())
+}
+
+/// i32 arguments are addresses and lengths: unsigned.
+fn unsigned(n: i32) -> usize {
+    n as u32 as usize
+}
+
+fn fits(size: usize, at: usize, n: usize) -> bool {
+    at.checked_add(n).is_some_and(|end| end <= size)
+}
+
+async fn call(
+    caller: &mut Caller<'_, Guest>,
+    exchange: &Arc<Exchange>,
+    [ptr, len, out_ptr, out_len]: [i32; 4],
+) -> wasmtime::Result<i32> {
+    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+        return Ok(FAULT);
+    };
+    let Some(Extern::Func(alloc)) = caller.get_export("host_alloc") else {
+        return Ok(FAULT);
+    };
+    let (ptr, len, out_ptr, out_len) = (
+        unsigned(ptr),
+        unsigned(len),
+        unsigned(out_ptr),
+        unsigned(out_len),
+    );
+    let size = memory.data_size(&*caller);
+    if !fits(size, ptr, len) || !fits(size, out_ptr, 4) || !fits(size, out_len, 4) {
+        return Ok(FAULT);
+    }
+    let answer = if len as u64 > exchange.max_frame() {
+        exchange.oversized(len as u64)
+    } else {
+        let frame = memory.data(&*caller)[ptr..ptr + len].to_vec();
+        exchange.answer(&frame).await
+    };
+    let Ok(answer_len) = i32::try_from(answer.len()) else {
+        return Ok(FAULT);
+    };
+    let alloc = alloc.typed::<i32, i32>(&*caller)?;
+    let at = unsigned(alloc.call_async(&mut *caller, answer_len).await?);
+    // `host_alloc` may have grown the memory.
+    if at == 0 || !fits(memory.data_size(&*caller), at, answer.len()) {
+        return Ok(FAULT);
+    }
+    memory.write(&mut *caller, at, &answer)?;
+    memory.write(&mut *caller, out_ptr, &(at as u32).to_le_bytes())?;
+    memory.write(&mut *caller, out_len, &(answer.len() as u32).to_le_bytes())?;
+    Ok(ANSWERED)
+}
