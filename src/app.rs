@@ -229,8 +229,8 @@ pub enum AppError {
     Grant(#[from] GrantError),
     /// The service has no key to seal secrets with.
     #[error(
-        "secrets are disabled on this server: an operator must start warden serve with \
-         --secret-key-file FILE (64 hex digits) to store them"
+        "secrets are disabled: this service has no key to seal them with (warden serve \
+         takes one from --secret-key-file, $WARDEN_SECRET_KEY or $WARDEN_HOME/secret.key)"
     )]
     SecretsDisabled,
     /// A secret the tool is granted has not been set.

@@ -65,11 +65,15 @@ pub struct ServeArgs {
     /// 127.0.0.1 or 169.254.169.254 is refused).
     #[arg(long)]
     pub allow_private_network: bool,
-    /// A file holding the key (64 hex digits) that seals tenants' secrets at rest; also
-    /// read from $WARDEN_SECRET_KEY_FILE. Without it, PUT /v1/secrets is refused and tools
-    /// granted secrets cannot run. Keep it apart from the database.
-    #[arg(long, value_name = "FILE", env = "WARDEN_SECRET_KEY_FILE")]
+    /// A file holding the key (64 hex digits) that seals tenants' secrets at rest. Default:
+    /// the variable named by --secret-key-env, else $WARDEN_HOME/secret.key, created
+    /// (mode 0600) on first start. Keep the key apart from the database's backups.
+    #[arg(long, value_name = "FILE")]
     pub secret_key_file: Option<PathBuf>,
+    /// The environment variable that may hold the secrets key (64 hex digits) instead of
+    /// a file.
+    #[arg(long, value_name = "VAR", default_value = "WARDEN_SECRET_KEY")]
+    pub secret_key_env: String,
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
@@ -89,6 +93,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             args.operator_key_env
         );
     }
+    let secret_key = secret_key(&args, &config.home)?;
     let db = args.db.unwrap_or_else(|| database(&config.home));
     let registry = Arc::new(open_registry(&db)?);
     let mut sandbox_config = config.clone();
@@ -108,13 +113,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     if args.allow_private_network {
         app.set_private_network(PrivateNetwork::Allowed);
     }
-    if let Some(file) = &args.secret_key_file {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the secret key file {}", file.display()))?;
-        let key = SecretKey::from_hex(&text)
-            .map_err(|e| super::usage(format!("{}: {e}", file.display())))?;
-        app.set_secret_key(key);
-    }
+    app.set_secret_key(secret_key);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -169,6 +168,51 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         anyhow::Ok(())
     })?;
     Ok(ExitCode::Ok)
+}
+
+/// The key that seals tenants' secrets: from `--secret-key-file`, the variable named by
+/// `--secret-key-env`, or `$WARDEN_HOME/secret.key` (made on first start).
+fn secret_key(args: &ServeArgs, home: &std::path::Path) -> Result<SecretKey> {
+    let from_file = |file: &std::path::Path| -> Result<SecretKey> {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the secrets key file {}", file.display()))?;
+        SecretKey::from_hex(&text).map_err(|e| super::usage(format!("{}: {e}", file.display())))
+    };
+    if let Some(file) = &args.secret_key_file {
+        return from_file(file);
+    }
+    if let Some(text) = std::env::var(&args.secret_key_env)
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        return SecretKey::from_hex(&text)
+            .map_err(|e| super::usage(format!("${}: {e}", args.secret_key_env)));
+    }
+    let file = home.join("secret.key");
+    if file.exists() {
+        return from_file(&file);
+    }
+    let key = SecretKey::generate();
+    write_private(&file, &key.to_hex())
+        .with_context(|| format!("cannot create the secrets key file {}", file.display()))?;
+    eprintln!(
+        "warden: created {} to seal tenants' secrets; keep it, and keep it apart from backups \
+         of the database (or give your own with --secret-key-file)",
+        file.display()
+    );
+    Ok(key)
+}
+
+/// Writes a new file only its owner can read.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
 }
 
 /// Completes on Ctrl-C or SIGTERM.

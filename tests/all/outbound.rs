@@ -818,3 +818,74 @@ fn the_cli_grants_hosts_and_secrets() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-host"));
 }
+
+/// `warden serve` seals secrets under `$WARDEN_HOME/secret.key`, made on first start
+/// (owner-only), when no key is given.
+#[tokio::test]
+async fn serve_makes_a_secrets_key_on_first_start() {
+    use std::io::BufRead;
+    crate::support::sandbox();
+    // A home of its own that reuses the run's runtime and compiled snapshot.
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    let warden = |args: &[&str]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+        c.env("WARDEN_HOME", dir.path())
+            .env_remove("WARDEN_SECRET_KEY")
+            .args(args);
+        c
+    };
+    let out = warden(&["tenant", "create", "t", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = serde_json::from_slice::<Value>(&out.stdout).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut child = warden(&["serve", "--listen", "127.0.0.1:0", "--cold"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut address = None;
+    let mut seen = String::new();
+    for line in stderr.lines() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            address = rest.split_whitespace().next().map(str::to_owned);
+            break;
+        }
+    }
+    let address = address.unwrap_or_else(|| panic!("no address in: {seen}"));
+    assert!(seen.contains("secret.key"), "{seen}");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let put = reqwest::Client::new()
+        .put(format!("http://{address}/v1/secrets/API_KEY"))
+        .bearer_auth(&key)
+        .header("content-type", "application/json")
+        .body(json!({"value": SECRET}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = put.status();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status.as_u16(), 201);
+    let file = dir.path().join("secret.key");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.len(), 64, "{text}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
