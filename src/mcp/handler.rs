@@ -169,14 +169,20 @@ async fn watch_call<T>(
     let started = Instant::now();
     let mut ticks =
         tokio::time::interval_at((started + PROGRESS_INTERVAL).into(), PROGRESS_INTERVAL);
+    // A late tick is skipped rather than repeated: progress must keep increasing.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut reported = 0;
     let mut call = std::pin::pin!(call);
     loop {
         tokio::select! {
             outcome = &mut call => return Some(outcome),
             () = context.ct.cancelled() => return None,
             _ = ticks.tick(), if progress.is_some() => {
-                let Some(token) = progress.clone() else { continue };
                 let seconds = started.elapsed().as_secs();
+                let Some(token) = progress.clone().filter(|_| seconds > reported) else {
+                    continue;
+                };
+                reported = seconds;
                 let note = ProgressNotificationParam::new(token, seconds as f64)
                     .with_message(format!("running, {seconds} s"));
                 if let Err(e) = context.peer.notify_progress(note).await {
