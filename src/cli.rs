@@ -4,6 +4,7 @@
 //! with `anyhow`, and maps outcomes to exit codes ([`ExitCode`]). Each command lives in
 //! its own file under `cli/`.
 
+mod mcp;
 mod packages;
 mod run;
 mod runtime;
@@ -52,6 +53,9 @@ pub enum Command {
     Runtime(runtime::RuntimeCommand),
     /// Serve the multi-tenant HTTP API (registry under $WARDEN_HOME/warden.db).
     Serve(serve::ServeArgs),
+    /// Serve a folder of tools to an MCP client (Claude Desktop, Cursor, an agent) over
+    /// stdio.
+    Mcp(Box<mcp::McpArgs>),
     /// Manage tenants and their API keys in the registry database.
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
@@ -130,6 +134,7 @@ impl Cli {
             Command::Validate(args) => schema::validate(args),
             Command::Runtime(cmd) => runtime::runtime(&config, cmd),
             Command::Serve(args) => serve::serve(&config, args),
+            Command::Mcp(args) => mcp::mcp(&config, *args),
             Command::Tenant(cmd) => tenant::tenant(&config.home, cmd),
             Command::Packages(cmd) => packages::packages(&config, cmd),
         }

@@ -10,8 +10,8 @@
 //! set). [`packages`] turns a tool's requirements into a lock and a read-only site folder
 //! (it runs pip, never the guest). The [`registry`] stores manifests, [`tenant`]s and a
 //! hash-chained audit trail.
-//! [`app`] is the only module that combines the layers; the surfaces ([`http`], the
-//! CLI in `src/cli.rs`) call it.
+//! [`app`] is the only module that combines the layers; the surfaces ([`http`], [`mcp`],
+//! the CLI in `src/cli.rs`) call it.
 //!
 //! # Dependency rule
 //!
@@ -36,6 +36,7 @@ pub mod http;
 pub mod id;
 pub mod limits;
 pub mod manifest;
+pub mod mcp;
 pub mod outbound;
 pub mod outcome;
 pub mod packages;

@@ -72,7 +72,9 @@ pub use arguments::{
     ArgumentValidator, Violation, drop_nulls_for_defaults, none_if_omitted, validate_arguments,
 };
 pub use diagnostic::{Code, Diagnostic, Severity};
-pub use export::{Format, LettaExtras, PipRequirement, export, inline_refs, mcp_output};
+pub use export::{
+    Format, LettaExtras, PipRequirement, export, inline_refs, mcp_output, mcp_output_wraps,
+};
 pub use guard::{MAX_BRACKETS, MAX_INDENT, MAX_SCHEMA, MAX_SOURCE, MAX_SYNTAX_DEPTH};
 pub use health::{Health, HealthClass, classify, health};
 pub use strict::strict_variant;

@@ -32,6 +32,25 @@ pub struct RunArgs {
     #[arg(long, short, value_name = "NAME")]
     pub function: Option<String>,
 
+    /// A package the tool needs, as a PEP 508 requirement (e.g. 'pydantic<2'), besides
+    /// those of its source's PEP 723 block. Repeatable. Resolved once per set of
+    /// requirements and cached under $WARDEN_HOME/packages.
+    #[arg(long = "requirement", short = 'r', value_name = "SPEC")]
+    pub requirements: Vec<Requirement>,
+
+    /// Limits, grants and where calls start from.
+    #[command(flatten)]
+    pub call: CallArgs,
+
+    /// Print the full result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The limits, grants and start of every call: `warden run`'s flags, shared with
+/// `warden mcp` (which applies them to every tool it serves).
+#[derive(Debug, Args)]
+pub struct CallArgs {
     /// CPU budget in fuel units (e.g. 2000000000, 2_000_000_000 or 2G).
     #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL)]
     pub fuel: Fuel,
@@ -109,25 +128,70 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_HTTP_RESPONSE_BYTES, value_parser = limits::parse_size)]
     pub http_response_bytes: ByteSize,
 
-    /// A package the tool needs, as a PEP 508 requirement (e.g. 'pydantic<2'), besides
-    /// those of its source's PEP 723 block. Repeatable. Resolved once per set of
-    /// requirements and cached under $WARDEN_HOME/packages.
-    #[arg(long = "requirement", short = 'r', value_name = "SPEC")]
-    pub requirements: Vec<Requirement>,
-
     /// Where packages come from.
     #[command(flatten)]
     pub pip: PipArgs,
 
     /// Start from Warden's snapshot and import the tool in the call itself, instead of
-    /// from the tool's warm state (prepared on first use and cached under
+    /// from the tool's warm state (prepared once per tool version and cached under
     /// $WARDEN_HOME/warm).
     #[arg(long)]
     pub cold: bool,
+}
 
-    /// Print the full result as JSON.
-    #[arg(long)]
-    pub json: bool,
+impl CallArgs {
+    /// The limits the flags give.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fuel: self.fuel,
+            deadline: self.timeout.into(),
+            memory: self.memory,
+            stdout: self.stdout_limit,
+            stderr: self.stderr_limit,
+            return_chars: self.return_char_limit,
+            open_files: self.open_files,
+            disk_write: self.disk_write,
+            files_created: self.files_created,
+            http_requests: self.http_requests,
+            http_request_bytes: self.http_request_bytes,
+            http_response_bytes: self.http_response_bytes,
+        }
+    }
+
+    /// The grants the flags give, checked together, each mounted folder an existing
+    /// folder: a usage error otherwise.
+    pub fn grants(&self) -> Result<Grants> {
+        let grants = Grants {
+            mounts: self.mount.clone(),
+            env: self.env.clone(),
+            hosts: self.allow_host.clone(),
+            secrets: self.secret.clone(),
+        };
+        grants.check().map_err(|e| usage(e.to_string()))?;
+        for m in &grants.mounts {
+            warden::grants::canonical_host_folder(&m.host).map_err(|e| usage(e.to_string()))?;
+        }
+        Ok(grants)
+    }
+
+    /// What the host holds for the outbound requests of calls with `grants`: each
+    /// granted secret's value, from Warden's own environment, and the private-network
+    /// setting.
+    pub fn outbound(&self, grants: &Grants) -> Result<Outbound> {
+        Ok(Outbound {
+            secrets: secret_values(grants)?,
+            private_network: self.private_network(),
+        })
+    }
+
+    /// Whether requests may reach private networks.
+    pub fn private_network(&self) -> PrivateNetwork {
+        if self.allow_private_network {
+            PrivateNetwork::Allowed
+        } else {
+            PrivateNetwork::Refused
+        }
+    }
 }
 
 pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
@@ -147,7 +211,7 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
     let tool = if prepared.requirements.is_empty() {
         prepared.tool
     } else {
-        let packages = args.pip.store(config, &sandbox)?;
+        let packages = args.call.pip.store(config, &sandbox)?;
         // Requirements that cannot be met are the user's input: exit code 2.
         let input = |e: warden::packages::PackagesError| -> anyhow::Error {
             if e.is_input_error() {
@@ -163,7 +227,7 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
             .tool
             .with_packages(packages.site(&lock).map_err(input)?)
     };
-    if !args.cold {
+    if !args.call.cold {
         tool.set_warmth(warmth(config, &sandbox, &tool)?);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -317,38 +381,9 @@ impl Prepared {
                 .into());
             }
         };
-        let limits = Limits {
-            fuel: args.fuel,
-            deadline: args.timeout.into(),
-            memory: args.memory,
-            stdout: args.stdout_limit,
-            stderr: args.stderr_limit,
-            return_chars: args.return_char_limit,
-            open_files: args.open_files,
-            disk_write: args.disk_write,
-            files_created: args.files_created,
-            http_requests: args.http_requests,
-            http_request_bytes: args.http_request_bytes,
-            http_response_bytes: args.http_response_bytes,
-        };
-        let grants = Grants {
-            mounts: args.mount.clone(),
-            env: args.env.clone(),
-            hosts: args.allow_host.clone(),
-            secrets: args.secret.clone(),
-        };
-        grants.check().map_err(|e| usage(e.to_string()))?;
-        let outbound = Outbound {
-            secrets: secret_values(&grants)?,
-            private_network: if args.allow_private_network {
-                PrivateNetwork::Allowed
-            } else {
-                PrivateNetwork::Refused
-            },
-        };
-        for m in &grants.mounts {
-            warden::grants::canonical_host_folder(&m.host).map_err(|e| usage(e.to_string()))?;
-        }
+        let limits = args.call.limits();
+        let grants = args.call.grants()?;
+        let outbound = args.call.outbound(&grants)?;
         Ok(Prepared {
             tool,
             arguments,

@@ -171,17 +171,18 @@ pub fn export(
     })
 }
 
-/// An object schema for MCP's `outputSchema`.
+/// An object schema for MCP's `outputSchema`: `returns` itself when it is an object
+/// schema (a `$ref` to an object definition also gets `"type": "object"` beside it, as
+/// MCP requires the root to say so), else `returns` wrapped as `{"result": R}`
+/// ([`mcp_output_wraps`]).
 pub fn mcp_output(returns: &Value) -> Value {
     let defs = returns.get("$defs").cloned();
-    let is_object = |v: &Value| v.get("type").is_some_and(|t| t == "object");
-    let target = returns
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| r.strip_prefix("#/$defs/"))
-        .and_then(|n| defs.as_ref().and_then(|d| d.get(n)));
-    if is_object(returns) || target.is_some_and(is_object) {
-        return returns.clone();
+    if !mcp_output_wraps(returns) {
+        let mut out = returns.clone();
+        if let Value::Object(o) = &mut out {
+            o.insert("type".into(), json!("object"));
+        }
+        return out;
     }
     let mut inner = returns.clone();
     if let Value::Object(o) = &mut inner {
@@ -196,6 +197,19 @@ pub fn mcp_output(returns: &Value) -> Value {
         out["$defs"] = d;
     }
     out
+}
+
+/// Whether [`mcp_output`] wraps a return schema as `{"result": R}`: unless it is an
+/// object schema or a `$ref` to one, so the structured content of a call must then be
+/// `{"result": value}`.
+pub fn mcp_output_wraps(returns: &Value) -> bool {
+    let is_object = |v: &Value| v.get("type").is_some_and(|t| t == "object");
+    let target = returns
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+        .and_then(|n| returns.get("$defs").and_then(|d| d.get(n)));
+    !(is_object(returns) || target.is_some_and(is_object))
 }
 
 fn letta_tool(

@@ -19,6 +19,8 @@ mod hostile;
 mod http;
 /// Warden's wasmtime patch: a module sharing compiled code with another memory image.
 mod initial_state;
+/// `warden mcp` through an MCP client: list, call, errors, progress, cancellation, changes.
+mod mcp;
 /// Outbound HTTP through the host: grants, private addresses, secrets, limits.
 mod outbound;
 /// Tool packages: requirements, locks, safe installs, imports in the guest.

@@ -129,6 +129,8 @@ fn mcp_export_keeps_object_output() {
     );
     let v = export(&d.schema, Format::Mcp, false, &LettaExtras::default()).unwrap();
     assert_eq!(v["outputSchema"]["$ref"], json!("#/$defs/R"));
+    // MCP requires an object root; the $ref alone does not say so.
+    assert_eq!(v["outputSchema"]["type"], json!("object"));
     assert!(v["outputSchema"]["$defs"]["R"].is_object());
 }
 

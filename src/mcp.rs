@@ -1,0 +1,183 @@
+//! The MCP server: Warden's tools offered to any Model Context Protocol client.
+//!
+//! # Data flow
+//! A [`ToolSource`] says which tools there are and runs one; [`McpServer`] (the rmcp
+//! handler, `mcp/handler.rs`) turns that into the protocol: `tools/list` from
+//! [`ListedTool`]s, `tools/call` through [`ToolSource::call`] and the result mapping of
+//! `mcp/result.rs` (one table from [`Ran`] and [`SourceError`] to MCP results and
+//! errors), progress notifications while a call runs, cancellation (the call's future is
+//! dropped, which drops the guest's store), and `notifications/tools/list_changed`
+//! whenever [`ToolSource::changes`] fires, to legacy sessions through their peer and to
+//! 2026-07-28 clients through `subscriptions/listen`.
+//!
+//! [`FolderSource`] is the source of `warden mcp`: the `.py` files of a folder
+//! ([`catalog`]), with per-tool grants and limits from its `warden.toml` ([`config`]),
+//! watched for changes. The service's multi-tenant registry can be another source: the
+//! request's [`Extensions`] carry what the transport knows about the caller (over
+//! Streamable HTTP, the request's `http::request::Parts`, where a tenant is found).
+//!
+//! Nothing here writes to stdout: over stdio it belongs to the protocol.
+
+pub mod catalog;
+pub mod config;
+mod folder;
+mod handler;
+mod result;
+mod watch;
+
+use std::future::Future;
+use std::time::Duration;
+
+use rmcp::model::Extensions;
+use serde_json::{Map, Value};
+use tokio::sync::broadcast;
+
+use crate::grants::{Access, Grants};
+use crate::outcome::{CallResult, Start};
+use crate::schema::{Violation, mcp_output, mcp_output_wraps};
+
+pub use folder::FolderSource;
+pub use handler::McpServer;
+
+/// Where an MCP server's tools come from, and how one of them runs.
+pub trait ToolSource: Send + Sync + 'static {
+    /// Every tool the caller may use, sorted by name.
+    fn tools(
+        &self,
+        request: &Extensions,
+    ) -> impl Future<Output = Result<Vec<ListedTool>, SourceError>> + Send;
+
+    /// Runs the tool `name` with `arguments`. Dropping the future stops the guest.
+    fn call(
+        &self,
+        request: &Extensions,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> impl Future<Output = Result<Ran, SourceError>> + Send;
+
+    /// Fires whenever the tool list may have changed.
+    fn changes(&self) -> broadcast::Receiver<()>;
+
+    /// How long a client may keep a tool list before asking again (MCP's `ttlMs`).
+    /// Default: not at all.
+    fn list_ttl(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// What the operator does to raise the limits named (as `warden.toml` and the
+    /// command line name them: `timeout`, `fuel`, ...), for the message of a call
+    /// that hit one.
+    fn how_to_raise(&self, limits: &[&str]) -> String {
+        format!("raise the tool's {} limit", limits.join(" or "))
+    }
+}
+
+/// One tool as `tools/list` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedTool {
+    /// The tool's name: its function's.
+    pub name: String,
+    /// The schema's description.
+    pub description: String,
+    /// The derived parameters schema (JSON Schema 2020-12, with its `$defs`).
+    pub parameters: Map<String, Value>,
+    /// The schema of the return value, if the function has a return annotation.
+    pub returns: Option<Value>,
+    /// What the tool's grants say about its effects.
+    pub hints: Hints,
+}
+
+impl ListedTool {
+    /// MCP's `outputSchema`: an object schema ([`mcp_output`]), if the function has a
+    /// return annotation.
+    pub fn output_schema(&self) -> Option<Map<String, Value>> {
+        match mcp_output(self.returns.as_ref()?) {
+            Value::Object(schema) => Some(schema),
+            _ => None,
+        }
+    }
+
+    /// How a value the tool returns appears as structured content.
+    pub fn output(&self) -> Output {
+        Output::of(self.returns.as_ref())
+    }
+}
+
+/// MCP's tool annotations, derived from the grants (hints to clients, never a
+/// guarantee to them; the grants are the guarantee).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    /// No read-write mount and no outbound host: the tool changes nothing outside.
+    pub read_only: bool,
+    /// A read-write mount: the tool may change or delete files.
+    pub destructive: bool,
+    /// The operator says a second identical call has no further effect.
+    pub idempotent: bool,
+    /// An outbound host: the tool talks to the world outside.
+    pub open_world: bool,
+}
+
+impl Hints {
+    /// The hints of a tool with `grants`; `idempotent` is the operator's word.
+    pub fn of(grants: &Grants, idempotent: bool) -> Hints {
+        let writes = grants.mounts.iter().any(|m| m.access == Access::Rw);
+        Hints {
+            read_only: !writes && !grants.has_outbound(),
+            destructive: writes,
+            idempotent,
+            open_world: grants.has_outbound(),
+        }
+    }
+}
+
+/// How a tool's return value is sent as structured content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// No return annotation, so no `outputSchema`: the value as it is.
+    NoSchema,
+    /// The return type is an object schema: the value as it is.
+    Object,
+    /// Any other return type: `{"result": value}`, as [`mcp_output`] wraps its schema.
+    Wrapped,
+}
+
+impl Output {
+    /// The shape for a tool whose return schema is `returns`.
+    pub fn of(returns: Option<&Value>) -> Output {
+        match returns {
+            None => Output::NoSchema,
+            Some(r) if mcp_output_wraps(r) => Output::Wrapped,
+            Some(_) => Output::Object,
+        }
+    }
+}
+
+/// A call that ran: how it ended, and what the caller needs to present it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    /// The sandbox's result.
+    pub result: CallResult,
+    /// How the value is sent.
+    pub output: Output,
+    /// Whether it started from the tool's warm state.
+    pub start: Start,
+}
+
+/// Why a source did not run a call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SourceError {
+    /// No tool of that name (a protocol error: the client should list the tools).
+    #[error("unknown tool `{0}`: call tools/list for the tools this server offers")]
+    UnknownTool(String),
+    /// The arguments break the tool's schema: every violation.
+    #[error("the arguments do not match the schema of {tool}()")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// Every violation.
+        violations: Vec<Violation>,
+    },
+    /// The server could not run the call; the message is meant for the caller.
+    #[error("{0}")]
+    Failed(String),
+}

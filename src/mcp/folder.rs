@@ -1,0 +1,251 @@
+//! [`FolderSource`]: the tools of a folder (or of some files), watched for changes,
+//! run in the sandbox with the grants and limits the catalog settled for each.
+
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use rmcp::model::Extensions;
+use serde_json::{Map, Value};
+use tokio::sync::broadcast;
+
+use super::catalog::{Catalog, CatalogError, CatalogTool, Defaults, Problem, Sources};
+use super::watch::Fingerprint;
+use super::{ListedTool, Ran, SourceError, ToolSource};
+use crate::app::Refusal;
+use crate::packages::Packages;
+use crate::sandbox::{Sandbox, Warmth};
+
+/// How often the files are compared with what the catalog was built from.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Reports a problem with one tool file (`warden mcp` prints it on stderr).
+pub type Reporter = Arc<dyn Fn(&Problem) + Send + Sync>;
+
+/// The tools of a folder or of some files, for [`McpServer`](super::McpServer).
+pub struct FolderSource {
+    sources: Sources,
+    defaults: Defaults,
+    packages: Option<Packages>,
+    sandbox: Arc<Sandbox>,
+    warm_start: bool,
+    report: Reporter,
+    catalog: RwLock<Arc<Catalog>>,
+    /// The files as they were just before the catalog was first loaded.
+    loaded_from: Option<Fingerprint>,
+    changes: broadcast::Sender<()>,
+}
+
+impl std::fmt::Debug for FolderSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FolderSource")
+            .field("sources", &self.sources)
+            .field("warm_start", &self.warm_start)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FolderSource {
+    /// Loads the catalog of `sources` (blocking: reads files, may install packages),
+    /// reporting each file left out. `packages` installs the packages of tools that
+    /// declare some (without it such tools are left out); with `warm_start`, each
+    /// tool's warm state is prepared once [`FolderSource::warm_up`] is called.
+    pub fn load(
+        sandbox: Arc<Sandbox>,
+        sources: Sources,
+        defaults: Defaults,
+        packages: Option<Packages>,
+        warm_start: bool,
+        report: Reporter,
+    ) -> Result<FolderSource, CatalogError> {
+        let loaded_from = Fingerprint::of(&sources).ok();
+        let (catalog, problems) =
+            Catalog::load(&sources, &defaults, packages.as_ref(), &Catalog::default())?;
+        problems.iter().for_each(|p| report(p));
+        Ok(FolderSource {
+            sources,
+            defaults,
+            packages,
+            sandbox,
+            warm_start,
+            report,
+            catalog: RwLock::new(Arc::new(catalog)),
+            loaded_from,
+            changes: broadcast::channel(16).0,
+        })
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.catalog.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Starts preparing, on blocking threads, the warm state of every tool that has
+    /// none yet (unless warm starts are off); calls run cold until theirs is ready.
+    /// Call it inside the tokio runtime.
+    pub fn warm_up(&self) {
+        if !self.warm_start {
+            return;
+        }
+        for tool in self.catalog().tools() {
+            if !tool.prepared.start_warming() {
+                continue;
+            }
+            let sandbox = Arc::clone(&self.sandbox);
+            let tool = Arc::clone(tool);
+            tokio::task::spawn_blocking(move || {
+                let prepared = &tool.prepared;
+                match sandbox.warm_state(prepared.folder(), prepared.packages()) {
+                    Ok(warmth) => {
+                        if let Warmth::Cold(reason) = &warmth {
+                            tracing::warn!(
+                                tool = prepared.function(),
+                                "the tool runs cold (its imports are paid on every call): {reason}"
+                            );
+                        }
+                        prepared.set_warmth(warmth);
+                    }
+                    Err(e) => tracing::warn!(
+                        tool = prepared.function(),
+                        "the tool runs cold: its warm state failed: {e}"
+                    ),
+                }
+            });
+        }
+    }
+
+    /// Compares the files with the catalog's every [`POLL_INTERVAL`], forever; on a
+    /// change, loads the catalog again (keeping unchanged tools as they were), reports
+    /// each file left out, and fires [`ToolSource::changes`] if the list changed. A
+    /// `warden.toml` or folder that cannot be read keeps the catalog as it was.
+    pub async fn watch(self: Arc<Self>) {
+        let mut seen = self.loaded_from.clone();
+        let mut ticks = tokio::time::interval(POLL_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let now = self.fingerprint().await;
+            if now == seen {
+                continue;
+            }
+            seen = now;
+            let this = Arc::clone(&self);
+            let reloaded = tokio::task::spawn_blocking(move || this.reload()).await;
+            match reloaded {
+                Ok(Ok(true)) => {
+                    // No receiver (no client listening) is not an error.
+                    let _ = self.changes.send(());
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => tracing::warn!("the tools were not reloaded: {e}"),
+                Err(e) => tracing::warn!("the tools were not reloaded: {e}"),
+            }
+            self.warm_up();
+        }
+    }
+
+    async fn fingerprint(&self) -> Option<Fingerprint> {
+        let sources = self.sources.clone();
+        tokio::task::spawn_blocking(move || Fingerprint::of(&sources).ok())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Loads the catalog again; true when the tool list changed.
+    fn reload(&self) -> Result<bool, CatalogError> {
+        let previous = self.catalog();
+        let (catalog, problems) = Catalog::load(
+            &self.sources,
+            &self.defaults,
+            self.packages.as_ref(),
+            &previous,
+        )?;
+        problems.iter().for_each(|p| (self.report)(p));
+        let changed = catalog.listed() != previous.listed();
+        if changed {
+            tracing::info!(tools = ?catalog.names(), "the tool list changed");
+        }
+        *self.catalog.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(catalog);
+        Ok(changed)
+    }
+
+    fn tool(&self, name: &str) -> Result<Arc<CatalogTool>, SourceError> {
+        self.catalog()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| SourceError::UnknownTool(name.to_owned()))
+    }
+}
+
+impl ToolSource for FolderSource {
+    async fn tools(&self, _request: &Extensions) -> Result<Vec<ListedTool>, SourceError> {
+        Ok(self.catalog().listed())
+    }
+
+    async fn call(
+        &self,
+        _request: &Extensions,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Ran, SourceError> {
+        let tool = self.tool(name)?;
+        let prepared = &tool.prepared;
+        let arguments = prepared.check(Value::Object(arguments)).map_err(
+            |refusal| match refusal {
+                Refusal::Invalid(violations) => SourceError::InvalidArguments {
+                    tool: name.to_owned(),
+                    violations,
+                },
+                Refusal::BrokenSchema(reason) => SourceError::Failed(format!(
+                    "the derived schema of {name}() does not compile ({reason}): please report it"
+                )),
+            },
+        )?;
+        let (warm, start) = prepared.warm_state();
+        let result = self
+            .sandbox
+            .call_with(
+                prepared.call(&arguments, &tool.grants, &tool.limits),
+                warm,
+                &tool.outbound,
+            )
+            .await
+            .map_err(|e| {
+                tracing::error!(tool = name, "the call could not run: {e}");
+                SourceError::Failed(format!("Warden could not run the call: {e}"))
+            })?;
+        Ok(Ran {
+            result,
+            output: tool.listed.output(),
+            start,
+        })
+    }
+
+    fn changes(&self) -> broadcast::Receiver<()> {
+        self.changes.subscribe()
+    }
+
+    fn list_ttl(&self) -> Duration {
+        // The server's own view of the files is up to one poll old.
+        POLL_INTERVAL
+    }
+
+    fn how_to_raise(&self, limits: &[&str]) -> String {
+        let flags: Vec<String> = limits
+            .iter()
+            .map(|l| format!("--{}", l.replace('_', "-")))
+            .collect();
+        let flags = flags.join(" / ");
+        match self.sources {
+            Sources::Folder(_) => {
+                let keys: Vec<String> = limits.iter().map(|l| format!("limits.{l}")).collect();
+                format!(
+                    "raise it with {flags} (every tool) or {} in this tool's table of \
+                     warden.toml",
+                    keys.join(" / ")
+                )
+            }
+            Sources::Files(_) => format!("raise it with {flags}"),
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! One table from how a call went to what MCP says.
+//!
+//! | how it went | MCP |
+//! |---|---|
+//! | unknown tool | protocol error `-32602` (invalid params) |
+//! | arguments that break the schema | `isError`, every violation with its JSON pointer |
+//! | `ok` | `structuredContent` (`{"result": value}` when the `outputSchema` wraps it) and the same JSON as text |
+//! | `ok`, result cut to `return_char_limit` | text saying so, then the kept text; `isError` when an `outputSchema` promised the whole value |
+//! | `tool_error` | `isError`: the exception's type, message and traceback |
+//! | host statuses (`timeout`, `out_of_fuel`, `memory_limit`, `output_limit`, `crashed`, `invalid_request`) | `isError`: the status, the host's sentence and the limit to raise |
+//! | the server could not run the call | `isError` with the source's message |
+//! | the server could not list the tools | protocol error `-32603` (internal error) |
+//!
+//! The tool's own stdout and stderr follow as more text blocks when not empty, and
+//! `_meta.warden` gives the call's status, start, fuel, wall time and peak memory.
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
+use serde_json::{Value, json};
+
+use super::{Output, Ran, SourceError};
+use crate::app::MAX_VIOLATIONS;
+use crate::outcome::{CallResult, Status};
+
+/// The result of a call that ran. `how_to_raise` says how the operator raises the
+/// limits it names.
+pub(super) fn ran(ran: Ran, how_to_raise: impl Fn(&[&str]) -> String) -> CallToolResult {
+    let Ran {
+        result,
+        output,
+        start,
+    } = ran;
+    let meta = json!({
+        "status": result.status,
+        "start": start,
+        "fuel_used": result.fuel_used,
+        "wall_time_us": u64::try_from(result.wall_time.as_micros()).unwrap_or(u64::MAX),
+        "peak_memory_bytes": result.peak_memory_bytes,
+    });
+    let mut answer = match (result.status, result.truncated) {
+        (Status::Ok, None) => {
+            let value = result.value.clone().unwrap_or(Value::Null);
+            CallToolResult::structured(match output {
+                Output::Wrapped => json!({ "result": value }),
+                Output::Object | Output::NoSchema => value,
+            })
+        }
+        (Status::Ok, Some(cut)) => {
+            let kept = match &result.value {
+                Some(Value::String(s)) => s.clone(),
+                other => other.as_ref().map(Value::to_string).unwrap_or_default(),
+            };
+            let note = format!(
+                "truncated: the result is {} characters long and only its first {} follow; \
+                 {}",
+                cut.original_chars,
+                cut.kept_chars,
+                how_to_raise(&["return_char_limit"])
+            );
+            let blocks = vec![ContentBlock::text(note), ContentBlock::text(kept)];
+            // Cut text cannot match an outputSchema's promise of the whole value.
+            if output == Output::NoSchema {
+                CallToolResult::success(blocks)
+            } else {
+                CallToolResult::error(blocks)
+            }
+        }
+        (Status::ToolError, _) => {
+            CallToolResult::error(vec![ContentBlock::text(exception(&result))])
+        }
+        (status, _) => {
+            let mut text = format!(
+                "{status}: {}",
+                result.message.as_deref().unwrap_or("the call failed")
+            );
+            let limits = limits_of(status);
+            if !limits.is_empty() {
+                text.push_str("; ");
+                text.push_str(&how_to_raise(limits));
+            }
+            CallToolResult::error(vec![ContentBlock::text(text)])
+        }
+    };
+    for (name, text) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
+        if !text.is_empty() {
+            answer
+                .content
+                .push(ContentBlock::text(format!("tool {name}:\n{text}")));
+        }
+    }
+    let mut object = MetaObject::default();
+    object.0.insert("warden".into(), meta);
+    answer.with_meta(Some(object))
+}
+
+/// The answer to a call that did not run: a protocol error for an unknown tool, else a
+/// result the caller (and its model) can read.
+pub(super) fn refused(error: SourceError) -> Result<CallToolResult, ErrorData> {
+    let text = match error {
+        SourceError::UnknownTool(_) => {
+            return Err(ErrorData::invalid_params(error.to_string(), None));
+        }
+        SourceError::InvalidArguments { tool, violations } => {
+            let mut lines: Vec<String> = violations
+                .iter()
+                .take(MAX_VIOLATIONS)
+                .map(|v| format!("  {v}"))
+                .collect();
+            if violations.len() > MAX_VIOLATIONS {
+                lines.push(format!(
+                    "  ... and {} more ({} in all)",
+                    violations.len() - MAX_VIOLATIONS,
+                    violations.len()
+                ));
+            }
+            format!(
+                "{}: the arguments do not match the schema of {tool}() (its inputSchema):\n{}",
+                Status::InvalidRequest,
+                lines.join("\n")
+            )
+        }
+        SourceError::Failed(message) => message,
+    };
+    Ok(CallToolResult::error(vec![ContentBlock::text(text)]))
+}
+
+/// The answer to a `tools/list` the source could not answer.
+pub(super) fn list_failed(error: SourceError) -> ErrorData {
+    tracing::error!("cannot list the tools: {error}");
+    ErrorData::internal_error(format!("cannot list the tools: {error}"), None)
+}
+
+/// `Type: message` and the traceback of a tool's exception.
+fn exception(result: &CallResult) -> String {
+    let Some(e) = &result.error else {
+        return format!("{}: the tool failed", Status::ToolError);
+    };
+    let head = format!("{}: {}: {}", Status::ToolError, e.kind, e.message);
+    match e.traceback.trim_end() {
+        "" => head,
+        traceback => format!("{head}\n\n{traceback}"),
+    }
+}
+
+/// The limits (as `warden.toml` names them) whose hitting ends a call with `status`.
+fn limits_of(status: Status) -> &'static [&'static str] {
+    match status {
+        Status::Timeout => &["timeout"],
+        Status::OutOfFuel => &["fuel"],
+        Status::MemoryLimit => &["memory"],
+        Status::OutputLimit => &["stdout_limit", "stderr_limit"],
+        Status::Ok | Status::ToolError | Status::InvalidRequest | Status::Crashed => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::limits::Fuel;
+    use crate::outcome::{Start, ToolError, Truncation};
+    use crate::schema::Violation;
+
+    fn result(status: Status) -> CallResult {
+        CallResult {
+            status,
+            value: None,
+            truncated: None,
+            error: None,
+            message: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            fuel_used: Fuel(7),
+            wall_time: Duration::from_millis(3),
+            peak_memory_bytes: 1,
+            requests: Vec::new(),
+        }
+    }
+
+    fn ran_with(result: CallResult, output: Output) -> CallToolResult {
+        ran(
+            Ran {
+                result,
+                output,
+                start: Start::Cold,
+            },
+            |l| format!("raise {}", l.join("+")),
+        )
+    }
+
+    fn texts(r: &CallToolResult) -> Vec<String> {
+        r.content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_wrapped_output_is_sent_as_result() {
+        let mut ok = result(Status::Ok);
+        ok.value = Some(json!(42));
+        let r = ran_with(ok.clone(), Output::Wrapped);
+        assert_eq!(r.structured_content, Some(json!({"result": 42})));
+        assert_eq!(r.is_error, Some(false));
+        assert_eq!(texts(&r), [r#"{"result":42}"#]);
+        let r = ran_with(ok, Output::NoSchema);
+        assert_eq!(r.structured_content, Some(json!(42)));
+        let meta = r.meta.unwrap();
+        assert_eq!(meta.0["warden"]["status"], json!("ok"));
+        assert_eq!(meta.0["warden"]["fuel_used"], json!(7));
+    }
+
+    #[test]
+    fn a_truncated_result_says_so_and_is_no_structured_content() {
+        let mut ok = result(Status::Ok);
+        ok.value = Some(json!("[1, 2, 3"));
+        ok.truncated = Some(Truncation {
+            original_chars: 20,
+            kept_chars: 8,
+        });
+        let r = ran_with(ok.clone(), Output::Wrapped);
+        assert_eq!(r.structured_content, None);
+        assert_eq!(r.is_error, Some(true));
+        let t = texts(&r);
+        assert!(t[0].contains("truncated") && t[0].contains("20"), "{t:?}");
+        assert!(t[0].contains("raise return_char_limit"), "{t:?}");
+        assert_eq!(t[1], "[1, 2, 3");
+        assert_eq!(ran_with(ok, Output::NoSchema).is_error, Some(false));
+    }
+
+    #[test]
+    fn a_tool_error_carries_type_message_and_traceback_and_output() {
+        let mut failed = result(Status::ToolError);
+        failed.error = Some(ToolError {
+            kind: "ValueError".into(),
+            message: "negative".into(),
+            traceback: "Traceback (most recent call last):\n  line 3\nValueError: negative\n"
+                .into(),
+        });
+        failed.stdout = "printed\n".into();
+        let r = ran_with(failed, Output::Object);
+        assert_eq!(r.is_error, Some(true));
+        let t = texts(&r);
+        assert!(
+            t[0].starts_with("tool_error: ValueError: negative"),
+            "{t:?}"
+        );
+        assert!(t[0].contains("Traceback"), "{t:?}");
+        assert_eq!(t[1], "tool stdout:\nprinted\n");
+    }
+
+    #[test]
+    fn host_statuses_name_the_limit_to_raise() {
+        for (status, limit) in [
+            (Status::Timeout, "timeout"),
+            (Status::OutOfFuel, "fuel"),
+            (Status::MemoryLimit, "memory"),
+            (Status::OutputLimit, "stdout_limit+stderr_limit"),
+        ] {
+            let mut r = result(status);
+            r.message = Some("the host's sentence".into());
+            let t = texts(&ran_with(r, Output::Object)).join("\n");
+            assert!(
+                t.starts_with(&format!("{status}: the host's sentence")),
+                "{t}"
+            );
+            assert!(t.contains(&format!("raise {limit}")), "{t}");
+        }
+        let t = texts(&ran_with(result(Status::Crashed), Output::Object)).join("");
+        assert!(t.starts_with("crashed") && !t.contains("raise"), "{t}");
+    }
+
+    #[test]
+    fn refusals_name_every_pointer_and_unknown_tools_are_protocol_errors() {
+        let violations = (0..MAX_VIOLATIONS + 2)
+            .map(|i| Violation {
+                pointer: format!("/{i}"),
+                message: "wrong".into(),
+            })
+            .collect();
+        let r = refused(SourceError::InvalidArguments {
+            tool: "add".into(),
+            violations,
+        })
+        .unwrap();
+        assert_eq!(r.is_error, Some(true));
+        let t = texts(&r).join("");
+        assert!(t.contains("  /0: wrong\n  /1: wrong"), "{t}");
+        assert!(t.contains("... and 2 more (102 in all)"), "{t}");
+        let e = refused(SourceError::UnknownTool("nope".into())).unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(e.message.contains("unknown tool `nope`"));
+    }
+}

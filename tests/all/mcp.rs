@@ -1,0 +1,633 @@
+//! `warden mcp` as an MCP client sees it: the real binary as a child process, driven by
+//! rmcp's client over stdio, on both protocol eras.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResult, ErrorCode, ProgressNotificationParam,
+    ProtocolVersion, ServerNotification, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError};
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::sync::Notify;
+
+use crate::support::{fixture, home, sandbox};
+
+/// Longest any one exchange may take before the test fails instead of hanging.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The client's side: what the server told it besides answers.
+#[derive(Clone, Default)]
+struct Recorder {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    list_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.notify_one();
+    }
+}
+
+/// A running `warden mcp` and its client.
+struct Server {
+    client: RunningService<RoleClient, Recorder>,
+    recorder: Recorder,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// `warden mcp ARGS`, with a 2025-11-25 session (`initialize`).
+    async fn start(args: &[&str]) -> Server {
+        Server::start_as(args, ClientLifecycleMode::Initialize).await
+    }
+
+    async fn start_as(args: &[&str], lifecycle: ClientLifecycleMode) -> Server {
+        // The runtime is compiled once, before any child process needs it.
+        sandbox();
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+        command
+            .arg("mcp")
+            .args(args)
+            .env("WARDEN_HOME", home())
+            .env_remove("WARDEN_LOG");
+        let (transport, stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("warden mcp starts");
+        let collected = Arc::new(Mutex::new(String::new()));
+        if let Some(mut stderr) = stderr {
+            let collected = Arc::clone(&collected);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+                    collected
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        let recorder = Recorder::default();
+        let client = tokio::time::timeout(
+            PATIENCE,
+            recorder.clone().serve_with_lifecycle(transport, lifecycle),
+        )
+        .await
+        .expect("the session opens in time")
+        .unwrap_or_else(|e| {
+            panic!(
+                "the session opens: {e}; stderr: {}",
+                collected.lock().unwrap()
+            )
+        });
+        Server {
+            client,
+            recorder,
+            stderr: collected,
+        }
+    }
+
+    async fn tools(&self) -> Vec<Tool> {
+        tokio::time::timeout(PATIENCE, self.client.list_all_tools())
+            .await
+            .expect("tools/list in time")
+            .expect("tools/list")
+    }
+
+    async fn try_call(&self, name: &str, arguments: Value) -> Result<CallToolResult, ServiceError> {
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(object(arguments));
+        tokio::time::timeout(PATIENCE, self.client.call_tool(params))
+            .await
+            .expect("tools/call in time")
+    }
+
+    async fn call(&self, name: &str, arguments: Value) -> CallToolResult {
+        self.try_call(name, arguments).await.expect("tools/call")
+    }
+
+    /// Waits (a while) for `text` on the server's stderr.
+    async fn stderr_shows(&self, text: &str) -> String {
+        for _ in 0..100 {
+            let now = self.stderr.lock().unwrap().clone();
+            if now.contains(text) {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "stderr never showed {text:?}: {}",
+            self.stderr.lock().unwrap()
+        );
+    }
+
+    async fn stop(self) {
+        let _ = self.client.cancel().await;
+    }
+}
+
+fn object(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+/// The text blocks of a result, joined.
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A tools folder holding copies of fixture tools and the given extra files.
+fn tools_dir(fixtures: &[&str], files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in fixtures {
+        std::fs::copy(fixture(name), dir.path().join(name)).unwrap();
+    }
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+fn arg(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+const WRITER: &str = "def writer(text: str) -> int:\n    \
+\"\"\"Append text to /out/log.txt.\"\"\"\n    \
+with open('/out/log.txt', 'a') as f:\n        \
+return f.write(text)\n";
+
+#[tokio::test]
+async fn lists_every_tool_by_name_with_schemas_and_hints_and_reports_bad_files() {
+    let out = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[tools.writer]\nmounts = [\"{}:/out:rw\"]\nidempotent = true\n[tools.ghost]\n",
+        out.path().display()
+    );
+    let dir = tools_dir(
+        &["raises.py", "add.py"],
+        &[
+            ("writer.py", WRITER),
+            ("bad.py", "def bad(x: complex) -> int:\n    return 1\n"),
+            // Its only function is named like add.py's, which comes first.
+            ("add_again.py", "def add(a: int) -> int:\n    return a\n"),
+            ("warden.toml", &config),
+        ],
+    );
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let tools = server.tools().await;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["add", "raises", "writer"]);
+
+    let add = &tools[0];
+    assert_eq!(add.description.as_deref(), Some("Add two integers."));
+    assert_eq!(
+        Value::Object((*add.input_schema).clone()),
+        json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+            "additionalProperties": false
+        })
+    );
+    assert_eq!(
+        add.output_schema.as_deref().cloned().map(Value::Object),
+        Some(json!({
+            "type": "object",
+            "properties": {"result": {"type": "integer"}},
+            "required": ["result"]
+        }))
+    );
+    let hints = add.annotations.clone().unwrap();
+    assert_eq!(
+        (
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint
+        ),
+        (Some(true), Some(false), Some(false), Some(false))
+    );
+    let hints = tools[2].annotations.clone().unwrap();
+    assert_eq!(
+        (
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint
+        ),
+        (Some(false), Some(true), Some(true), Some(false))
+    );
+
+    let stderr = server.stderr_shows("bad.py").await;
+    assert!(stderr.contains("bad.py: left out: line 1:"), "{stderr}");
+    assert!(stderr.contains("complex"), "{stderr}");
+    assert!(
+        stderr.contains("add_again.py: left out: a tool named `add` comes from"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warden.toml: [tools.ghost] matches no tool here"),
+        "{stderr}"
+    );
+
+    // The rw grant of warden.toml is the writer's, and only the writer's.
+    let r = server.call("writer", json!({"text": "hello"})).await;
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"result": 5})),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log.txt")).unwrap(),
+        "hello"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_list_says_how_long_it_may_be_cached() {
+    let dir = tools_dir(&["add.py"], &[]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let list = server.client.list_tools(None).await.unwrap();
+    assert_eq!(list.ttl_ms, Some(1000));
+    assert_eq!(list.cache_scope, Some(CacheScope::Private));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_returns_structured_content_and_its_text() {
+    let dir = tools_dir(&["add.py"], &[]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let r = server.call("add", json!({"a": 2, "b": 40})).await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(r.structured_content, Some(json!({"result": 42})));
+    assert_eq!(text(&r), r#"{"result":42}"#);
+    let meta = r.meta.expect("the call's figures");
+    assert_eq!(meta.0["warden"]["status"], json!("ok"));
+    assert_eq!(meta.0["warden"]["start"], json!("cold"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn arguments_that_break_the_schema_are_an_error_naming_each_pointer() {
+    let dir = tools_dir(&["add.py"], &[]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let r = server.call("add", json!({"a": "two"})).await;
+    assert_eq!(r.is_error, Some(true));
+    let t = text(&r);
+    assert!(t.contains("/a: expected integer, got string"), "{t}");
+    assert!(t.contains("/b: missing required argument"), "{t}");
+    assert_eq!(r.structured_content, None);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_protocol_error() {
+    let dir = tools_dir(&["add.py"], &[]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    match server.try_call("subtract", json!({})).await {
+        Err(ServiceError::McpError(e)) => {
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+            assert!(
+                e.message.contains("unknown tool `subtract`"),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_tool_that_raises_is_an_error_with_its_traceback() {
+    let server = Server::start(&["--cold", arg(&fixture("raises.py"))]).await;
+    let r = server.call("raises", json!({"value": -2})).await;
+    assert_eq!(r.is_error, Some(true));
+    let t = text(&r);
+    assert!(
+        t.starts_with("tool_error: ValueError: negative value: -2"),
+        "{t}"
+    );
+    assert!(t.contains("Traceback (most recent call last)"), "{t}");
+    assert!(t.contains("in check"), "{t}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_past_its_deadline_is_an_error_naming_the_limit() {
+    // Fuel enough to spin past the deadline.
+    let server = Server::start(&[
+        "--cold",
+        "--timeout",
+        "1s",
+        "--fuel",
+        "1000G",
+        arg(&fixture("spin.py")),
+    ])
+    .await;
+    let r = server.call("spin", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    let t = text(&r);
+    assert!(
+        t.starts_with("timeout: the call passed its deadline of 1s"),
+        "{t}"
+    );
+    assert!(t.contains("--timeout"), "{t}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn warden_toml_limits_override_the_command_line() {
+    let dir = tools_dir(
+        &["spin.py", "add.py"],
+        &[(
+            "warden.toml",
+            "[tools.spin]\nlimits = { timeout = \"1s\" }\n",
+        )],
+    );
+    let server = Server::start(&[
+        "--cold",
+        "--timeout",
+        "60s",
+        "--fuel",
+        "1000G",
+        "--tools",
+        arg(dir.path()),
+    ])
+    .await;
+    let started = std::time::Instant::now();
+    let r = server.call("spin", json!({})).await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let t = text(&r);
+    assert!(
+        t.starts_with("timeout: the call passed its deadline of 1s"),
+        "{t}"
+    );
+    assert!(t.contains("limits.timeout"), "{t}");
+    server.stop().await;
+}
+
+#[test]
+fn an_invalid_warden_toml_stops_the_server_naming_file_and_key() {
+    sandbox();
+    let dir = tools_dir(
+        &["add.py"],
+        &[("warden.toml", "[tools.add]\nmount = [\"/tmp:/x\"]\n")],
+    );
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp", "--cold", "--tools", arg(dir.path())])
+        .env("WARDEN_HOME", home())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty(), "stdout is the protocol's");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("warden.toml is invalid"), "{stderr}");
+    assert!(stderr.contains("unknown field `mount`"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_new_file_changes_the_list_while_connected() {
+    let dir = tools_dir(&["add.py"], &[]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    assert_eq!(server.tools().await.len(), 1);
+    let changed = server.recorder.list_changed.notified();
+    std::fs::copy(fixture("raises.py"), dir.path().join("raises.py")).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), changed)
+        .await
+        .expect("notifications/tools/list_changed");
+    let names: Vec<String> = server
+        .tools()
+        .await
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["add", "raises"]);
+    let r = server.call("raises", json!({"value": 3})).await;
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"result": 3})),
+        "{}",
+        text(&r)
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_2026_client_hears_list_changes_through_its_subscription() {
+    let dir = tools_dir(&["add.py"], &[]);
+    let server = Server::start_as(
+        &["--cold", "--tools", arg(dir.path())],
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await;
+    let mut subscription = server
+        .client
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
+    let r = server.call("add", json!({"a": 1, "b": 1})).await;
+    assert_eq!(r.structured_content, Some(json!({"result": 2})));
+
+    std::fs::remove_file(dir.path().join("add.py")).unwrap();
+    let heard = tokio::time::timeout(Duration::from_secs(20), subscription.next())
+        .await
+        .expect("a notification in time")
+        .expect("the subscription is open");
+    assert!(
+        matches!(
+            heard,
+            Some(ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{heard:?}"
+    );
+    assert!(server.tools().await.is_empty());
+    server.stop().await;
+}
+
+const NAP: &str = "import time\ndef nap(seconds: float) -> str:\n    \
+\"\"\"Sleep.\"\"\"\n    time.sleep(seconds)\n    return 'rested'\n";
+
+#[tokio::test]
+async fn a_call_with_a_progress_token_hears_progress_every_second() {
+    let dir = tools_dir(&[], &[("nap.py", NAP)]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    // rmcp's client gives every request a progress token of its own.
+    let r = server.call("nap", json!({"seconds": 2.6})).await;
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"result": "rested"})),
+        "{}",
+        text(&r)
+    );
+    let progress = server.recorder.progress.lock().unwrap().clone();
+    assert!(progress.len() >= 2, "{progress:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p.progress_token == progress[0].progress_token)
+    );
+    // One a second from the first second on, each saying how long it has run.
+    assert_eq!(progress[0].progress, 1.0);
+    for (i, p) in progress.iter().enumerate() {
+        assert_eq!(
+            p.message.as_deref(),
+            Some(format!("running, {} s", p.progress).as_str())
+        );
+        if i > 0 {
+            assert!(p.progress > progress[i - 1].progress, "{progress:?}");
+        }
+    }
+    server.stop().await;
+}
+
+/// A raw stdio session: every line the server writes, until the answer with `id`.
+fn raw_session(args: &[&str], requests: &[Value], id: u64) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    sandbox();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .arg("mcp")
+        .args(args)
+        .env("WARDEN_HOME", home())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for request in requests {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line: Value = serde_json::from_str(&line.unwrap()).expect("stdout holds JSON-RPC only");
+        assert_eq!(line["jsonrpc"], "2.0", "{line}");
+        let done = line["id"] == id;
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+#[test]
+fn a_call_without_a_progress_token_hears_no_progress() {
+    let dir = tools_dir(&[], &[("nap.py", NAP)]);
+    let lines = raw_session(
+        &["--cold", "--tools", arg(dir.path())],
+        &[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "nap", "arguments": {"seconds": 2.2}}}),
+        ],
+        2,
+    );
+    let answer = lines.last().unwrap();
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"result": "rested"})
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["method"] != "notifications/progress"),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_call_stops_its_guest() {
+    let beat = "import time\ndef beat() -> None:\n    \
+\"\"\"Count in /out/beat forever.\"\"\"\n    n = 0\n    while True:\n        \
+n += 1\n        with open('/out/beat', 'w') as f:\n            f.write(str(n))\n        \
+time.sleep(0.05)\n";
+    let dir = tools_dir(&["add.py"], &[("beat.py", beat)]);
+    let out = tempfile::tempdir().unwrap();
+    let mount = format!("{}:/out:rw", out.path().display());
+    let server = Server::start(&[
+        "--cold",
+        "--timeout",
+        "60s",
+        "--mount",
+        &mount,
+        "--tools",
+        arg(dir.path()),
+    ])
+    .await;
+    let beats = out.path().join("beat");
+    let read = |p: &PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+    let call = Box::pin(server.try_call("beat", json!({})));
+    let beating = async {
+        while read(&beats).parse::<u32>().unwrap_or(0) < 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let mut call = call;
+    tokio::select! {
+        r = &mut call => panic!("the call ended: {r:?}"),
+        () = beating => {}
+    }
+    // Dropping the request's future sends notifications/cancelled.
+    drop(call);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stopped_at = read(&beats);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(read(&beats), stopped_at, "the guest still runs");
+    // The server is still there for the next call.
+    let r = server.call("add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(r.structured_content, Some(json!({"result": 3})));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn calls_start_warm_once_the_warm_state_is_ready() {
+    let dir = tools_dir(&["add.py"], &[]);
+    let server = Server::start(&["--tools", arg(dir.path())]).await;
+    let mut starts = Vec::new();
+    for _ in 0..120 {
+        let r = server.call("add", json!({"a": 1, "b": 2})).await;
+        assert_eq!(r.structured_content, Some(json!({"result": 3})));
+        let start = r.meta.unwrap().0["warden"]["start"].clone();
+        starts.push(start.clone());
+        if start == json!("warm") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(starts.last(), Some(&json!("warm")), "{starts:?}");
+    server.stop().await;
+}
