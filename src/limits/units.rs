@@ -134,11 +134,16 @@ impl FromStr for FileCount {
     /// Accepts a whole number such as `256` or `1_000`, zero included: see
     /// [`parse_open_files`] for the count that may not be zero.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().replace('_', "").parse::<u32>() {
-            Ok(n) => Ok(FileCount(n)),
-            _ => Err(LimitError::Count(s.to_owned())),
-        }
+        parse_count(s).map(FileCount)
     }
+}
+
+/// A whole number such as `256` or `1_000`, zero included.
+fn parse_count(s: &str) -> Result<u32, LimitError> {
+    s.trim()
+        .replace('_', "")
+        .parse::<u32>()
+        .map_err(|_| LimitError::Count(s.to_owned()))
 }
 
 /// A number of outbound HTTP requests.
@@ -169,9 +174,6 @@ impl FromStr for RequestCount {
 
     /// Accepts a whole number such as `32`, zero included (no requests allowed).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().replace('_', "").parse::<u32>() {
-            Ok(n) => Ok(RequestCount(n)),
-            _ => Err(LimitError::Count(s.to_owned())),
-        }
+        parse_count(s).map(RequestCount)
     }
 }

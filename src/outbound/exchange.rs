@@ -569,5 +569,3 @@ impl Request {
         }
     }
 }
-
-pub(super) use Failure as ExchangeFailure;

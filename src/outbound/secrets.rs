@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
-use super::exchange::{ExchangeFailure as Failure, Request};
+use super::exchange::{Failure, Request};
 use crate::grants::hosts::Target;
 use crate::grants::{Grants, HostPattern, SecretValue};
 
