@@ -35,8 +35,10 @@
 //! so one folder holds exactly one file, shared by every tool of that content.
 
 pub mod bytecode;
+mod changes;
 mod error;
 mod gate;
+mod listing;
 mod metrics;
 mod prepare;
 mod run;
@@ -61,6 +63,7 @@ use crate::schema::{self, Diagnostic, Format, Health, LettaExtras};
 use crate::tenant::{ApiKey, TenantId, TenantPolicy};
 
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
+pub use listing::CallableTool;
 pub use prepare::{PreparedTool, Refusal};
 pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
 pub use secrets::{SecretKey, SecretKeyError};
@@ -111,6 +114,8 @@ struct Inner {
     private_network: std::sync::atomic::AtomicBool,
     /// The key tenants' secrets are sealed with; see [`App::set_secret_key`].
     secret_key: std::sync::OnceLock<SecretKey>,
+    /// Who hears of changes to a tenant's tools; see [`App::tool_changes`].
+    changes: changes::ToolChanges,
 }
 
 impl std::fmt::Debug for App {
@@ -158,6 +163,7 @@ impl App {
                 warm_start: std::sync::atomic::AtomicBool::new(false),
                 private_network: std::sync::atomic::AtomicBool::new(false),
                 secret_key: std::sync::OnceLock::new(),
+                changes: Default::default(),
             }),
         }
     }
@@ -280,7 +286,10 @@ impl App {
             view(r, &t, &tool.id, diagnostics, None)
         })
         .await
-        .inspect(|view| self.warm_in_background(tenant, &view.tool.id))
+        .inspect(|view| {
+            self.warm_in_background(tenant, &view.tool.id);
+            self.tools_changed(tenant);
+        })
     }
 
     /// Makes `spec` the tool's current version (see [`Update`]).
@@ -307,7 +316,10 @@ impl App {
             view(r, &t, &id, diagnostics, Some(outcome))
         })
         .await
-        .inspect(|view| self.warm_in_background(tenant, &view.tool.id))
+        .inspect(|view| {
+            self.warm_in_background(tenant, &view.tool.id);
+            self.tools_changed(tenant);
+        })
     }
 
     /// One tool with its current version.
@@ -340,7 +352,9 @@ impl App {
     /// Deletes the tool and its versions (audited).
     pub async fn delete(&self, tenant: &TenantId, tool: &ToolId) -> Result<(), AppError> {
         let (t, id) = (tenant.clone(), tool.clone());
-        self.blocking(move |r| Ok(r.delete(&t, &id)?)).await
+        self.blocking(move |r| Ok(r.delete(&t, &id)?)).await?;
+        self.tools_changed(tenant);
+        Ok(())
     }
 
     /// Enables or disables the tool (audited when it changes).
@@ -356,6 +370,7 @@ impl App {
             view(r, &t, &id, Vec::new(), None)
         })
         .await
+        .inspect(|_| self.tools_changed(tenant))
     }
 
     /// The tool's current schema exported as `format`, in its strict variant if asked.

@@ -12,6 +12,8 @@
 //! request is handled (an error's included) is in a `request` span that names it, so a
 //! client's report of a failed request finds its log lines.
 //!
+//! `/mcp` serves each tenant's tools to MCP clients over Streamable HTTP (`http/mcp.rs`).
+//!
 //! The endpoints are described by the OpenAPI 3.1 document served at `/openapi.json`,
 //! generated from the handlers and the types they read and return ([`openapi`]).
 
@@ -19,6 +21,7 @@ mod admin;
 pub mod error;
 mod extract;
 mod handlers;
+mod mcp;
 pub mod openapi;
 mod secrets;
 mod server;
@@ -35,6 +38,7 @@ use axum::routing::{get, post, put};
 use axum_extra::TypedHeader;
 use axum_extra::headers::Authorization;
 use axum_extra::headers::authorization::Bearer;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
 use tower_http::request_id::{
     MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
@@ -42,6 +46,7 @@ use tower_http::request_id::{
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use mcp::{MCP_PATH, McpAccess, McpCaller};
 
 use crate::app::App;
 use crate::tenant::TenantId;
@@ -99,8 +104,14 @@ pub fn router(app: App) -> Router {
     router_with(app, HttpConfig::default())
 }
 
-/// The service's routes with `config`'s limits.
+/// The service's routes with `config`'s limits, and `/mcp` for loopback hosts.
 pub fn router_with(app: App, config: HttpConfig) -> Router {
+    routes(app, config, &McpAccess::default(), CancellationToken::new())
+}
+
+/// The service's routes; `/mcp` accepts `access`'s hosts and origins, and its event
+/// streams end when `shutdown` is cancelled.
+fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: CancellationToken) -> Router {
     use handlers as h;
     let tool_limit = DefaultBodyLimit::max(config.max_tool_body_bytes);
     let run_limit = DefaultBodyLimit::max(config.max_run_body_bytes);
@@ -152,6 +163,10 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
         .layer(middleware::from_fn_with_state(
             config.body_read_timeout,
             server::body_deadline,
+        ))
+        // Outside the request timeout: an MCP event stream lasts as long as its client.
+        .merge(mcp::routes(app.clone(), &config, access, shutdown).layer(
+            middleware::from_fn_with_state(config.body_read_timeout, server::body_deadline),
         ))
         .with_state(app);
     with_request_ids(router)
@@ -214,7 +229,25 @@ pub async fn serve(
     config: HttpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    server::run(listener, router_with(app, config), config, shutdown).await
+    serve_with(listener, app, config, &McpAccess::default(), shutdown).await
+}
+
+/// [`serve`], with `/mcp` accepting `access`'s hosts and origins. On shutdown, MCP event
+/// streams end first, so that their connections do not wait out the grace.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    app: App,
+    config: HttpConfig,
+    access: &McpAccess,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let streams = CancellationToken::new();
+    let router = routes(app, config, access, streams.clone());
+    let shutdown = async move {
+        shutdown.await;
+        streams.cancel();
+    };
+    server::run(listener, router, config, shutdown).await
 }
 
 /// Serves [`metrics_router`] on `listener` until `shutdown` completes, with the same

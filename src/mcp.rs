@@ -12,9 +12,11 @@
 //!
 //! [`FolderSource`] is the source of `warden mcp`: the `.py` files of a folder
 //! ([`catalog`]), with per-tool grants and limits from its `warden.toml` ([`config`]),
-//! watched for changes. The service's multi-tenant registry can be another source: the
-//! request's [`Extensions`] carry what the transport knows about the caller (over
-//! Streamable HTTP, the request's `http::request::Parts`, where a tenant is found).
+//! watched for changes. The service's `/mcp` (`http/mcp.rs`) is another source: the
+//! enabled tools of the tenant whose key the request carries, run through the app like
+//! any REST call. The request's [`Extensions`] carry what the transport knows about the
+//! caller (over Streamable HTTP, the request's `http::request::Parts`, where `/mcp`'s
+//! authentication put the tenant).
 //!
 //! Nothing here writes to stdout: over stdio it belongs to the protocol.
 
@@ -55,8 +57,8 @@ pub trait ToolSource: Send + Sync + 'static {
         arguments: Map<String, Value>,
     ) -> impl Future<Output = Result<Ran, SourceError>> + Send;
 
-    /// Fires whenever the tool list may have changed.
-    fn changes(&self) -> broadcast::Receiver<()>;
+    /// Fires whenever the tool list the caller of `request` sees may have changed.
+    fn changes(&self, request: &Extensions) -> broadcast::Receiver<()>;
 
     /// How long a client may keep a tool list before asking again (MCP's `ttlMs`).
     /// Default: not at all.

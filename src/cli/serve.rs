@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use warden::app::{App, AppConfig, SecretKey};
-use warden::http::{self, HttpConfig};
+use warden::http::{self, HttpConfig, McpAccess};
 use warden::outbound::PrivateNetwork;
 use warden::sandbox::{DEFAULT_MAX_INSTANCES, Sandbox, SandboxConfig};
 
@@ -74,6 +74,68 @@ pub struct ServeArgs {
     /// a file.
     #[arg(long, value_name = "VAR", default_value = "WARDEN_SECRET_KEY")]
     pub secret_key_env: String,
+    /// A `Host` that /mcp accepts besides localhost, 127.0.0.1, ::1 and --listen's
+    /// address: a name (any port) or name:port; `*` accepts any. Repeatable. Other hosts
+    /// are refused (403), against DNS rebinding.
+    #[arg(long = "mcp-allow-host", value_name = "HOST", value_parser = mcp_host)]
+    pub mcp_allow_hosts: Vec<String>,
+    /// A browser `Origin` that /mcp accepts besides loopback ones, with its scheme
+    /// (`https://app.example.com`, `http://host:*` for any port). Repeatable. Requests
+    /// without an Origin (not from a browser) always pass.
+    #[arg(long = "mcp-allow-origin", value_name = "ORIGIN", value_parser = mcp_origin)]
+    pub mcp_allow_origins: Vec<String>,
+}
+
+/// A `--mcp-allow-host` value: a host name or `host:port`, or `*`.
+fn mcp_host(text: &str) -> Result<String, String> {
+    let ok = text == "*"
+        || (!text.is_empty()
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c)));
+    if ok {
+        Ok(text.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "{text:?} is not a host: give a name or address, optionally with :PORT (e.g. \
+             warden.example.com or 10.0.0.5:8080), or * for any"
+        ))
+    }
+}
+
+/// A `--mcp-allow-origin` value: `scheme://host[:port]`, or `null`.
+fn mcp_origin(text: &str) -> Result<String, String> {
+    let valid = text == "null"
+        || url::Url::parse(&text.replace(":*", ""))
+            .is_ok_and(|u| u.has_host() && u.path() == "/" && !text.ends_with('/'));
+    if valid {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not an origin: give scheme://host[:port] with no path (e.g. \
+             https://app.example.com or http://localhost:*)"
+        ))
+    }
+}
+
+/// What /mcp accepts: the defaults, --listen's address, and the operator's additions.
+fn mcp_access(args: &ServeArgs) -> McpAccess {
+    let mut access = McpAccess::default();
+    if args.mcp_allow_hosts.iter().any(|h| h == "*") {
+        access.allowed_hosts.clear();
+    } else {
+        let ip = args.listen.ip();
+        if !ip.is_unspecified() && !ip.is_loopback() {
+            access.allowed_hosts.push(ip.to_string());
+        }
+        access
+            .allowed_hosts
+            .extend(args.mcp_allow_hosts.iter().cloned());
+    }
+    access
+        .allowed_origins
+        .extend(args.mcp_allow_origins.iter().cloned());
+    access
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
@@ -94,6 +156,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         );
     }
     let secret_key = secret_key(&args, &config.home)?;
+    let mcp = mcp_access(&args);
     let db = args.db.unwrap_or_else(|| database(&config.home));
     let registry = Arc::new(open_registry(&db)?);
     let mut sandbox_config = config.clone();
@@ -123,6 +186,12 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let addr = listener.local_addr()?;
+        let hosts = match mcp.allowed_hosts.as_slice() {
+            [] => "any Host".to_owned(),
+            hosts => format!("Host {} (more with --mcp-allow-host)", hosts.join(", ")),
+        };
+        // Before the address line, which scripts wait for and may stop reading after.
+        eprintln!("warden: MCP at /mcp for {hosts}");
         eprintln!(
             "warden listening on http://{addr} (registry {})",
             db.display()
@@ -159,7 +228,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             }
         };
         let (served, metrics) = tokio::join!(
-            http::serve(listener, app.clone(), http_config, until_stopped()),
+            http::serve_with(listener, app.clone(), http_config, &mcp, until_stopped()),
             metrics
         );
         served?;

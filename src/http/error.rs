@@ -286,15 +286,23 @@ fn tenant(e: &TenantError) -> Wire {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// Logs the error (a server fault with its cause, a refusal at debug level) and
+    /// returns its body: what any surface tells the client.
+    pub(super) fn logged(&self) -> ErrorBody {
         let wire = self.wire();
         if wire.client {
             tracing::debug!(code = wire.code, "refused: {self}");
         } else {
             tracing::error!(error = ?self, "request failed: {self}");
         }
-        let mut response = (wire.status, Json(self.body())).into_response();
+        self.body()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), Json(self.logged())).into_response();
         if let ApiError::App(AppError::RateLimited { retry_after }) = &self {
             response.headers_mut().insert(
                 header::RETRY_AFTER,

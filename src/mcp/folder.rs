@@ -221,7 +221,7 @@ impl ToolSource for FolderSource {
         })
     }
 
-    fn changes(&self) -> broadcast::Receiver<()> {
+    fn changes(&self, _request: &Extensions) -> broadcast::Receiver<()> {
         self.changes.subscribe()
     }
 

@@ -110,7 +110,10 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // A 2025-11-25 session: list changes go to its peer for as long as it lasts.
-        tokio::spawn(forward_changes(self.source.changes(), context.peer));
+        tokio::spawn(forward_changes(
+            self.source.changes(&context.extensions),
+            context.peer,
+        ));
     }
 
     fn accepted_subscription_filter(
@@ -121,7 +124,7 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.source.changes();
+        let mut changes = self.source.changes(&context.request_context().extensions);
         if context.accepted().tools_list_changed != Some(true) {
             context.cancelled().await;
             return Ok(());

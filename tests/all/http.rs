@@ -4,6 +4,7 @@
 
 mod lifecycle;
 mod load;
+mod mcp;
 mod policy;
 mod properties;
 mod registration;

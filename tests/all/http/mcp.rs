@@ -1,0 +1,456 @@
+//! `/mcp` as MCP clients see it: a real server on loopback, driven by rmcp's own client
+//! over Streamable HTTP (both protocol eras), and by raw HTTP where the transport's
+//! rules are the point (401, sessions, Host).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ErrorCode, ProtocolVersion, ServerNotification,
+    SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError};
+use serde_json::{Value, json};
+use tokio::sync::{Notify, oneshot};
+use warden::http::{HttpConfig, McpAccess, serve_with};
+
+use super::{ADD, SPIN, Service};
+
+/// Longest any one exchange may take before the test fails instead of hanging.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+const RAISES: &str = "def fail(reason: str) -> str:\n    \"\"\"Raise.\"\"\"\n    \
+raise ValueError(reason)\n";
+
+const HELLO: &str = "def hello(name: str) -> str:\n    \"\"\"Greet.\"\"\"\n    \
+return 'hello ' + name\n";
+
+/// The client's side: list changes heard.
+#[derive(Clone, Default)]
+struct Recorder {
+    list_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.notify_one();
+    }
+}
+
+/// `s` served on 127.0.0.1:0 with `/mcp`; dropping the sender stops it.
+async fn start(s: &Service) -> (SocketAddr, oneshot::Sender<()>) {
+    // The HTTP clients here (rmcp's and reqwest's) use rustls, which Warden builds
+    // without a default provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let app = s.app.clone();
+    tokio::spawn(async move {
+        serve_with(
+            listener,
+            app,
+            HttpConfig::default(),
+            &McpAccess::default(),
+            async {
+                let _ = stopped.await;
+            },
+        )
+        .await
+    });
+    (addr, stop)
+}
+
+/// A client of `url` with `key`, on a 2025-11-25 session or as a 2026-07-28 client.
+async fn connect(
+    url: &str,
+    key: &str,
+    lifecycle: ClientLifecycleMode,
+) -> (RunningService<RoleClient, Recorder>, Recorder) {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(key),
+    );
+    let recorder = Recorder::default();
+    let client = tokio::time::timeout(
+        PATIENCE,
+        recorder.clone().serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .expect("the client connects in time")
+    .expect("the client connects");
+    (client, recorder)
+}
+
+fn modern() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+async fn tools(client: &RunningService<RoleClient, Recorder>) -> Vec<Tool> {
+    tokio::time::timeout(PATIENCE, client.list_all_tools())
+        .await
+        .expect("tools/list in time")
+        .expect("tools/list")
+}
+
+fn names(tools: &[Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+async fn try_call(
+    client: &RunningService<RoleClient, Recorder>,
+    name: &str,
+    arguments: Value,
+) -> Result<CallToolResult, ServiceError> {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object");
+    };
+    let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+    tokio::time::timeout(PATIENCE, client.call_tool(params))
+        .await
+        .expect("tools/call in time")
+}
+
+/// The text blocks of a result, joined.
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The kinds of the tenant's audit events, newest first.
+async fn audit_kinds(s: &Service, key: &str) -> Vec<String> {
+    let audit = s.send(Method::GET, "/v1/audit", Some(key), None).await;
+    audit.json["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tenant_lists_and_calls_only_its_own_enabled_tools() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let alice = s.tenant(json!({})).await;
+    let bob = s.tenant(json!({})).await;
+    s.register(&alice, json!({"source": ADD, "tags": ["math"]}))
+        .await;
+    let hello = s
+        .register(&alice, json!({"source": HELLO, "tags": ["words"]}))
+        .await;
+    s.register(&bob, json!({"source": RAISES})).await;
+
+    let (a, _) = connect(&url, &alice, ClientLifecycleMode::Initialize).await;
+    let listed = tools(&a).await;
+    assert_eq!(names(&listed), ["add", "hello"]);
+    let add = &listed[0];
+    assert_eq!(add.description.as_deref(), Some("Add two integers."));
+    assert_eq!(add.input_schema["required"], json!(["a", "b"]));
+    let output = add.output_schema.as_ref().expect("an outputSchema");
+    assert_eq!(output["properties"]["result"]["type"], "integer");
+    let hints = add.annotations.as_ref().expect("annotations");
+    assert_eq!(hints.read_only_hint, Some(true));
+    assert_eq!(hints.open_world_hint, Some(false));
+
+    let r = try_call(&a, "add", json!({"a": 2, "b": 40})).await.unwrap();
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(r.structured_content, Some(json!({"result": 42})));
+    assert!(text(&r).contains("42"), "{}", text(&r));
+    // Audited exactly like a REST run.
+    assert_eq!(audit_kinds(&s, &alice).await[0], "run");
+
+    // Bob sees his tool only, and cannot call Alice's by name.
+    let (b, _) = connect(&url, &bob, modern()).await;
+    assert_eq!(names(&tools(&b).await), ["fail"]);
+    let e = try_call(&b, "add", json!({"a": 1, "b": 1}))
+        .await
+        .expect_err("another tenant's tool is unknown");
+    match e {
+        ServiceError::McpError(data) => {
+            assert_eq!(data.code, ErrorCode::INVALID_PARAMS, "{data:?}");
+            assert!(data.message.contains("unknown tool `add`"), "{data:?}");
+        }
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    assert!(!audit_kinds(&s, &bob).await.contains(&"run".to_owned()));
+
+    // A disabled tool leaves the list and cannot be called.
+    let r = s
+        .send(
+            Method::POST,
+            &format!("/v1/tools/{hello}/disable"),
+            Some(&alice),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(names(&tools(&a).await), ["add"]);
+    assert!(try_call(&a, "hello", json!({"name": "x"})).await.is_err());
+    let _ = a.cancel().await;
+    let _ = b.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_in_the_query_scopes_the_tools() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let key = s.tenant(json!({})).await;
+    s.register(&key, json!({"source": ADD, "tags": ["math"]}))
+        .await;
+    s.register(&key, json!({"source": HELLO, "tags": ["words"]}))
+        .await;
+    let (c, _) = connect(&format!("http://{addr}/mcp?tag=words"), &key, modern()).await;
+    assert_eq!(names(&tools(&c).await), ["hello"]);
+    assert!(
+        try_call(&c, "add", json!({"a": 1, "b": 2})).await.is_err(),
+        "a tool outside the scope is unknown"
+    );
+    let _ = c.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn violations_tool_errors_and_limits_are_tool_errors_saying_what_to_do() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let key = s.tenant(json!({})).await;
+    s.register(&key, json!({"source": ADD})).await;
+    s.register(&key, json!({"source": RAISES})).await;
+    s.register(
+        &key,
+        json!({"source": SPIN, "limits": {"deadline_ms": 300}}),
+    )
+    .await;
+    let (c, _) = connect(
+        &format!("http://{addr}/mcp"),
+        &key,
+        ClientLifecycleMode::Initialize,
+    )
+    .await;
+
+    let r = try_call(&c, "add", json!({"a": "two", "c": 1}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("/a"), "{said}");
+    assert!(said.contains("/b") || said.contains("\"b\""), "{said}");
+
+    let r = try_call(&c, "fail", json!({"reason": "no luck"}))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("ValueError: no luck"), "{said}");
+    assert!(said.contains("Traceback"), "{said}");
+
+    let r = try_call(&c, "spin", json!({})).await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.starts_with("timeout"), "{said}");
+    assert!(said.contains("limits.deadline_ms"), "{said}");
+
+    let kinds = audit_kinds(&s, &key).await;
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "run").count(),
+        2,
+        "the tool error and the timeout ran and are audited; refused arguments did not run: {kinds:?}"
+    );
+    let _ = c.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenants_rate_limit_holds_over_mcp() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let key = s.tenant(json!({"calls_per_minute": 1})).await;
+    s.register(&key, json!({"source": ADD})).await;
+    let (c, _) = connect(&format!("http://{addr}/mcp"), &key, modern()).await;
+    let first = try_call(&c, "add", json!({"a": 1, "b": 1})).await.unwrap();
+    assert_eq!(first.is_error, Some(false), "{}", text(&first));
+    let second = try_call(&c, "add", json!({"a": 1, "b": 1})).await.unwrap();
+    assert_eq!(second.is_error, Some(true));
+    assert!(text(&second).contains("rate_limited"), "{}", text(&second));
+    let _ = c.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_is_announced_to_the_tenants_clients_only() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let alice = s.tenant(json!({})).await;
+    let bob = s.tenant(json!({})).await;
+    s.register(&alice, json!({"source": ADD})).await;
+
+    // A 2025-11-25 session hears it through its stream, a 2026-07-28 client through its
+    // subscription; another tenant's session hears nothing.
+    let (legacy, heard) = connect(&url, &alice, ClientLifecycleMode::Initialize).await;
+    let (modern_client, _) = connect(&url, &alice, modern()).await;
+    let mut subscription = modern_client
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
+    assert_eq!(subscription.acknowledged().tools_list_changed, Some(true));
+    let (other, bob_heard) = connect(&url, &bob, ClientLifecycleMode::Initialize).await;
+    assert!(tools(&other).await.is_empty());
+    // The sessions' event streams are open once a request has gone through.
+    assert_eq!(names(&tools(&legacy).await), ["add"]);
+
+    let changed = heard.list_changed.notified();
+    let bob_changed = bob_heard.list_changed.notified();
+    s.register(&alice, json!({"source": HELLO})).await;
+    tokio::time::timeout(Duration::from_secs(20), changed)
+        .await
+        .expect("notifications/tools/list_changed on the session");
+    let note = tokio::time::timeout(Duration::from_secs(20), subscription.next())
+        .await
+        .expect("a notification in time")
+        .expect("the subscription is open");
+    assert!(
+        matches!(
+            note,
+            Some(ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{note:?}"
+    );
+    assert_eq!(names(&tools(&legacy).await), ["add", "hello"]);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), bob_changed)
+            .await
+            .is_err(),
+        "another tenant heard of the registration"
+    );
+    let _ = legacy.cancel().await;
+    let _ = modern_client.cancel().await;
+    let _ = other.cancel().await;
+}
+
+/// A JSON-RPC POST to `/mcp` with raw HTTP.
+async fn post(
+    url: &str,
+    key: Option<&str>,
+    session: Option<&str>,
+    body: Value,
+) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    request.send().await.unwrap()
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}
+    }})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_needs_the_tenants_key() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    for key in [None, Some("wdn_not_a_key"), Some("")] {
+        let r = post(&url, key, None, initialize()).await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "key {key:?}");
+        assert_eq!(
+            r.headers()["www-authenticate"],
+            "Bearer",
+            "a client must learn the scheme"
+        );
+    }
+    let key = s.tenant(json!({})).await;
+    // A session does not stand in for the key.
+    let opened = post(&url, Some(&key), None, initialize()).await;
+    assert_eq!(opened.status(), StatusCode::OK);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let r = post(&url, None, Some(&session), list).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_belongs_to_the_tenant_that_opened_it() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let alice = s.tenant(json!({})).await;
+    let mallory = s.tenant(json!({})).await;
+    let opened = post(&url, Some(&alice), None, initialize()).await;
+    assert_eq!(opened.status(), StatusCode::OK);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = post(&url, Some(&alice), Some(&session), initialized.clone()).await;
+    assert!(r.status().is_success(), "{}", r.status());
+    let r = post(&url, Some(&mallory), Some(&session), initialized).await;
+    assert_eq!(
+        r.status(),
+        StatusCode::NOT_FOUND,
+        "another tenant's session"
+    );
+    let r = post(
+        &url,
+        Some(&alice),
+        Some("no-such-session"),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_or_origin_not_allowed_is_refused() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let key = s.tenant(json!({})).await;
+    let client = reqwest::Client::new();
+    let request = |name: &str, value: &str| {
+        client
+            .post(format!("http://{addr}/mcp"))
+            .bearer_auth(&key)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header(name, value)
+            .body(initialize().to_string())
+    };
+    let r = request("host", "rebound.example.com").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = request("origin", "https://evil.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = request("origin", &format!("http://localhost:{}", addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
