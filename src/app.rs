@@ -41,6 +41,7 @@ mod gate;
 mod listing;
 mod metrics;
 mod prepare;
+mod review;
 mod run;
 mod secrets;
 mod spec;
@@ -65,6 +66,7 @@ use crate::tenant::{ApiKey, TenantId, TenantPolicy};
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
 pub use listing::CallableTool;
 pub use prepare::{PreparedTool, Refusal};
+pub use review::{version_capabilities, version_diff};
 pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
 pub use secrets::{SecretKey, SecretKeyError};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
@@ -259,10 +261,15 @@ impl App {
     ) -> Result<Validation, AppError> {
         let t = tenant.clone();
         self.blocking(move |r| {
-            let report = validate(&spec);
+            let mut report = validate(&spec);
             if report.valid {
                 let policy = r.policy(&t)?;
-                spec::manifest(spec, &policy)?;
+                let (manifest, _) = spec::manifest(spec, &policy)?;
+                report.risks = crate::capabilities::warnings(
+                    &manifest.grants,
+                    &manifest.limits,
+                    Some(&policy.ceilings),
+                );
             }
             Ok(report)
         })

@@ -4,8 +4,10 @@
 //! with `anyhow`, and maps outcomes to exit codes ([`ExitCode`]). Each command lives in
 //! its own file under `cli/`.
 
+mod audit;
 mod mcp;
 mod packages;
+mod review;
 mod run;
 mod runtime;
 mod schema;
@@ -63,6 +65,9 @@ pub enum Command {
     /// an offline machine.
     #[command(subcommand)]
     Packages(packages::PackagesCommand),
+    /// For security reviewers: a tool's capabilities, and what changed between versions.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
 }
 
 /// Exit codes: 0 for `ok`; one per other status; 1 when Warden could not run the call;
@@ -137,6 +142,7 @@ impl Cli {
             Command::Mcp(args) => mcp::mcp(&config, *args),
             Command::Tenant(cmd) => tenant::tenant(&config.home, cmd),
             Command::Packages(cmd) => packages::packages(&config, cmd),
+            Command::Audit(cmd) => audit::audit(&config.home, cmd),
         }
     }
 }

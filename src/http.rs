@@ -23,6 +23,7 @@ mod extract;
 mod handlers;
 mod mcp;
 pub mod openapi;
+mod review;
 mod secrets;
 mod server;
 
@@ -137,6 +138,8 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
                 .layer(tool_limit),
         )
         .route("/v1/tools/{id}/versions", get(h::versions))
+        .route("/v1/tools/{id}/capabilities", get(review::capabilities))
+        .route("/v1/tools/{id}/versions/{a}/diff/{b}", get(review::diff))
         .route("/v1/tools/{id}/enable", post(h::enable_tool))
         .route("/v1/tools/{id}/disable", post(h::disable_tool))
         .route("/v1/tools/{id}/schema", get(h::tool_schema))

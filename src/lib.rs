@@ -31,6 +31,7 @@
 //! that view in one short file, for reviewers.
 
 pub mod app;
+pub mod capabilities;
 pub mod grants;
 pub mod http;
 pub mod id;

@@ -158,6 +158,10 @@ pub struct Validation {
     /// Why the requirements are unusable, if they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requirements_error: Option<String>,
+    /// Grants allowed but worth a second look (read-write folders, wildcard hosts, a
+    /// secret bound to a wildcard or plain http, limits at the tenant's ceiling).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub risks: Vec<crate::capabilities::Risk>,
 }
 
 /// The derive options for `spec`: the name (or function) plays the file stem.
@@ -191,6 +195,7 @@ pub fn validate(spec: &ToolSpec) -> Validation {
         diagnostics,
         requirements,
         requirements_error,
+        risks: Vec::new(),
     }
 }
 

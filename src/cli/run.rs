@@ -51,6 +51,42 @@ pub struct RunArgs {
 /// `warden mcp` (which applies them to every tool it serves).
 #[derive(Debug, Args)]
 pub struct CallArgs {
+    /// Limits and grants.
+    #[command(flatten)]
+    pub grant: GrantArgs,
+
+    /// Where packages come from.
+    #[command(flatten)]
+    pub pip: PipArgs,
+
+    /// Start from Warden's snapshot and import the tool in the call itself, instead of
+    /// from the tool's warm state (prepared once per tool version and cached under
+    /// $WARDEN_HOME/warm).
+    #[arg(long)]
+    pub cold: bool,
+}
+
+impl CallArgs {
+    /// The limits the flags give.
+    pub fn limits(&self) -> Limits {
+        self.grant.limits()
+    }
+
+    /// The grants the flags give; see [`GrantArgs::grants`].
+    pub fn grants(&self) -> Result<Grants> {
+        self.grant.grants()
+    }
+
+    /// See [`GrantArgs::outbound`].
+    pub fn outbound(&self, grants: &Grants) -> Result<Outbound> {
+        self.grant.outbound(grants)
+    }
+}
+
+/// The limits and grants of a call, as flags: what `warden run` gives a tool, and what
+/// `warden validate` and `warden audit capabilities` review.
+#[derive(Debug, Args)]
+pub struct GrantArgs {
     /// CPU budget in fuel units (e.g. 2000000000, 2_000_000_000 or 2G).
     #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_FUEL)]
     pub fuel: Fuel,
@@ -127,19 +163,9 @@ pub struct CallArgs {
     /// Bytes of response bodies the call may receive in all (e.g. 16MiB).
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_HTTP_RESPONSE_BYTES, value_parser = limits::parse_size)]
     pub http_response_bytes: ByteSize,
-
-    /// Where packages come from.
-    #[command(flatten)]
-    pub pip: PipArgs,
-
-    /// Start from Warden's snapshot and import the tool in the call itself, instead of
-    /// from the tool's warm state (prepared once per tool version and cached under
-    /// $WARDEN_HOME/warm).
-    #[arg(long)]
-    pub cold: bool,
 }
 
-impl CallArgs {
+impl GrantArgs {
     /// The limits the flags give.
     pub fn limits(&self) -> Limits {
         Limits {

@@ -8,6 +8,7 @@ use clap::Args;
 use warden::limits::DEFAULT_RETURN_CHARS;
 use warden::schema::{self, DeriveOptions, Format, LettaExtras, Severity};
 
+use super::run::GrantArgs;
 use super::{ExitCode, file_stem, read_tool, render_failure, usage};
 
 /// `warden schema`.
@@ -48,6 +49,12 @@ pub struct ValidateArgs {
     /// The function to check. Default: as for `warden schema`.
     #[arg(long, short, value_name = "NAME")]
     pub function: Option<String>,
+
+    /// Grants and limits as `warden run` takes them: risky ones are reported as
+    /// warnings (read-write folders, wildcard hosts, secrets bound to a wildcard or
+    /// plain http).
+    #[command(flatten)]
+    pub grant: GrantArgs,
 }
 
 pub(super) fn schema(args: SchemaArgs) -> Result<ExitCode> {
@@ -124,6 +131,12 @@ pub(super) fn validate(args: ValidateArgs) -> Result<ExitCode> {
             errors + 1
         }
     };
+    let grants = args.grant.grants()?;
+    let risks = warden::capabilities::warnings(&grants, &args.grant.limits(), None);
+    for risk in &risks {
+        println!("{shown}: warning: {}: {}", risk.code, risk.message);
+    }
+    let warnings = warnings + risks.len();
     println!("{errors} error(s), {warnings} warning(s)");
     Ok(if errors > 0 {
         ExitCode::Failure

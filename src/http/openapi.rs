@@ -27,7 +27,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::error::{ErrorBody, ErrorDetail, ErrorDetails};
 use super::handlers as h;
-use super::{admin, secrets};
+use super::{admin, review, secrets};
 use crate::grants::Access;
 use crate::limits::Limits;
 use crate::schema::Format;
@@ -55,6 +55,8 @@ use crate::tenant::AllowedFolder;
         h::update_tool,
         h::delete_tool,
         h::versions,
+        review::capabilities,
+        review::diff,
         h::enable_tool,
         h::disable_tool,
         h::tool_schema,

@@ -9,6 +9,7 @@ mod policy;
 mod properties;
 mod registration;
 mod rejections;
+mod review;
 mod server;
 mod tenancy;
 
