@@ -690,5 +690,48 @@ fn main() -> anyhow::Result<()> {
         derive_small.as_secs_f64() * 1e6,
         derive_models.as_secs_f64() * 1e6
     );
+
+    // The same figures for scripts that compare runs.
+    let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    let warm: serde_json::Map<String, Value> = measured
+        .iter()
+        .map(|(label, m)| {
+            let name = label.trim_start_matches('`');
+            let name = name.split('`').next().unwrap_or(name).to_owned();
+            let figures = json!({
+                "cold_p50_us": us(m.cold.0.p50),
+                "warm_p50_us": us(m.warm.0.p50),
+                "warm_p99_us": us(m.warm.0.p99),
+                "cold_fuel": m.cold.1,
+                "warm_fuel": m.warm.1,
+                "prepare_cpu_ms": u64::try_from(m.prepare_cpu.as_millis()).unwrap_or(u64::MAX),
+                "state_bytes": m.disk,
+                "python_p50_us": m.python.as_ref().ok().map(|p| us(p.p50)),
+            });
+            (name, figures)
+        })
+        .collect();
+    let figures = json!({
+        "fresh_p50_us": us(warden.p50),
+        "fresh_p99_us": us(warden.p99),
+        "fresh_fuel": fuel,
+        "calls_per_s_1": 1.0 / warden.mean.as_secs_f64(),
+        "calls_per_s_2": parallel_rate,
+        "concurrent_tasks": workers,
+        "subprocess_p50_us": us(peer.p50),
+        "python_binary": python.binary.display().to_string(),
+        "http_p50_us": us(service.p50),
+        "http_p99_us": us(service.p99),
+        "csv_summary_p50_us": us(csv_warden.p50),
+        "tool_error_p50_us": us(error_calls.p50),
+        "tools": warm,
+    });
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let out = target.join("bench.json");
+    std::fs::write(&out, serde_json::to_string_pretty(&figures)? + "\n")?;
+    println!();
+    println!("figures as JSON: {}", out.display());
     Ok(())
 }
