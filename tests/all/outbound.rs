@@ -91,6 +91,7 @@ async fn echo(headers: HeaderMap, request: Request) -> Response {
         "method": method,
         "query": query,
         "authorization": header(header::AUTHORIZATION),
+        "host": header(header::HOST),
         "body": String::from_utf8_lossy(&body),
     }))
     .into_response()
@@ -888,4 +889,83 @@ async fn serve_makes_a_secrets_key_on_first_start() {
         std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
         0o600
     );
+}
+
+/// A tool that skips the runtime's HTTP layer and writes frames to the door itself.
+const FORGER: &str = r#"
+import _host
+import json
+
+
+def forge(echo: str) -> list:
+    def http(**fields):
+        frame = {"op": "http", "method": "GET", "url": echo, "headers": [], "body": "",
+                 "timeout": 5}
+        frame.update(fields)
+        return json.dumps(frame).encode()
+
+    frames = [
+        b"",
+        b"\xff\xfe not json",
+        b"[1, 2, 3]",
+        b'{"op": "launch"}',
+        b'{"op": "http"}',
+        http(method="GET\r\nX-Injected: 1"),
+        http(url="http://169.254.169.254/latest/meta-data/"),
+        http(url="file:///etc/passwd"),
+        http(headers=[["X-Bad\r\nInjected", "1"]]),
+        http(headers=[["X-Ok", "a\r\nInjected: 1"]]),
+        http(body="!!! not base64"),
+        http(headers=[["Host", "internal.example.com"]]),
+    ]
+    answers = []
+    for frame in frames:
+        try:
+            answers.append(json.loads(_host.call(frame)))
+        except Exception as e:
+            answers.append({"raised": type(e).__name__})
+    return answers
+"#;
+
+#[tokio::test]
+async fn forged_door_frames_are_answered_as_errors_and_never_reach_further() {
+    let s = servers();
+    let echo = url(s.granted, "/echo");
+    let r = Run::new("forger.py", "forge", json!({"echo": echo}))
+        .source(FORGER.to_owned())
+        .grants(grants(&[s.granted.to_string()]))
+        .outbound(private())
+        .call()
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let answers = r.value.unwrap();
+    let answers = answers.as_array().unwrap();
+    let (last, forged) = answers.split_last().unwrap();
+    for (i, a) in forged.iter().enumerate() {
+        let refused = a["ok"] == false || a.get("raised").is_some();
+        assert!(refused, "frame {i} was carried: {a}");
+    }
+    // The metadata address was refused before any connection, even with private
+    // networks allowed for the granted host: it is not granted.
+    assert_eq!(forged[6]["ok"], false, "{}", forged[6]);
+    // A Host header of the guest's is not sent: the server sees the granted authority.
+    assert_eq!(last["ok"], true, "{last}");
+    let body = base64_decode(last["body"].as_str().unwrap());
+    let seen: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(seen["host"], s.granted.to_string(), "{seen}");
+    // The frames that named a request are in the call's record, the refusal with why.
+    let metadata = r
+        .requests
+        .iter()
+        .find(|q| q.host == "169.254.169.254")
+        .unwrap_or_else(|| panic!("no record of the metadata request: {:?}", r.requests));
+    assert!(metadata.refused.is_some(), "{metadata:?}");
+    assert_eq!(metadata.status, None);
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap()
 }
