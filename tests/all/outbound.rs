@@ -969,3 +969,109 @@ fn base64_decode(text: &str) -> Vec<u8> {
         .decode(text)
         .unwrap()
 }
+
+/// `warden serve` logging everything (`WARDEN_LOG=trace`) while a secret is stored,
+/// sent to its host and echoed back: neither the secret nor the tenant's key is in
+/// the log.
+#[tokio::test]
+async fn no_log_line_carries_a_secret_or_a_key() {
+    const SENDER: &str = "import json, os, urllib.request\n\
+def send(url: str) -> dict:\n    \
+req = urllib.request.Request(url, data=os.environ['API_KEY'].encode(),\n        \
+headers={'Authorization': 'Bearer ' + os.environ['API_KEY']}, method='POST')\n    \
+with urllib.request.urlopen(req, timeout=30) as r:\n        \
+return json.loads(r.read())\n";
+    crate::support::sandbox();
+    let s = servers();
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    let warden = |args: &[&str]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+        c.env("WARDEN_HOME", dir.path())
+            .env_remove("WARDEN_SECRET_KEY")
+            .args(args);
+        c
+    };
+    let out = warden(&["tenant", "create", "t", "--allow-host", "*", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = serde_json::from_slice::<Value>(&out.stdout).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let log_path = dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = warden(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--cold",
+        "--allow-private-network",
+    ])
+    .env("WARDEN_LOG", "trace")
+    .stderr(log)
+    .spawn()
+    .unwrap();
+    let mut address = None;
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if let Some(rest) = text.split("listening on http://").nth(1) {
+            address = rest.split_whitespace().next().map(str::to_owned);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let address = address.expect("the server starts");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let put = client
+        .put(format!("http://{address}/v1/secrets/API_KEY"))
+        .bearer_auth(&key)
+        .header("content-type", "application/json")
+        .body(json!({"value": SECRET}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 201);
+    let host = s.granted.to_string();
+    let created: Value = client
+        .post(format!("http://{address}/v1/tools"))
+        .bearer_auth(&key)
+        .json(
+            &json!({"source": SENDER, "grants": {"hosts": [host.clone()],
+            "secrets": [format!("API_KEY@{host}")]}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["tool"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"));
+    let ran: Value = client
+        .post(format!("http://{address}/v1/tools/{id}/run"))
+        .bearer_auth(&key)
+        .json(&json!({"arguments": {"url": url(s.granted, "/echo")}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ran["status"], "ok", "{ran}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.lines().count() > 20, "trace logging is on: {log}");
+    assert!(!log.contains(SECRET), "the secret is in the log");
+    assert!(!log.contains(&key), "the tenant's key is in the log");
+}
