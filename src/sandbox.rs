@@ -58,7 +58,8 @@ pub use tool::ToolFolder;
 use tool::sweep_orphaned_tool_folders;
 use warm::{Base, WarmStates};
 pub use warm::{
-    ColdReason, MAX_STATE_DISK, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, WarmState, Warmth,
+    ColdReason, MAX_STATE_DISK, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, Pruned, WarmState,
+    Warmth, prune as prune_warm_states,
 };
 
 use crate::grants::{GrantError, Grants, SecretValue, canonical_host_folder};

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use warden::limits::ByteSize;
-use warden::sandbox::{RuntimeFiles, Sandbox, SandboxConfig};
+use warden::sandbox::{RuntimeFiles, Sandbox, SandboxConfig, prune_warm_states};
 
 use super::{ExitCode, UsageError};
 
@@ -23,6 +23,13 @@ pub enum RuntimeCommand {
     Verify,
     /// Show where the runtime and its compiled cache are, and their state.
     Info,
+    /// Remove tool warm states no process has used for a while (they are prepared
+    /// again on a tool's next use).
+    Prune {
+        /// Remove states unused for this long (e.g. 30d, 12h, 0s for all).
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = super::duration)]
+        unused_for: humantime::Duration,
+    },
 }
 
 pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<ExitCode> {
@@ -49,6 +56,13 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
             }
             files.verify()?;
             println!("every runtime file matches the pinned manifest");
+        }
+        RuntimeCommand::Prune { unused_for } => {
+            let pruned = prune_warm_states(&config.home, unused_for.into())?;
+            println!(
+                "removed {} warm state(s) unused for {unused_for} ({} freed); kept {}",
+                pruned.removed, pruned.freed, pruned.kept
+            );
         }
         RuntimeCommand::Info => {
             let m = &files.manifest;

@@ -309,6 +309,10 @@ impl WarmStates {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_error(&path, e)),
         };
+        // Marks the state as used: `warden runtime prune` removes the long unused ones.
+        if let Ok(file) = File::options().write(true).open(&path) {
+            let _ = file.set_modified(std::time::SystemTime::now());
+        }
         match serde_json::from_slice::<Record>(&bytes) {
             Ok(record) => self.load(base, key, record).map(Some),
             Err(e) => {
@@ -381,4 +385,64 @@ impl SavedGlobal {
             GlobalType::V128 => Val::V128(self.bits.into()),
         }
     }
+}
+
+/// What [`prune`] removed and kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// States removed (warm or recorded cold).
+    pub removed: usize,
+    /// Disk their files took.
+    pub freed: ByteSize,
+    /// States kept.
+    pub kept: usize,
+}
+
+/// Removes the warm states under `home` not used for `unused_for` (by any process
+/// since: a state's record is marked when a process loads it), and leftovers of
+/// interrupted preparations. A state removed while a running server has it loaded stays
+/// usable there (its file stays mapped) and is prepared again after a restart.
+pub fn prune(home: &Path, unused_for: Duration) -> Result<Pruned, SandboxError> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = home.join("warm");
+    let mut pruned = Pruned::default();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(pruned),
+        Err(e) => return Err(io_error(&dir, e)),
+    };
+    let now = std::time::SystemTime::now();
+    let old = |meta: &std::fs::Metadata| {
+        meta.modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age >= unused_for)
+    };
+    let mut freed = 0u64;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(&dir, e))?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(meta) = entry.metadata() else { continue };
+        if let Some(key) = name.strip_suffix(".json") {
+            if !old(&meta) {
+                pruned.kept += 1;
+                continue;
+            }
+            let image = dir.join(format!("{key}.mem"));
+            if let Ok(image_meta) = std::fs::metadata(&image) {
+                std::fs::remove_file(&image).map_err(|e| io_error(&image, e))?;
+                freed += image_meta.blocks() * 512;
+            }
+            std::fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
+            freed += meta.blocks() * 512;
+            pruned.removed += 1;
+        } else if name.starts_with('.') && old(&meta) {
+            // A temporary file of a preparation that never finished.
+            std::fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
+            freed += meta.blocks() * 512;
+        }
+    }
+    pruned.freed = ByteSize(freed);
+    Ok(pruned)
 }

@@ -252,3 +252,73 @@ async fn the_service_prepares_a_warm_state_at_registration_and_calls_use_it() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[test]
+fn runtime_prune_removes_states_unused_for_long_and_keeps_the_others() {
+    sandbox();
+    // A home of its own, sharing the run's runtime and compiled snapshot.
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    let warden = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .args(args)
+            .env("WARDEN_HOME", dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let tools = tempfile::tempdir().unwrap();
+    for name in ["used", "idle"] {
+        let tool = tools.path().join(format!("{name}.py"));
+        std::fs::write(&tool, format!("def {name}() -> int:\n    return 1\n")).unwrap();
+        warden(&["run", tool.to_str().unwrap(), "--json"]);
+    }
+    let records = || -> Vec<std::path::PathBuf> {
+        let mut found: Vec<_> = std::fs::read_dir(dir.path().join("warm"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(records().len(), 2);
+    let said = warden(&["runtime", "prune", "--unused-for", "1h"]);
+    assert!(said.contains("removed 0 warm state(s)"), "{said}");
+    assert!(said.contains("kept 2"), "{said}");
+
+    // One state last used two hours ago: it goes, with its image.
+    let idle = records()
+        .into_iter()
+        .find(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            !text.is_empty()
+        })
+        .unwrap();
+    let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&idle)
+        .unwrap()
+        .set_modified(two_hours_ago)
+        .unwrap();
+    let said = warden(&["runtime", "prune", "--unused-for", "1h"]);
+    assert!(said.contains("removed 1 warm state(s)"), "{said}");
+    assert!(said.contains("kept 1"), "{said}");
+    assert!(!idle.exists());
+    assert!(!idle.with_extension("mem").exists());
+
+    // Using a state marks it: after a run, nothing is old enough to go.
+    let used = tools.path().join("used.py");
+    warden(&["run", used.to_str().unwrap(), "--json"]);
+    let said = warden(&["runtime", "prune", "--unused-for", "1h"]);
+    assert!(said.contains("removed 0"), "{said}");
+}
