@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use super::{Kind, Page, Registry, RegistryError, ToolId, now_ms, page_size};
 use crate::grants::Grants;
 use crate::limits::Fuel;
-use crate::manifest::{ToolName, VersionId};
+use crate::manifest::{Tag, ToolName, VersionId};
 use crate::outcome::{CallResult, RequestRecord, Status};
 use crate::tenant::{TenantId, TenantPolicy};
 
@@ -33,7 +33,15 @@ pub enum AuditEvent {
     TenantCreated {
         /// Its name.
         name: String,
+        /// Its first key's first characters (absent in events recorded before keys
+        /// were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
+        /// Its first policy (absent in events recorded before policies were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<TenantPolicy>,
     },
+
     /// The tenant got a new API key (the old one, if any, stopped working).
     KeyRotated {
         /// The new key's first characters.
@@ -43,6 +51,9 @@ pub enum AuditEvent {
     KeyRevoked,
     /// The tenant's policy was replaced.
     PolicyChanged {
+        /// The policy it replaced (absent in events recorded before the old one was).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<TenantPolicy>,
         /// The new policy.
         policy: TenantPolicy,
     },
@@ -63,6 +74,16 @@ pub enum AuditEvent {
         from: VersionId,
         /// The version now current.
         to: VersionId,
+    },
+    /// A tool's tags or description changed (they are not part of its version, so an
+    /// update that changes only them makes no version; this records it).
+    ToolLabelsChanged {
+        /// The tool.
+        tool: ToolId,
+        /// The tags and description before.
+        from: ToolLabels,
+        /// The tags and description now.
+        to: ToolLabels,
     },
     /// A tool's grants differ from its previous version's; recorded beside
     /// `tool_created` (when it has grants) and `tool_updated`.
@@ -157,6 +178,7 @@ impl AuditEvent {
             AuditEvent::PolicyChanged { .. } => "policy_changed",
             AuditEvent::ToolCreated { .. } => "tool_created",
             AuditEvent::ToolUpdated { .. } => "tool_updated",
+            AuditEvent::ToolLabelsChanged { .. } => "tool_labels_changed",
             AuditEvent::GrantsChanged { .. } => "grants_changed",
             AuditEvent::ToolDeleted { .. } => "tool_deleted",
             AuditEvent::ToolEnabled { .. } => "tool_enabled",
@@ -173,6 +195,7 @@ impl AuditEvent {
             AuditEvent::ToolCreated { tool, .. }
             | AuditEvent::ToolUpdated { tool, .. }
             | AuditEvent::GrantsChanged { tool, .. }
+            | AuditEvent::ToolLabelsChanged { tool, .. }
             | AuditEvent::ToolDeleted { tool, .. }
             | AuditEvent::ToolEnabled { tool }
             | AuditEvent::ToolDisabled { tool }
@@ -185,6 +208,16 @@ impl AuditEvent {
             | AuditEvent::PolicyChanged { .. } => None,
         }
     }
+}
+
+/// A tool's labels: not part of its versions, recorded by
+/// [`AuditEvent::ToolLabelsChanged`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ToolLabels {
+    /// Its tags, sorted.
+    pub tags: Vec<Tag>,
+    /// Its description.
+    pub description: Option<String>,
 }
 
 /// One stored event with its place in the chain.

@@ -159,6 +159,8 @@ async fn a_tool_goes_through_its_whole_lifecycle() {
             "tool_enabled",
             "tool_disabled",
             "run",
+            // The update left out the tags, so they went: recorded too.
+            "tool_labels_changed",
             "tool_updated",
             "run",
             "tool_created",
