@@ -34,6 +34,7 @@
 //! and mounted read-only at `/tool`. The version id covers the source and the function,
 //! so one folder holds exactly one file, shared by every tool of that content.
 
+mod audit;
 pub mod bytecode;
 mod error;
 mod gate;
@@ -60,6 +61,7 @@ use crate::sandbox::{Sandbox, ToolFolder};
 use crate::schema::{self, Diagnostic, Format, Health, LettaExtras};
 use crate::tenant::{ApiKey, TenantId, TenantPolicy};
 
+pub use audit::ExportStream;
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
 pub use prepare::{PreparedTool, Refusal};
 pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
@@ -111,6 +113,8 @@ struct Inner {
     private_network: std::sync::atomic::AtomicBool,
     /// The key tenants' secrets are sealed with; see [`App::set_secret_key`].
     secret_key: std::sync::OnceLock<SecretKey>,
+    /// The key audit exports are signed with; see [`App::set_audit_key`].
+    audit_key: std::sync::OnceLock<crate::audit::AuditKey>,
 }
 
 impl std::fmt::Debug for App {
@@ -158,6 +162,7 @@ impl App {
                 warm_start: std::sync::atomic::AtomicBool::new(false),
                 private_network: std::sync::atomic::AtomicBool::new(false),
                 secret_key: std::sync::OnceLock::new(),
+                audit_key: std::sync::OnceLock::new(),
             }),
         }
     }

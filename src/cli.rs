@@ -4,6 +4,7 @@
 //! with `anyhow`, and maps outcomes to exit codes ([`ExitCode`]). Each command lives in
 //! its own file under `cli/`.
 
+mod audit;
 mod mcp;
 mod packages;
 mod run;
@@ -56,9 +57,13 @@ pub enum Command {
     /// Serve a folder of tools to an MCP client (Claude Desktop, Cursor, an agent) over
     /// stdio.
     Mcp(Box<mcp::McpArgs>),
-    /// Manage tenants and their API keys in the registry database.
+    /// Manage tenants, their policies and their API keys in the registry database.
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
+    /// Export a tenant's audit trail with a signed head, check an export offline, or
+    /// print the public key that checks it.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Resolve a tool's package requirements into a lock, or fetch a lock's wheels for
     /// an offline machine.
     #[command(subcommand)]
@@ -136,6 +141,7 @@ impl Cli {
             Command::Serve(args) => serve::serve(&config, args),
             Command::Mcp(args) => mcp::mcp(&config, *args),
             Command::Tenant(cmd) => tenant::tenant(&config.home, cmd),
+            Command::Audit(cmd) => audit::audit(&config.home, cmd),
             Command::Packages(cmd) => packages::packages(&config, cmd),
         }
     }

@@ -22,6 +22,7 @@ mod handlers;
 pub mod openapi;
 mod secrets;
 mod server;
+mod tenant;
 
 use std::future::Future;
 use std::time::Duration;
@@ -132,6 +133,8 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
         .route("/v1/tools/{id}/run", post(h::run_tool).layer(run_limit))
         .route("/v1/runs/batch", post(h::run_batch).layer(batch_limit))
         .route("/v1/audit", get(h::audit))
+        .route("/v1/audit/export", get(tenant::export_audit))
+        .route("/v1/audit/pubkey", get(tenant::audit_pubkey))
         .route("/v1/secrets", get(secrets::list_secrets))
         .route(
             "/v1/secrets/{name}",

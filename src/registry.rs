@@ -259,6 +259,10 @@ pub enum RegistryError {
         /// What is wrong with it.
         detail: String,
     },
+    /// An audit export could not be written out (its reader went away, or the disk
+    /// is full).
+    #[error("cannot write the audit export: {0}; check where it goes, and export again")]
+    Export(std::io::Error),
     /// SQLite failed.
     #[error("the registry database failed: {0}; retry, and check the disk if it persists")]
     Sqlite(#[from] rusqlite::Error),

@@ -140,7 +140,7 @@ pub(super) fn tenant(home: &Path, cmd: TenantCommand) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn tenant_id(s: &str) -> Result<TenantId> {
+pub(super) fn tenant_id(s: &str) -> Result<TenantId> {
     s.parse()
         .map_err(|e: warden::tenant::TenantError| usage(e.to_string()))
 }

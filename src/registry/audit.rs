@@ -1,29 +1,33 @@
-//! The audit trail: one hash chain of events per tenant.
+//! The audit trail: one hash chain of events per tenant, stored beside what it records.
 //!
 //! Event `n` of a tenant stores the hash of event `n - 1` (event 1 stores
-//! [`GENESIS_HASH`]) and its own hash, the SHA-256 of
-//! `["warden.audit.v1", tenant, n, at_ms, prev_hash, event_json]` as compact JSON, with
-//! `event_json` hashed exactly as stored. The tenant row keeps the newest `n` and hash.
+//! [`GENESIS_HASH`]) and its own, [`event_hash`] (the formula lives in
+//! [`crate::audit::chain`], shared with the offline verifier), with the event's JSON
+//! hashed exactly as stored. The tenant row keeps the newest `n` and hash: the chain's
+//! head.
 //!
 //! [`Registry::verify_chain`] recomputes the chain, so an edited, inserted, reordered or
 //! deleted event, or a dropped newest one, shows as [`ChainCheck::Broken`]. What it cannot
 //! catch: someone with write access to the file who rewrites every later hash and the
-//! tenant row too. To catch that, copy [`ChainCheck::Intact`]'s `head` somewhere the
-//! database's writers cannot reach, and compare later.
+//! tenant row too. To catch that, export the trail ([`Registry::export_audit`]: its head
+//! is signed with a key the database does not hold) or copy [`ChainCheck::Intact`]'s
+//! `head` somewhere the database's writers cannot reach, and compare later.
 
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::{Kind, Page, Registry, RegistryError, ToolId, now_ms, page_size};
+pub use crate::audit::GENESIS_HASH;
+use crate::audit::{AuditKey, ExportedEvent, SignedHead, event_hash};
 use crate::grants::Grants;
 use crate::limits::Fuel;
 use crate::manifest::{Tag, ToolName, VersionId};
 use crate::outcome::{CallResult, RequestRecord, Status};
 use crate::tenant::{TenantId, TenantPolicy};
 
-/// The `prev_hash` of a tenant's first event: 64 zeros.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// Events one page of an export reads at a time: 500. The registry is not held while
+/// they are written out, so a slow reader of an export never holds up other requests.
+const EXPORT_PAGE: i64 = 500;
 
 /// Something that happened to a tenant or its tools.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -41,7 +45,6 @@ pub enum AuditEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         policy: Option<TenantPolicy>,
     },
-
     /// The tenant got a new API key (the old one, if any, stopped working).
     KeyRotated {
         /// The new key's first characters.
@@ -264,17 +267,6 @@ impl ChainCheck {
     }
 }
 
-fn chain_hash(tenant: &str, seq: u64, at_ms: i64, prev_hash: &str, event_json: &str) -> String {
-    let fields = ("warden.audit.v1", tenant, seq, at_ms, prev_hash, event_json);
-    let mut hasher = Sha256::new();
-    // A tuple of strings and integers always serializes.
-    match serde_json::to_vec(&fields) {
-        Ok(bytes) => hasher.update(&bytes),
-        Err(e) => hasher.update(e.to_string().as_bytes()),
-    }
-    hex::encode(hasher.finalize())
-}
-
 fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
     u64::try_from(n).map_err(|_| RegistryError::corrupt(what, format!("negative number {n}")))
 }
@@ -304,7 +296,7 @@ pub(super) fn append(
     let at_ms = now_ms();
     let event_json =
         serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
-    let hash = chain_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
+    let hash = event_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
     let seq_sql = last + 1;
     tx.execute(
         "INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
@@ -420,6 +412,72 @@ impl Registry {
         })
     }
 
+    /// Writes `tenant`'s trail to `out` as an export (JSON Lines, oldest event first,
+    /// then a head signed with `key`; see [`crate::audit::export`]) and returns the
+    /// number of events written.
+    ///
+    /// The head is the chain's head as the tenant's row records it when the export
+    /// starts, and only events up to it are written, so events appended meanwhile wait
+    /// for the next export. Events are read [`EXPORT_PAGE`] at a time, and the database
+    /// is not held while they are written.
+    pub fn export_audit(
+        &self,
+        tenant: &TenantId,
+        key: &AuditKey,
+        out: &mut impl std::io::Write,
+    ) -> Result<u64, RegistryError> {
+        let (head_seq, head_hash) = self.read(|tx| head(tx, tenant))?;
+        let write = |out: &mut dyn std::io::Write, line: String| {
+            out.write_all(line.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+                .map_err(RegistryError::Export)
+        };
+        let mut after: i64 = 0;
+        let mut written: u64 = 0;
+        while after < head_seq {
+            let rows = self.read(|tx| {
+                let mut stmt = tx.prepare(&format!(
+                    "SELECT {ROW_COLUMNS} FROM audit_events
+                     WHERE tenant_id = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq LIMIT ?4"
+                ))?;
+                let rows = stmt
+                    .query_map(
+                        params![tenant.as_str(), after, head_seq, EXPORT_PAGE],
+                        read_row,
+                    )?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(rows)
+            })?;
+            let Some(last) = rows.last() else {
+                // The newest events are gone: the head below names them.
+                break;
+            };
+            after = last.seq;
+            for row in rows {
+                let event = ExportedEvent {
+                    seq: to_u64(row.seq, "audit event")?,
+                    at_ms: row.at_ms,
+                    tenant: tenant.to_string(),
+                    prev_hash: row.prev_hash,
+                    hash: row.hash,
+                    event_json: row.event,
+                };
+                write(out, event.line())?;
+                written += 1;
+            }
+        }
+        let head = SignedHead::sign(
+            key,
+            tenant.as_str(),
+            to_u64(head_seq, "audit head")?,
+            &head_hash,
+            now_ms(),
+        );
+        write(out, head.line())?;
+        out.flush().map_err(RegistryError::Export)?;
+        Ok(written)
+    }
+
     /// Recomputes `tenant`'s whole chain. An edited, inserted, reordered or deleted
     /// event, or a dropped newest one, is [`ChainCheck::Broken`]; a writer who rewrites
     /// every later hash and the tenant's head is not caught (keep
@@ -446,7 +504,7 @@ impl Registry {
                 if row.prev_hash != prev {
                     return Ok(broken(row.seq, "it does not follow the event before it"));
                 }
-                let hash = chain_hash(
+                let hash = event_hash(
                     tenant.as_str(),
                     to_u64(row.seq, "audit event")?,
                     row.at_ms,
