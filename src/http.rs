@@ -135,6 +135,7 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
         .route("/v1/audit", get(h::audit))
         .route("/v1/audit/export", get(tenant::export_audit))
         .route("/v1/audit/pubkey", get(tenant::audit_pubkey))
+        .route("/v1/tenant", get(tenant::own_tenant))
         .route("/v1/secrets", get(secrets::list_secrets))
         .route(
             "/v1/secrets/{name}",
@@ -143,6 +144,11 @@ pub fn router_with(app: App, config: HttpConfig) -> Router {
         .route(
             "/v1/admin/tenants",
             get(admin::list_tenants).post(admin::create_tenant),
+        )
+        .route("/v1/admin/tenants/{id}", get(admin::get_tenant))
+        .route(
+            "/v1/admin/tenants/{id}/policy",
+            put(admin::set_policy).layer(DefaultBodyLimit::max(config.max_tool_body_bytes)),
         )
         .route("/v1/admin/tenants/{id}/revoke-key", post(admin::revoke_key))
         .route("/v1/admin/tenants/{id}/rotate-key", post(admin::rotate_key))

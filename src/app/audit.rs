@@ -1,4 +1,5 @@
-//! The audit trail's export, signed with the service's key.
+//! The audit trail's export and the tenant's own view of its policy: what the surfaces
+//! offer a tenant about itself, and the operator's change of a policy.
 //!
 //! An export is written by [`Registry::export_audit`] on a blocking thread into a
 //! bounded channel that the surface reads as it sends: a slow reader holds that thread
@@ -13,8 +14,8 @@ use tokio::sync::mpsc;
 
 use super::{App, AppError};
 use crate::audit::{AuditKey, PublicKey};
-use crate::registry::{Registry, RegistryError};
-use crate::tenant::TenantId;
+use crate::registry::{Registry, RegistryError, Tenant};
+use crate::tenant::{TenantId, TenantPolicy};
 
 /// Bytes of an export gathered before they are handed to the reader: 64 KiB.
 const EXPORT_CHUNK_BYTES: usize = 64 * 1024;
@@ -70,6 +71,24 @@ impl App {
             }
         });
         Ok(rx)
+    }
+
+    /// A tenant with its policy: the caller's own, or any for the operator.
+    pub async fn tenant(&self, tenant: &TenantId) -> Result<Tenant, AppError> {
+        let t = tenant.clone();
+        self.blocking(move |r| Ok(r.tenant(&t)?)).await
+    }
+
+    /// Replaces the tenant's policy, checked as at creation (audited with the old and
+    /// the new policy). The next call of every tool of the tenant is admitted under it:
+    /// its limits bounded by the new ceilings, its grants by the new folders and hosts.
+    pub async fn set_policy(
+        &self,
+        tenant: &TenantId,
+        policy: TenantPolicy,
+    ) -> Result<Tenant, AppError> {
+        let t = tenant.clone();
+        self.blocking(move |r| Ok(r.set_policy(&t, &policy)?)).await
     }
 }
 

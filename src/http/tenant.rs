@@ -1,5 +1,5 @@
-//! A tenant's view of itself: its audit trail exported whole for an offline check
-//! against the service's public key. Their OpenAPI descriptions follow
+//! A tenant's view of itself: its own policy, and its audit trail exported whole for an
+//! offline check against the service's public key. Their OpenAPI descriptions follow
 //! the conventions of `handlers.rs`.
 
 use std::pin::Pin;
@@ -17,8 +17,17 @@ use utoipa::ToSchema;
 
 use super::{ApiError, Caller};
 use crate::app::{App, ExportStream};
+use crate::registry::Tenant;
 
 type Answer<T> = Result<T, ApiError>;
+
+/// The caller's own tenant: its id, name, key hint and policy (ceilings, concurrency,
+/// rate, the folders and hosts its tools may be granted).
+#[utoipa::path(get, path = "/v1/tenant", tag = "tenant", security(("tenantKey" = [])),
+    responses((status = 200, description = "The caller's tenant and policy.", body = Tenant)))]
+pub(super) async fn own_tenant(State(app): State<App>, Caller(t): Caller) -> Answer<Json<Tenant>> {
+    Ok(Json(app.tenant(&t).await?))
+}
 
 /// The tenant's whole audit trail as JSON Lines, oldest event first, then a signed head.
 ///

@@ -1,5 +1,5 @@
-//! The audit trail over HTTP: every change recorded, and the signed export checked
-//! offline (each kind of tampering named).
+//! The audit trail over HTTP: every change recorded, the signed export checked offline
+//! (and each kind of tampering named), and a tenant's policy read and changed.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 use warden::audit::{AuditKey, PublicKey, SignedHead, Verification, head_message, verify};
 
-use super::{ADD, Service};
+use super::{ADD, OPERATOR_KEY, SPIN, Service, send_to};
 
 /// The export of the tenant with `key`, as its lines.
 async fn export(s: &Service, key: &str) -> Vec<String> {
@@ -223,4 +223,182 @@ async fn a_tag_only_edit_is_audited_with_old_and_new_labels() {
         json!({"tags": ["math", "sums"], "description": "adds"})
     );
     assert!(check(&export(&s, &key).await, None).is_intact());
+}
+
+#[tokio::test]
+async fn a_policy_change_is_audited_and_bounds_the_next_call_of_an_existing_version() {
+    let s = Service::start();
+    let key = s.tenant(json!({"calls_per_minute": 30})).await;
+    let id = s.register(&key, json!({"source": SPIN})).await;
+    let tenant = s.send(Method::GET, "/v1/tenant", Some(&key), None).await;
+    assert_eq!(tenant.status, StatusCode::OK);
+    let tenant_id = tenant.json["id"].as_str().unwrap().to_owned();
+    let mut policy = tenant.json["policy"].clone();
+    assert_eq!(policy["ceilings"]["fuel"], 2_000_000_000u64);
+    policy["ceilings"]["fuel"] = json!(50_000_000u64);
+    let r = s
+        .send(
+            Method::PUT,
+            &format!("/v1/admin/tenants/{tenant_id}/policy"),
+            Some(OPERATOR_KEY),
+            Some(policy.clone()),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["policy"], policy);
+    let got = s
+        .send(
+            Method::GET,
+            &format!("/v1/admin/tenants/{tenant_id}"),
+            Some(OPERATOR_KEY),
+            None,
+        )
+        .await;
+    assert_eq!(got.json["policy"]["ceilings"]["fuel"], 50_000_000u64);
+
+    // The version registered under the old ceiling runs under the new one.
+    let run = s.run(&key, &id, json!({})).await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.json);
+    assert_eq!(run.json["status"], "out_of_fuel");
+    assert!(run.json["fuel_used"].as_u64().unwrap() <= 50_000_000);
+
+    let events = events(&s, &key).await;
+    let changed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "policy_changed")
+        .collect();
+    assert_eq!(changed.len(), 1, "{events:#?}");
+    assert_eq!(changed[0]["previous"]["ceilings"]["fuel"], 2_000_000_000u64);
+    assert_eq!(changed[0]["previous"]["calls_per_minute"], 30);
+    assert_eq!(changed[0]["policy"]["ceilings"]["fuel"], 50_000_000u64);
+    assert_eq!(events[0]["kind"], "tenant_created");
+    assert_eq!(events[0]["policy"]["calls_per_minute"], 30);
+    assert!(events[0]["key_hint"].as_str().unwrap().starts_with("wdn_"));
+    assert_eq!(events.last().unwrap()["kind"], "run");
+    assert_eq!(events.last().unwrap()["status"], "out_of_fuel");
+
+    // An invalid policy is refused as at creation, and records nothing.
+    let bad = s
+        .send(
+            Method::PUT,
+            &format!("/v1/admin/tenants/{tenant_id}/policy"),
+            Some(OPERATOR_KEY),
+            Some(json!({"calls_per_minute": 0})),
+        )
+        .await;
+    assert_eq!(
+        (bad.status, bad.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_tenant")
+    );
+    let unknown = s
+        .send(
+            Method::PUT,
+            &format!("/v1/admin/tenants/{tenant_id}/policy"),
+            Some(OPERATOR_KEY),
+            Some(json!({"calls_per_hour": 1})),
+        )
+        .await;
+    assert_eq!(unknown.code(), "invalid_body");
+    assert_eq!(self::events(&s, &key).await.len(), events.len());
+}
+
+#[tokio::test]
+async fn get_tenant_shows_only_the_callers_own_policy() {
+    let s = Service::start();
+    let a = s.tenant(json!({"calls_per_minute": 7})).await;
+    let b = s
+        .tenant(json!({"calls_per_minute": 9, "max_concurrent_calls": 1}))
+        .await;
+    let ra = s.send(Method::GET, "/v1/tenant", Some(&a), None).await;
+    let rb = s.send(Method::GET, "/v1/tenant", Some(&b), None).await;
+    assert_eq!(ra.json["policy"]["calls_per_minute"], 7);
+    assert_eq!(rb.json["policy"]["calls_per_minute"], 9);
+    assert_eq!(rb.json["policy"]["max_concurrent_calls"], 1);
+    assert_ne!(ra.json["id"], rb.json["id"]);
+    assert!(ra.json.get("key_hash").is_none());
+    assert!(
+        !ra.json.to_string().contains(&a[8..]),
+        "the key itself is never shown"
+    );
+    let none = s.send(Method::GET, "/v1/tenant", None, None).await;
+    assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn only_the_operator_reads_or_changes_a_tenants_policy() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let tenant = s.send(Method::GET, "/v1/tenant", Some(&key), None).await;
+    let id = tenant.json["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/admin/tenants/{id}/policy");
+    for bearer in [None, Some(key.as_str()), Some("not-the-operator-key")] {
+        let r = s
+            .send(
+                Method::PUT,
+                &path,
+                bearer,
+                Some(json!({"calls_per_minute": 1000})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{bearer:?}"
+        );
+        let r = s
+            .send(
+                Method::GET,
+                &format!("/v1/admin/tenants/{id}"),
+                bearer,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{bearer:?}");
+    }
+    let unknown = s
+        .send(
+            Method::PUT,
+            &format!("/v1/admin/tenants/tnt_{}/policy", "0".repeat(32)),
+            Some(OPERATOR_KEY),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    // A service without an operator key refuses with 403, as the other admin endpoints.
+    let app = warden::app::App::new(
+        std::sync::Arc::clone(&s.registry),
+        std::sync::Arc::clone(crate::support::shared_sandbox()),
+        warden::app::AppConfig {
+            tools_dir: s.path().join("tools"),
+            operator_key: None,
+            packages: crate::support::package_store(s.path()),
+        },
+    );
+    let r = send_to(
+        &warden::http::router(app.clone()),
+        Method::PUT,
+        &path,
+        Some(OPERATOR_KEY),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::FORBIDDEN, "admin_disabled")
+    );
+    // Without a signing key, exports are refused with a message saying what to do.
+    let r = send_to(
+        &warden::http::router(app),
+        Method::GET,
+        "/v1/audit/export",
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "audit_signing_disabled")
+    );
+    let policy = s.send(Method::GET, "/v1/tenant", Some(&key), None).await;
+    assert_eq!(policy.json["policy"], tenant.json["policy"]);
 }
