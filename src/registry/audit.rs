@@ -131,6 +131,11 @@ pub enum AuditEvent {
         tool: ToolId,
         /// The version that ran.
         version: VersionId,
+        /// The first characters of the tenant's API key when the call was admitted:
+        /// the key it was made with (a tenant has one key at a time). Absent for calls
+        /// made without a key and in events recorded before keys were.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
         /// How the call ended.
         status: Status,
         /// Fuel consumed.
@@ -146,11 +151,18 @@ pub enum AuditEvent {
 }
 
 impl AuditEvent {
-    /// The event that records a finished call.
-    pub fn run(tool: ToolId, version: VersionId, result: &CallResult) -> AuditEvent {
+    /// The event that records a finished call, made with the key whose hint is
+    /// `key_hint`.
+    pub fn run(
+        tool: ToolId,
+        version: VersionId,
+        key_hint: Option<String>,
+        result: &CallResult,
+    ) -> AuditEvent {
         AuditEvent::Run {
             tool,
             version,
+            key_hint,
             status: result.status,
             fuel_used: result.fuel_used,
             wall_time_us: u64::try_from(result.wall_time.as_micros()).unwrap_or(u64::MAX),

@@ -425,7 +425,12 @@ fn runs_are_audited_with_status_fuel_and_time() {
         peak_memory_bytes: 1 << 20,
         requests: Vec::new(),
     };
-    let event = AuditEvent::run(tool.id.clone(), tool.current_version.clone(), &result);
+    let event = AuditEvent::run(
+        tool.id.clone(),
+        tool.current_version.clone(),
+        Some("wdn_01234567".into()),
+        &result,
+    );
     let record = reg.append_audit(&t, &event).unwrap();
     assert_eq!(record.seq, 3);
     let newest = reg.audit(&t, None, 1).unwrap().items.remove(0);

@@ -85,6 +85,8 @@ async fn an_export_verifies_offline_and_each_tampering_names_its_event() {
     let run_line: Value = serde_json::from_str(&lines[2]).unwrap();
     assert_eq!(run_line["event"]["kind"], "run");
     assert_eq!(run_line["event"]["status"], "ok");
+    // The key the call was made with, by its hint.
+    assert_eq!(run_line["event"]["key_hint"], &key[..12]);
     let head: SignedHead = serde_json::from_str(&lines[4]).unwrap();
     assert_eq!((head.seq, head.public_key.clone()), (4, pubkey.to_string()));
     // The signature is over the documented bytes.
