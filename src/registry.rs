@@ -35,6 +35,7 @@
 //!   Until deletion, every version stays readable through [`Registry::version`].
 
 mod audit;
+mod export;
 mod migrations;
 pub mod secrets;
 mod tenants;
@@ -49,6 +50,7 @@ use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
 pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH, ToolLabels};
+pub use export::{AuditExport, EXPORT_PAGE};
 pub use tenants::Tenant;
 pub use tools::{Tool, ToolQuery, Update, Version, VersionSummary};
 

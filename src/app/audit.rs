@@ -1,26 +1,24 @@
-//! The audit trail's export and the tenant's own view of its policy: what the surfaces
-//! offer a tenant about itself, and the operator's change of a policy.
+//! The audit trail's export, signed with the service's key, and a tenant's policy read
+//! and changed.
 //!
-//! An export is written by [`Registry::export_audit`] on a blocking thread into a
-//! bounded channel that the surface reads as it sends: a slow reader holds that thread
-//! and the channel's few chunks, never the registry, and a reader that goes away ends
-//! the export.
+//! An export is read a page at a time on the blocking pool (a short read each) by an
+//! async task that hands each page to the surface through a bounded channel: a slow
+//! reader holds that task and a few pages in memory, never a thread or the registry, and
+//! a reader that goes away ends the export.
 
 use std::io;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::{App, AppError};
 use crate::audit::{AuditKey, PublicKey};
-use crate::registry::{Registry, RegistryError, Tenant};
+use crate::registry::Tenant;
 use crate::tenant::{TenantId, TenantPolicy};
 
-/// Bytes of an export gathered before they are handed to the reader: 64 KiB.
-const EXPORT_CHUNK_BYTES: usize = 64 * 1024;
-/// Chunks an export may have written ahead of its reader: 4.
-const EXPORT_CHUNKS_AHEAD: usize = 4;
+/// Pages an export may have read ahead of its reader: 2 (a page is up to
+/// [`EXPORT_PAGE`](crate::registry::EXPORT_PAGE) events).
+const EXPORT_PAGES_AHEAD: usize = 2;
 
 /// An export being written: its chunks in order, then the end of the channel. A chunk
 /// that is `Err` means the export failed part-way (the service logged why); what came
@@ -49,26 +47,53 @@ impl App {
     }
 
     /// Starts exporting `tenant`'s audit trail (see [`crate::audit::export`]) and
-    /// returns its chunks as they are written.
-    pub fn export_audit(&self, tenant: &TenantId) -> Result<ExportStream, AppError> {
+    /// returns its chunks as they are read, one page of events each, then the head.
+    pub async fn export_audit(&self, tenant: &TenantId) -> Result<ExportStream, AppError> {
         let key = self.audit_key()?.clone();
-        let (tx, rx) = mpsc::channel(EXPORT_CHUNKS_AHEAD);
-        let registry: Arc<Registry> = Arc::clone(&self.inner.registry);
-        let tenant = tenant.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut out = ChunkWriter {
-                tx: tx.clone(),
-                buffer: Vec::with_capacity(EXPORT_CHUNK_BYTES),
-            };
-            match registry.export_audit(&tenant, &key, &mut out) {
-                Ok(_) => {}
-                // The reader went away: nobody to tell.
-                Err(RegistryError::Export(_)) => {}
-                Err(e) => {
-                    tracing::error!(tenant = %tenant, "the audit export failed part-way: {e}");
-                    let _ = tx.blocking_send(Err(io::Error::other(e.to_string())));
+        let t = tenant.clone();
+        let mut export = self
+            .blocking(move |r| Ok(r.start_audit_export(&t)?))
+            .await?;
+        let (tx, rx) = mpsc::channel(EXPORT_PAGES_AHEAD);
+        let (app, tenant) = (self.clone(), tenant.clone());
+        tokio::spawn(async move {
+            loop {
+                let read = app
+                    .blocking(move |r| {
+                        let page = r.next_audit_page(&mut export)?;
+                        Ok((page, export))
+                    })
+                    .await;
+                let page;
+                (page, export) = match read {
+                    Ok(read) => read,
+                    Err(e) => {
+                        tracing::error!(tenant = %tenant, "the audit export failed part-way: {e}");
+                        let _ = tx.send(Err(io::Error::other(e.to_string()))).await;
+                        return;
+                    }
+                };
+                if page.is_empty() {
+                    break;
+                }
+                let mut chunk = String::new();
+                for event in &page {
+                    chunk.push_str(&event.line());
+                    chunk.push('\n');
+                }
+                if tx.send(Ok(Bytes::from(chunk))).await.is_err() {
+                    // The reader went away.
+                    return;
                 }
             }
+            let last = match export.head(&key) {
+                Ok(head) => Ok(Bytes::from(head.line() + "\n")),
+                Err(e) => {
+                    tracing::error!(tenant = %tenant, "the audit export failed at its head: {e}");
+                    Err(io::Error::other(e.to_string()))
+                }
+            };
+            let _ = tx.send(last).await;
         });
         Ok(rx)
     }
@@ -89,41 +114,5 @@ impl App {
     ) -> Result<Tenant, AppError> {
         let t = tenant.clone();
         self.blocking(move |r| Ok(r.set_policy(&t, &policy)?)).await
-    }
-}
-
-/// Gathers an export's bytes into chunks and hands each to the reader, waiting while
-/// the reader is [`EXPORT_CHUNKS_AHEAD`] chunks behind. Used on a blocking thread only.
-struct ChunkWriter {
-    tx: mpsc::Sender<io::Result<Bytes>>,
-    buffer: Vec<u8>,
-}
-
-impl ChunkWriter {
-    fn send(&mut self) -> io::Result<()> {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::replace(
-            &mut self.buffer,
-            Vec::with_capacity(EXPORT_CHUNK_BYTES),
-        ));
-        self.tx
-            .blocking_send(Ok(chunk))
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the reader went away"))
-    }
-}
-
-impl io::Write for ChunkWriter {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.buffer.extend_from_slice(bytes);
-        if self.buffer.len() >= EXPORT_CHUNK_BYTES {
-            self.send()?;
-        }
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.send()
     }
 }

@@ -45,7 +45,7 @@ pub(super) async fn own_tenant(State(app): State<App>, Caller(t): Caller) -> Ans
             body = super::error::ErrorBody),
     ))]
 pub(super) async fn export_audit(State(app): State<App>, Caller(t): Caller) -> Answer<Response> {
-    let stream = app.export_audit(&t)?;
+    let stream = app.export_audit(&t).await?;
     let mut response = Body::new(ExportBody(stream)).into_response();
     let headers = response.headers_mut();
     headers.insert(

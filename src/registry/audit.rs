@@ -9,7 +9,7 @@
 //! [`Registry::verify_chain`] recomputes the chain, so an edited, inserted, reordered or
 //! deleted event, or a dropped newest one, shows as [`ChainCheck::Broken`]. What it cannot
 //! catch: someone with write access to the file who rewrites every later hash and the
-//! tenant row too. To catch that, export the trail ([`Registry::export_audit`]: its head
+//! tenant row too. To catch that, export the trail ([`Registry::export_audit`]; its head
 //! is signed with a key the database does not hold) or copy [`ChainCheck::Intact`]'s
 //! `head` somewhere the database's writers cannot reach, and compare later.
 
@@ -18,16 +18,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{Kind, Page, Registry, RegistryError, ToolId, now_ms, page_size};
 pub use crate::audit::GENESIS_HASH;
-use crate::audit::{AuditKey, ExportedEvent, SignedHead, event_hash};
+use crate::audit::event_hash;
 use crate::grants::Grants;
 use crate::limits::Fuel;
 use crate::manifest::{Tag, ToolName, VersionId};
 use crate::outcome::{CallResult, RequestRecord, Status};
 use crate::tenant::{TenantId, TenantPolicy};
-
-/// Events one page of an export reads at a time: 500. The registry is not held while
-/// they are written out, so a slow reader of an export never holds up other requests.
-const EXPORT_PAGE: i64 = 500;
 
 /// Something that happened to a tenant or its tools.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -279,12 +275,15 @@ impl ChainCheck {
     }
 }
 
-fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
+pub(super) fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
     u64::try_from(n).map_err(|_| RegistryError::corrupt(what, format!("negative number {n}")))
 }
 
 /// The newest sequence number and hash of `tenant`'s chain, kept on its row.
-fn head(tx: &Transaction<'_>, tenant: &TenantId) -> Result<(i64, String), RegistryError> {
+pub(super) fn head(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+) -> Result<(i64, String), RegistryError> {
     tx.query_row(
         "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
         [tenant.as_str()],
@@ -339,19 +338,19 @@ pub(super) fn append(
 }
 
 /// A stored row, before its event is parsed.
-struct Row {
-    seq: i64,
-    at_ms: i64,
-    kind: String,
-    tool_id: Option<String>,
-    event: String,
-    prev_hash: String,
-    hash: String,
+pub(super) struct Row {
+    pub(super) seq: i64,
+    pub(super) at_ms: i64,
+    pub(super) kind: String,
+    pub(super) tool_id: Option<String>,
+    pub(super) event: String,
+    pub(super) prev_hash: String,
+    pub(super) hash: String,
 }
 
-const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
+pub(super) const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
 
-fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
         seq: r.get(0)?,
         at_ms: r.get(1)?,
@@ -422,72 +421,6 @@ impl Registry {
             };
             Ok(Page { items, next })
         })
-    }
-
-    /// Writes `tenant`'s trail to `out` as an export (JSON Lines, oldest event first,
-    /// then a head signed with `key`; see [`crate::audit::export`]) and returns the
-    /// number of events written.
-    ///
-    /// The head is the chain's head as the tenant's row records it when the export
-    /// starts, and only events up to it are written, so events appended meanwhile wait
-    /// for the next export. Events are read [`EXPORT_PAGE`] at a time, and the database
-    /// is not held while they are written.
-    pub fn export_audit(
-        &self,
-        tenant: &TenantId,
-        key: &AuditKey,
-        out: &mut impl std::io::Write,
-    ) -> Result<u64, RegistryError> {
-        let (head_seq, head_hash) = self.read(|tx| head(tx, tenant))?;
-        let write = |out: &mut dyn std::io::Write, line: String| {
-            out.write_all(line.as_bytes())
-                .and_then(|()| out.write_all(b"\n"))
-                .map_err(RegistryError::Export)
-        };
-        let mut after: i64 = 0;
-        let mut written: u64 = 0;
-        while after < head_seq {
-            let rows = self.read(|tx| {
-                let mut stmt = tx.prepare(&format!(
-                    "SELECT {ROW_COLUMNS} FROM audit_events
-                     WHERE tenant_id = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq LIMIT ?4"
-                ))?;
-                let rows = stmt
-                    .query_map(
-                        params![tenant.as_str(), after, head_seq, EXPORT_PAGE],
-                        read_row,
-                    )?
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(rows)
-            })?;
-            let Some(last) = rows.last() else {
-                // The newest events are gone: the head below names them.
-                break;
-            };
-            after = last.seq;
-            for row in rows {
-                let event = ExportedEvent {
-                    seq: to_u64(row.seq, "audit event")?,
-                    at_ms: row.at_ms,
-                    tenant: tenant.to_string(),
-                    prev_hash: row.prev_hash,
-                    hash: row.hash,
-                    event_json: row.event,
-                };
-                write(out, event.line())?;
-                written += 1;
-            }
-        }
-        let head = SignedHead::sign(
-            key,
-            tenant.as_str(),
-            to_u64(head_seq, "audit head")?,
-            &head_hash,
-            now_ms(),
-        );
-        write(out, head.line())?;
-        out.flush().map_err(RegistryError::Export)?;
-        Ok(written)
     }
 
     /// Recomputes `tenant`'s whole chain. An edited, inserted, reordered or deleted

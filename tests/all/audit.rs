@@ -1,11 +1,59 @@
-//! `warden audit` and `warden tenant policy|set-policy` as an operator types them: an
-//! export from the database checked offline, with exit codes and the first broken event
-//! named. No runtime needed: these commands never run a tool.
+//! Exports from the registry, page after page, and `warden audit` and `warden tenant
+//! policy|set-policy` as an operator types them: an export from the database checked
+//! offline, with exit codes and the first broken event named. No runtime needed: none of
+//! this runs a tool.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use warden::audit::{AuditKey, Verification, verify};
+use warden::registry::{AuditEvent, EXPORT_PAGE, Registry};
+use warden::tenant::TenantPolicy;
+
+#[test]
+fn an_export_of_many_pages_verifies_and_a_deleted_tail_shows_at_its_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("warden.db");
+    let reg = Registry::open(&path).unwrap();
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let events = 2 * u64::from(EXPORT_PAGE) + 3;
+    for i in 1..events {
+        let event = AuditEvent::SecretSet {
+            name: format!("S{i}"),
+        };
+        reg.append_audit(&tenant.id, &event).unwrap();
+    }
+    let key = AuditKey::generate();
+    let mut out = Vec::new();
+    assert_eq!(
+        reg.export_audit(&tenant.id, &key, &mut out).unwrap(),
+        events
+    );
+    let v = verify(out.as_slice(), Some(&key.public_key())).unwrap();
+    assert!(
+        matches!(v, Verification::Intact { events: n, .. } if n == events),
+        "{v:?}"
+    );
+
+    // Someone with the database deletes the newest two events: the chain in the file
+    // is whole, but the head (kept on the tenant's row) names them.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "DELETE FROM audit_events WHERE seq > ?1",
+        [i64::try_from(events - 2).unwrap()],
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    reg.export_audit(&tenant.id, &key, &mut out).unwrap();
+    match verify(out.as_slice(), Some(&key.public_key())).unwrap() {
+        Verification::Broken { seq, reason, .. } => {
+            assert_eq!(seq, events - 1);
+            assert!(reason.contains("cut off"), "{reason}");
+        }
+        intact => panic!("{intact:?}"),
+    }
+}
 
 /// `warden` with `home` as its home (no runtime involved).
 fn warden(home: &Path, args: &[&str]) -> Output {
