@@ -64,6 +64,10 @@ pub enum AuditEvent {
         name: ToolName,
         /// Its first version.
         version: VersionId,
+        /// Its first tags and description, when it has either (absent otherwise, and
+        /// in events recorded before labels were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        labels: Option<ToolLabels>,
     },
     /// A tool's current version changed.
     ToolUpdated {

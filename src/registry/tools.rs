@@ -298,6 +298,12 @@ impl Registry {
             })?;
             insert_version(tx, &id, &version, 1, manifest, now)?;
             replace_tags(tx, &id, &manifest.tags)?;
+            let mut tags = manifest.tags.clone();
+            tags.sort();
+            let labels = (!tags.is_empty() || manifest.description.is_some()).then(|| ToolLabels {
+                tags,
+                description: manifest.description.clone(),
+            });
             append(
                 tx,
                 tenant,
@@ -305,6 +311,7 @@ impl Registry {
                     tool: id.clone(),
                     name: manifest.name.clone(),
                     version: version.clone(),
+                    labels,
                 },
             )?;
             if manifest.grants != Default::default() {

@@ -206,6 +206,11 @@ async fn a_tag_only_edit_is_audited_with_old_and_new_labels() {
     // The same labels again change nothing and record nothing.
     put(json!({"source": ADD, "tags": ["sums", "math"], "description": "adds"})).await;
     let events = events(&s, &key).await;
+    assert_eq!(events[1]["kind"], "tool_created");
+    assert_eq!(
+        events[1]["labels"],
+        json!({"tags": ["math"], "description": null})
+    );
     let labels: Vec<&Value> = events
         .iter()
         .filter(|e| e["kind"] == "tool_labels_changed")
