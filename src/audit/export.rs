@@ -89,11 +89,10 @@ pub enum HeadKind {
 
 /// The last line of an export: the chain's newest event, signed; see the
 /// [module docs](self).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignedHead {
     /// Always `"head"`.
-    #[schema(value_type = String, example = "head")]
     pub kind: HeadKind,
     /// Whose trail.
     pub tenant: String,
