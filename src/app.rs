@@ -34,6 +34,7 @@
 //! and mounted read-only at `/tool`. The version id covers the source and the function,
 //! so one folder holds exactly one file, shared by every tool of that content.
 
+mod audit;
 pub mod bytecode;
 mod changes;
 mod error;
@@ -63,6 +64,7 @@ use crate::sandbox::{Sandbox, ToolFolder};
 use crate::schema::{self, Diagnostic, Format, Health, LettaExtras};
 use crate::tenant::{ApiKey, TenantId, TenantPolicy};
 
+pub use audit::ExportStream;
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
 pub use listing::CallableTool;
 pub use prepare::{PreparedTool, Refusal};
@@ -118,6 +120,8 @@ struct Inner {
     secret_key: std::sync::OnceLock<SecretKey>,
     /// Who hears of changes to a tenant's tools; see [`App::tool_changes`].
     changes: changes::ToolChanges,
+    /// The key audit exports are signed with; see [`App::set_audit_key`].
+    audit_key: std::sync::OnceLock<crate::audit::AuditKey>,
 }
 
 impl std::fmt::Debug for App {
@@ -166,6 +170,7 @@ impl App {
                 private_network: std::sync::atomic::AtomicBool::new(false),
                 secret_key: std::sync::OnceLock::new(),
                 changes: Default::default(),
+                audit_key: std::sync::OnceLock::new(),
             }),
         }
     }

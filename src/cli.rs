@@ -58,16 +58,18 @@ pub enum Command {
     /// Serve a folder of tools to an MCP client (Claude Desktop, Cursor, an agent) over
     /// stdio.
     Mcp(Box<mcp::McpArgs>),
-    /// Manage tenants and their API keys in the registry database.
+    /// Manage tenants, their policies and their API keys in the registry database.
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
+    /// For security reviewers: a tool's capabilities and what changed between versions;
+    /// a tenant's audit trail exported with a signed head, checked offline, and the
+    /// public key that checks it.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Resolve a tool's package requirements into a lock, or fetch a lock's wheels for
     /// an offline machine.
     #[command(subcommand)]
     Packages(packages::PackagesCommand),
-    /// For security reviewers: a tool's capabilities, and what changed between versions.
-    #[command(subcommand)]
-    Audit(audit::AuditCommand),
 }
 
 /// Exit codes: 0 for `ok`; one per other status; 1 when Warden could not run the call;
@@ -141,8 +143,8 @@ impl Cli {
             Command::Serve(args) => serve::serve(&config, args),
             Command::Mcp(args) => mcp::mcp(&config, *args),
             Command::Tenant(cmd) => tenant::tenant(&config.home, cmd),
-            Command::Packages(cmd) => packages::packages(&config, cmd),
             Command::Audit(cmd) => audit::audit(&config.home, cmd),
+            Command::Packages(cmd) => packages::packages(&config, cmd),
         }
     }
 }

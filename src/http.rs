@@ -26,6 +26,7 @@ pub mod openapi;
 mod review;
 mod secrets;
 mod server;
+mod tenant;
 
 use std::future::Future;
 use std::time::Duration;
@@ -146,6 +147,9 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
         .route("/v1/tools/{id}/run", post(h::run_tool).layer(run_limit))
         .route("/v1/runs/batch", post(h::run_batch).layer(batch_limit))
         .route("/v1/audit", get(h::audit))
+        .route("/v1/audit/export", get(tenant::export_audit))
+        .route("/v1/audit/pubkey", get(tenant::audit_pubkey))
+        .route("/v1/tenant", get(tenant::own_tenant))
         .route("/v1/secrets", get(secrets::list_secrets))
         .route(
             "/v1/secrets/{name}",
@@ -154,6 +158,11 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
         .route(
             "/v1/admin/tenants",
             get(admin::list_tenants).post(admin::create_tenant),
+        )
+        .route("/v1/admin/tenants/{id}", get(admin::get_tenant))
+        .route(
+            "/v1/admin/tenants/{id}/policy",
+            put(admin::set_policy).layer(DefaultBodyLimit::max(config.max_tool_body_bytes)),
         )
         .route("/v1/admin/tenants/{id}/revoke-key", post(admin::revoke_key))
         .route("/v1/admin/tenants/{id}/rotate-key", post(admin::rotate_key))

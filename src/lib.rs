@@ -9,7 +9,8 @@
 //! [`grants`]) → **[`outcome`]** (a [`outcome::CallResult`] with a status from a closed
 //! set). [`packages`] turns a tool's requirements into a lock and a read-only site folder
 //! (it runs pip, never the guest). The [`registry`] stores manifests, [`tenant`]s and a
-//! hash-chained audit trail.
+//! hash-chained audit trail, whose formulas, signed export and offline check are in
+//! [`audit`] (plain data and hashing, shared by the registry and the verifier).
 //! [`app`] is the only module that combines the layers; the surfaces ([`http`], [`mcp`],
 //! the CLI in `src/cli.rs`) call it.
 //!
@@ -31,6 +32,7 @@
 //! that view in one short file, for reviewers.
 
 pub mod app;
+pub mod audit;
 pub mod capabilities;
 pub mod grants;
 pub mod http;

@@ -35,6 +35,7 @@
 //!   Until deletion, every version stays readable through [`Registry::version`].
 
 mod audit;
+mod export;
 mod migrations;
 pub mod secrets;
 mod tenants;
@@ -48,7 +49,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
-pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH};
+pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH, ToolLabels};
+pub use export::{AuditExport, EXPORT_PAGE};
 pub use tenants::Tenant;
 pub use tools::{Tool, ToolQuery, Update, Version, VersionSummary};
 
@@ -259,6 +261,10 @@ pub enum RegistryError {
         /// What is wrong with it.
         detail: String,
     },
+    /// An audit export could not be written out (its reader went away, or the disk
+    /// is full).
+    #[error("cannot write the audit export: {0}; check where it goes, and export again")]
+    Export(std::io::Error),
     /// SQLite failed.
     #[error("the registry database failed: {0}; retry, and check the disk if it persists")]
     Sqlite(#[from] rusqlite::Error),

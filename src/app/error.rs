@@ -127,6 +127,12 @@ pub enum AppError {
         /// The secret's name.
         name: String,
     },
+    /// The service has no key to sign audit exports with.
+    #[error(
+        "audit exports are disabled: this service has no key to sign them with (warden serve \
+         takes one from --audit-key-file or $WARDEN_HOME/audit-signing.key)"
+    )]
+    AuditSigningDisabled,
     /// A background task failed (panicked or was cancelled).
     #[error("a background task failed: {0}")]
     Task(String),

@@ -56,6 +56,8 @@ struct Admitted {
     tenant: TenantId,
     tool: ToolId,
     version: VersionId,
+    /// The hint of the tenant's key at admission, for the audit event.
+    key_hint: Option<String>,
     prepared: Arc<PreparedTool>,
     arguments: Map<String, Value>,
     grants: Grants,
@@ -117,15 +119,16 @@ impl App {
         arguments: Value,
     ) -> Result<Admitted, AppError> {
         let (t, id) = (tenant.clone(), tool.clone());
-        let (policy, tool, version) = self
+        let (tenant_row, tool, version) = self
             .blocking(move |r| {
-                let policy = r.policy(&t)?;
+                let tenant = r.tenant(&t)?;
                 let (tool, version) = r.current(&t, &id)?;
                 // Folders may have moved or become symlinks since registration.
-                policy.admit_grants(&version.manifest.grants)?;
-                Ok((policy, tool, version))
+                tenant.policy.admit_grants(&version.manifest.grants)?;
+                Ok((tenant, tool, version))
             })
             .await?;
+        let policy = tenant_row.policy;
         if !tool.enabled {
             return Err(AppError::Disabled { tool: tool.id });
         }
@@ -155,6 +158,7 @@ impl App {
             tenant: tenant.clone(),
             tool: tool.id,
             version: version.id,
+            key_hint: tenant_row.key_hint,
             prepared,
             arguments,
             grants: manifest.grants,
@@ -273,7 +277,7 @@ impl App {
                 .await?
         };
         self.inner.metrics.finished(&a.tenant, &result);
-        let event = AuditEvent::run(a.tool.clone(), a.version.clone(), &result);
+        let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
         let tenant = a.tenant.clone();
         self.blocking(move |r| Ok(r.append_audit(&tenant, &event).map(|_| ())?))
             .await?;

@@ -74,6 +74,11 @@ pub struct ServeArgs {
     /// a file.
     #[arg(long, value_name = "VAR", default_value = "WARDEN_SECRET_KEY")]
     pub secret_key_env: String,
+    /// A file holding the key (64 hex digits, an Ed25519 seed) that signs audit exports.
+    /// Default: $WARDEN_HOME/audit-signing.key, created (mode 0600) on first start;
+    /// `warden audit pubkey` prints its public key.
+    #[arg(long, value_name = "FILE")]
+    pub audit_key_file: Option<PathBuf>,
     /// A `Host` that /mcp accepts besides localhost, 127.0.0.1, ::1 and --listen's
     /// address: a name (any port) or name:port; `*` accepts any. Repeatable. Other hosts
     /// are refused (403), against DNS rebinding.
@@ -157,6 +162,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     }
     let secret_key = secret_key(&args, &config.home)?;
     let mcp = mcp_access(&args);
+    let audit_key = super::audit::audit_key(&config.home, args.audit_key_file.as_deref())?;
     let db = args.db.unwrap_or_else(|| database(&config.home));
     let registry = Arc::new(open_registry(&db)?);
     let mut sandbox_config = config.clone();
@@ -177,6 +183,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         app.set_private_network(PrivateNetwork::Allowed);
     }
     app.set_secret_key(secret_key);
+    app.set_audit_key(audit_key);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -273,7 +280,7 @@ fn secret_key(args: &ServeArgs, home: &std::path::Path) -> Result<SecretKey> {
 }
 
 /// Writes a new file only its owner can read.
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+pub(super) fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

@@ -1,5 +1,6 @@
-//! `warden tenant create|list|revoke-key|rotate-key`: tenant administration on the
-//! registry database (`$WARDEN_HOME/warden.db`) directly, for the operator.
+//! `warden tenant create|list|policy|set-policy|revoke-key|rotate-key`: tenant
+//! administration on the registry database (`$WARDEN_HOME/warden.db`) directly, for the
+//! operator.
 
 use std::path::{Path, PathBuf};
 
@@ -38,6 +39,15 @@ pub enum TenantCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print a tenant's policy as JSON (the body `PUT /v1/admin/tenants/{id}/policy`
+    /// takes).
+    Policy {
+        /// The tenant's id (tnt_...).
+        id: String,
+    },
+    /// Replace a tenant's whole policy: flags left out take their defaults, as in
+    /// `create`. Audited with the old and the new policy; applies from the next call.
+    SetPolicy(SetPolicyArgs),
     /// Revoke a tenant's API key; its tools and audit trail stay.
     RevokeKey {
         /// The tenant's id (tnt_...).
@@ -55,6 +65,27 @@ pub enum TenantCommand {
 pub struct CreateArgs {
     /// A name for people.
     pub name: String,
+    /// The tenant's policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Print the tenant and key as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `warden tenant set-policy`.
+#[derive(Debug, Args)]
+pub struct SetPolicyArgs {
+    /// The tenant's id (tnt_...).
+    pub id: String,
+    /// The whole new policy.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// A tenant's policy as flags, each with its default.
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
     /// Calls the tenant may have running at once.
     #[arg(long, value_name = "N", default_value_t = warden::tenant::DEFAULT_MAX_CONCURRENT_CALLS)]
     pub max_concurrent_calls: u32,
@@ -79,12 +110,9 @@ pub struct CreateArgs {
     /// Ceiling on a call's deadline (e.g. 10s).
     #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = deadline)]
     pub max_deadline: humantime::Duration,
-    /// Print the tenant and key as JSON.
-    #[arg(long)]
-    pub json: bool,
 }
 
-impl CreateArgs {
+impl PolicyArgs {
     fn policy(&self) -> Result<TenantPolicy> {
         let policy = TenantPolicy {
             max_concurrent_calls: self.max_concurrent_calls,
@@ -107,7 +135,7 @@ pub(super) fn tenant(home: &Path, cmd: TenantCommand) -> Result<ExitCode> {
     let registry = open_registry(&database(home))?;
     match cmd {
         TenantCommand::Create(args) => {
-            let (tenant, key) = registry.create_tenant(&args.name, &args.policy()?)?;
+            let (tenant, key) = registry.create_tenant(&args.name, &args.policy.policy()?)?;
             if args.json {
                 let out = serde_json::json!({ "tenant": tenant, "api_key": key.expose() });
                 println!("{}", serde_json::to_string_pretty(&out)?);
@@ -126,6 +154,23 @@ pub(super) fn tenant(home: &Path, cmd: TenantCommand) -> Result<ExitCode> {
                 }
             }
         }
+        TenantCommand::Policy { id } => {
+            let tenant = registry.tenant(&tenant_id(&id)?)?;
+            println!("{}", serde_json::to_string_pretty(&tenant.policy)?);
+        }
+        TenantCommand::SetPolicy(args) => {
+            let id = tenant_id(&args.id)?;
+            let policy = args.policy.policy()?;
+            let before = registry.tenant(&id)?.policy;
+            registry.set_policy(&id, &policy)?;
+            if before == policy {
+                println!("the policy of {id} is unchanged");
+            } else {
+                println!("changed the policy of {id}");
+                println!("was: {}", serde_json::to_string(&before)?);
+                println!("now: {}", serde_json::to_string(&policy)?);
+            }
+        }
         TenantCommand::RevokeKey { id } => {
             let id = tenant_id(&id)?;
             registry.revoke_key(&id)?;
@@ -140,7 +185,7 @@ pub(super) fn tenant(home: &Path, cmd: TenantCommand) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn tenant_id(s: &str) -> Result<TenantId> {
+pub(super) fn tenant_id(s: &str) -> Result<TenantId> {
     s.parse()
         .map_err(|e: warden::tenant::TenantError| usage(e.to_string()))
 }

@@ -1,4 +1,4 @@
-//! The operator's endpoints: tenants and their API keys. Each needs the operator key
+//! The operator's endpoints: tenants, their policies and their API keys. Each needs the operator key
 //! (the [`Operator`] extractor); their OpenAPI descriptions follow the conventions of
 //! `handlers.rs`.
 
@@ -76,6 +76,42 @@ pub(super) async fn list_tenants(State(app): State<App>, _: Operator) -> Answer<
 
 fn tenant_id(id: &str) -> Result<TenantId, ApiError> {
     Ok(id.parse().map_err(AppError::from)?)
+}
+
+/// One tenant with its policy.
+#[utoipa::path(get, path = "/v1/admin/tenants/{id}", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    responses((status = 200, description = "The tenant.", body = crate::registry::Tenant)))]
+pub(super) async fn get_tenant(
+    State(app): State<App>,
+    _: Operator,
+    PathParam(id): PathParam<String>,
+) -> Answer<Json<crate::registry::Tenant>> {
+    Ok(Json(app.tenant(&tenant_id(&id)?).await?))
+}
+
+/// Replace the tenant's whole policy (fields left out take their defaults, as at
+/// creation).
+///
+/// Checked as at creation. The change is audited in the tenant's trail as
+/// `policy_changed` with the old and the new policy, and applies from the next call of
+/// every tool: limits are bounded by the new ceilings, grants admitted against the new
+/// folders and hosts.
+#[utoipa::path(put, path = "/v1/admin/tenants/{id}/policy", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    request_body = TenantPolicy,
+    responses(
+        (status = 200, description = "The tenant with its new policy.", body = crate::registry::Tenant),
+        (status = 422, description = "`invalid_tenant` (a zero rate or ceiling, a ceiling below its \
+least value, a relative folder), or the body's own `invalid_body`.", body = ErrorBody),
+    ))]
+pub(super) async fn set_policy(
+    State(app): State<App>,
+    _: Operator,
+    PathParam(id): PathParam<String>,
+    JsonBody(policy): JsonBody<TenantPolicy>,
+) -> Answer<Json<crate::registry::Tenant>> {
+    Ok(Json(app.set_policy(&tenant_id(&id)?, policy).await?))
 }
 
 /// Revoke the tenant's API key.

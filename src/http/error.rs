@@ -203,6 +203,7 @@ impl ApiError {
                     client(S::UNPROCESSABLE_ENTITY, "invalid_grants")
                 }
                 AppError::SecretsDisabled => client(S::CONFLICT, "secrets_disabled"),
+                AppError::AuditSigningDisabled => client(S::CONFLICT, "audit_signing_disabled"),
                 AppError::MissingSecret { .. } => client(S::CONFLICT, "missing_secret"),
                 AppError::SecretKeyMismatch { .. } | AppError::SecretCorrupt { .. } => {
                     client(S::CONFLICT, "secret_unreadable")
@@ -264,6 +265,7 @@ fn registry(e: &RegistryError) -> Wire {
         RegistryError::Open { .. }
         | RegistryError::TooNew { .. }
         | RegistryError::Corrupt { .. }
+        | RegistryError::Export(_)
         | RegistryError::Sqlite(_) => SERVER,
     }
 }

@@ -27,7 +27,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::error::{ErrorBody, ErrorDetail, ErrorDetails};
 use super::handlers as h;
-use super::{admin, review, secrets};
+use super::{admin, review, secrets, tenant};
 use crate::grants::Access;
 use crate::limits::Limits;
 use crate::schema::Format;
@@ -63,8 +63,13 @@ use crate::tenant::AllowedFolder;
         h::run_tool,
         h::run_batch,
         h::audit,
+        tenant::export_audit,
+        tenant::audit_pubkey,
+        tenant::own_tenant,
         admin::create_tenant,
         admin::list_tenants,
+        admin::get_tenant,
+        admin::set_policy,
         admin::revoke_key,
         admin::rotate_key,
         secrets::put_secret,
@@ -77,7 +82,8 @@ use crate::tenant::AllowedFolder;
         (name = "service", description = "Liveness, metrics and this document."),
         (name = "tools", description = "A tenant's tools and their versions."),
         (name = "runs", description = "Calling tools."),
-        (name = "audit", description = "A tenant's hash-chained audit trail."),
+        (name = "audit", description = "A tenant's hash-chained audit trail, and its signed export."),
+        (name = "tenant", description = "The caller's own tenant and policy."),
         (name = "secrets", description = "A tenant's secrets: set and deleted, never read back."),
         (name = "admin", description = "Tenants, with the operator key."),
     )

@@ -1,29 +1,29 @@
-//! The audit trail: one hash chain of events per tenant.
+//! The audit trail: one hash chain of events per tenant, stored beside what it records.
 //!
 //! Event `n` of a tenant stores the hash of event `n - 1` (event 1 stores
-//! [`GENESIS_HASH`]) and its own hash, the SHA-256 of
-//! `["warden.audit.v1", tenant, n, at_ms, prev_hash, event_json]` as compact JSON, with
-//! `event_json` hashed exactly as stored. The tenant row keeps the newest `n` and hash.
+//! [`GENESIS_HASH`]) and its own, [`event_hash`] (the formula lives in
+//! [`crate::audit::chain`], shared with the offline verifier), with the event's JSON
+//! hashed exactly as stored. The tenant row keeps the newest `n` and hash: the chain's
+//! head.
 //!
 //! [`Registry::verify_chain`] recomputes the chain, so an edited, inserted, reordered or
 //! deleted event, or a dropped newest one, shows as [`ChainCheck::Broken`]. What it cannot
 //! catch: someone with write access to the file who rewrites every later hash and the
-//! tenant row too. To catch that, copy [`ChainCheck::Intact`]'s `head` somewhere the
-//! database's writers cannot reach, and compare later.
+//! tenant row too. To catch that, export the trail ([`Registry::export_audit`]; its head
+//! is signed with a key the database does not hold) or copy [`ChainCheck::Intact`]'s
+//! `head` somewhere the database's writers cannot reach, and compare later.
 
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::{Kind, Page, Registry, RegistryError, ToolId, now_ms, page_size};
+pub use crate::audit::GENESIS_HASH;
+use crate::audit::event_hash;
 use crate::grants::Grants;
 use crate::limits::Fuel;
-use crate::manifest::{ToolName, VersionId};
+use crate::manifest::{Tag, ToolName, VersionId};
 use crate::outcome::{CallResult, RequestRecord, Status};
 use crate::tenant::{TenantId, TenantPolicy};
-
-/// The `prev_hash` of a tenant's first event: 64 zeros.
-pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// Something that happened to a tenant or its tools.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -33,6 +33,13 @@ pub enum AuditEvent {
     TenantCreated {
         /// Its name.
         name: String,
+        /// Its first key's first characters (absent in events recorded before keys
+        /// were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
+        /// Its first policy (absent in events recorded before policies were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<TenantPolicy>,
     },
     /// The tenant got a new API key (the old one, if any, stopped working).
     KeyRotated {
@@ -43,6 +50,9 @@ pub enum AuditEvent {
     KeyRevoked,
     /// The tenant's policy was replaced.
     PolicyChanged {
+        /// The policy it replaced (absent in events recorded before the old one was).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<TenantPolicy>,
         /// The new policy.
         policy: TenantPolicy,
     },
@@ -54,6 +64,10 @@ pub enum AuditEvent {
         name: ToolName,
         /// Its first version.
         version: VersionId,
+        /// Its first tags and description, when it has either (absent otherwise, and
+        /// in events recorded before labels were).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        labels: Option<ToolLabels>,
     },
     /// A tool's current version changed.
     ToolUpdated {
@@ -63,6 +77,16 @@ pub enum AuditEvent {
         from: VersionId,
         /// The version now current.
         to: VersionId,
+    },
+    /// A tool's tags or description changed (they are not part of its version, so an
+    /// update that changes only them makes no version; this records it).
+    ToolLabelsChanged {
+        /// The tool.
+        tool: ToolId,
+        /// The tags and description before.
+        from: ToolLabels,
+        /// The tags and description now.
+        to: ToolLabels,
     },
     /// A tool's grants differ from its previous version's; recorded beside
     /// `tool_created` (when it has grants) and `tool_updated`.
@@ -107,6 +131,11 @@ pub enum AuditEvent {
         tool: ToolId,
         /// The version that ran.
         version: VersionId,
+        /// The first characters of the tenant's API key when the call was admitted:
+        /// the key it was made with (a tenant has one key at a time). Absent for calls
+        /// made without a key and in events recorded before keys were.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
         /// How the call ended.
         status: Status,
         /// Fuel consumed.
@@ -122,11 +151,18 @@ pub enum AuditEvent {
 }
 
 impl AuditEvent {
-    /// The event that records a finished call.
-    pub fn run(tool: ToolId, version: VersionId, result: &CallResult) -> AuditEvent {
+    /// The event that records a finished call, made with the key whose hint is
+    /// `key_hint`.
+    pub fn run(
+        tool: ToolId,
+        version: VersionId,
+        key_hint: Option<String>,
+        result: &CallResult,
+    ) -> AuditEvent {
         AuditEvent::Run {
             tool,
             version,
+            key_hint,
             status: result.status,
             fuel_used: result.fuel_used,
             wall_time_us: u64::try_from(result.wall_time.as_micros()).unwrap_or(u64::MAX),
@@ -157,6 +193,7 @@ impl AuditEvent {
             AuditEvent::PolicyChanged { .. } => "policy_changed",
             AuditEvent::ToolCreated { .. } => "tool_created",
             AuditEvent::ToolUpdated { .. } => "tool_updated",
+            AuditEvent::ToolLabelsChanged { .. } => "tool_labels_changed",
             AuditEvent::GrantsChanged { .. } => "grants_changed",
             AuditEvent::ToolDeleted { .. } => "tool_deleted",
             AuditEvent::ToolEnabled { .. } => "tool_enabled",
@@ -173,6 +210,7 @@ impl AuditEvent {
             AuditEvent::ToolCreated { tool, .. }
             | AuditEvent::ToolUpdated { tool, .. }
             | AuditEvent::GrantsChanged { tool, .. }
+            | AuditEvent::ToolLabelsChanged { tool, .. }
             | AuditEvent::ToolDeleted { tool, .. }
             | AuditEvent::ToolEnabled { tool }
             | AuditEvent::ToolDisabled { tool }
@@ -185,6 +223,16 @@ impl AuditEvent {
             | AuditEvent::PolicyChanged { .. } => None,
         }
     }
+}
+
+/// A tool's labels: not part of its versions, recorded by
+/// [`AuditEvent::ToolLabelsChanged`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ToolLabels {
+    /// Its tags, sorted.
+    pub tags: Vec<Tag>,
+    /// Its description.
+    pub description: Option<String>,
 }
 
 /// One stored event with its place in the chain.
@@ -231,23 +279,15 @@ impl ChainCheck {
     }
 }
 
-fn chain_hash(tenant: &str, seq: u64, at_ms: i64, prev_hash: &str, event_json: &str) -> String {
-    let fields = ("warden.audit.v1", tenant, seq, at_ms, prev_hash, event_json);
-    let mut hasher = Sha256::new();
-    // A tuple of strings and integers always serializes.
-    match serde_json::to_vec(&fields) {
-        Ok(bytes) => hasher.update(&bytes),
-        Err(e) => hasher.update(e.to_string().as_bytes()),
-    }
-    hex::encode(hasher.finalize())
-}
-
-fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
+pub(super) fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
     u64::try_from(n).map_err(|_| RegistryError::corrupt(what, format!("negative number {n}")))
 }
 
 /// The newest sequence number and hash of `tenant`'s chain, kept on its row.
-fn head(tx: &Transaction<'_>, tenant: &TenantId) -> Result<(i64, String), RegistryError> {
+pub(super) fn head(
+    tx: &Transaction<'_>,
+    tenant: &TenantId,
+) -> Result<(i64, String), RegistryError> {
     tx.query_row(
         "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
         [tenant.as_str()],
@@ -271,7 +311,7 @@ pub(super) fn append(
     let at_ms = now_ms();
     let event_json =
         serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
-    let hash = chain_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
+    let hash = event_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
     let seq_sql = last + 1;
     tx.execute(
         "INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
@@ -302,19 +342,19 @@ pub(super) fn append(
 }
 
 /// A stored row, before its event is parsed.
-struct Row {
-    seq: i64,
-    at_ms: i64,
-    kind: String,
-    tool_id: Option<String>,
-    event: String,
-    prev_hash: String,
-    hash: String,
+pub(super) struct Row {
+    pub(super) seq: i64,
+    pub(super) at_ms: i64,
+    pub(super) kind: String,
+    pub(super) tool_id: Option<String>,
+    pub(super) event: String,
+    pub(super) prev_hash: String,
+    pub(super) hash: String,
 }
 
-const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
+pub(super) const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
 
-fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok(Row {
         seq: r.get(0)?,
         at_ms: r.get(1)?,
@@ -413,7 +453,7 @@ impl Registry {
                 if row.prev_hash != prev {
                     return Ok(broken(row.seq, "it does not follow the event before it"));
                 }
-                let hash = chain_hash(
+                let hash = event_hash(
                     tenant.as_str(),
                     to_u64(row.seq, "audit event")?,
                     row.at_ms,

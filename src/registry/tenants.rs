@@ -111,6 +111,8 @@ impl Registry {
                 &id,
                 &AuditEvent::TenantCreated {
                     name: name.to_owned(),
+                    key_hint: Some(key.hint()),
+                    policy: Some(policy.clone()),
                 },
             )?;
             Ok(())
@@ -217,29 +219,35 @@ impl Registry {
         Ok(self.tenant(id)?.policy)
     }
 
-    /// Replaces the tenant's policy. Tools already registered are not re-admitted: the
-    /// app admits grants and limits again before each call.
-    pub fn set_policy(&self, id: &TenantId, policy: &TenantPolicy) -> Result<(), RegistryError> {
+    /// Replaces the tenant's policy, checked as at creation, and returns the tenant
+    /// with it. A change is audited with the old and the new policy; setting the policy
+    /// it has changes nothing and records nothing. Tools already registered are not
+    /// re-admitted: the app admits grants and bounds limits by the current policy before
+    /// each call, so the next call of every version is under the new policy.
+    pub fn set_policy(
+        &self,
+        id: &TenantId,
+        policy: &TenantPolicy,
+    ) -> Result<Tenant, RegistryError> {
         policy.check()?;
         self.write(|tx| {
-            let changed = tx.execute(
+            let current = load(tx, id)?;
+            if current.policy == *policy {
+                return Ok(current);
+            }
+            tx.execute(
                 "UPDATE tenants SET policy = ?2 WHERE id = ?1",
                 params![id.as_str(), encode_policy(policy)?],
             )?;
-            if changed == 0 {
-                return Err(RegistryError::NotFound {
-                    kind: Kind::Tenant,
-                    id: id.to_string(),
-                });
-            }
             append(
                 tx,
                 id,
                 &AuditEvent::PolicyChanged {
+                    previous: Some(current.policy),
                     policy: policy.clone(),
                 },
             )?;
-            Ok(())
+            load(tx, id)
         })
     }
 }

@@ -8,7 +8,7 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
-use super::audit::{AuditEvent, append};
+use super::audit::{AuditEvent, ToolLabels, append};
 use super::{Kind, Page, Registry, RegistryError, ToolId, is_unique_violation, now_ms, page_size};
 use crate::manifest::{Manifest, Tag, ToolName, VersionId};
 use crate::tenant::TenantId;
@@ -298,6 +298,12 @@ impl Registry {
             })?;
             insert_version(tx, &id, &version, 1, manifest, now)?;
             replace_tags(tx, &id, &manifest.tags)?;
+            let mut tags = manifest.tags.clone();
+            tags.sort();
+            let labels = (!tags.is_empty() || manifest.description.is_some()).then(|| ToolLabels {
+                tags,
+                description: manifest.description.clone(),
+            });
             append(
                 tx,
                 tenant,
@@ -305,6 +311,7 @@ impl Registry {
                     tool: id.clone(),
                     name: manifest.name.clone(),
                     version: version.clone(),
+                    labels,
                 },
             )?;
             if manifest.grants != Default::default() {
@@ -317,8 +324,9 @@ impl Registry {
     }
 
     /// Makes `manifest` the tool's current version; see [`Update`] for the three
-    /// outcomes. Tags and description are replaced by the manifest's in every case. The
-    /// name must stay the same ([`RegistryError::Rename`]).
+    /// outcomes. Tags and description are replaced by the manifest's in every case (a
+    /// change of them is audited as [`AuditEvent::ToolLabelsChanged`], whether or not
+    /// the version changed). The name must stay the same ([`RegistryError::Rename`]).
     pub fn update(
         &self,
         tenant: &TenantId,
@@ -388,6 +396,20 @@ impl Registry {
                         AuditEvent::grants_changed(tool.clone(), version.clone(), &manifest.grants);
                     append(tx, tenant, &event)?;
                 }
+            }
+            if labels_changed {
+                let event = AuditEvent::ToolLabelsChanged {
+                    tool: tool.clone(),
+                    from: ToolLabels {
+                        tags: current.tags.clone(),
+                        description: current.description.clone(),
+                    },
+                    to: ToolLabels {
+                        tags,
+                        description: manifest.description.clone(),
+                    },
+                };
+                append(tx, tenant, &event)?;
             }
             Ok((load_tool(tx, tenant, tool)?, outcome))
         })

@@ -2,6 +2,7 @@
 //! server on loopback. Every service here has its own registry file and tool folder
 //! and shares the run's sandbox.
 
+mod audit;
 mod lifecycle;
 mod load;
 mod mcp;
@@ -72,6 +73,7 @@ impl Service {
             },
         );
         app.set_warm_start(warm_start);
+        app.set_audit_key(warden::audit::AuditKey::generate());
         let router = router(app.clone());
         Service {
             dir,

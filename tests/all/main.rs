@@ -11,6 +11,8 @@
     reason = "tests fail loudly"
 )]
 
+/// `warden audit` and `warden tenant policy`: exports checked offline, policies changed.
+mod audit;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
 /// A hostile guest: blocking calls, file ceilings, special files, forged answers.

@@ -190,6 +190,23 @@ fn new_labels_alone_keep_the_version() {
     assert_eq!(after.tags, vec!["math".parse().unwrap()]);
     assert_eq!(after.description.as_deref(), Some("doubles"));
     assert_eq!(reg.versions(&t, &tool.id).unwrap().len(), 1);
+    // No version changed, but the change of labels is audited, old and new.
+    assert_eq!(
+        kinds(&reg, &t),
+        ["tenant_created", "tool_created", "tool_labels_changed"]
+    );
+    let newest = reg.audit(&t, None, 1).unwrap().items.remove(0);
+    let AuditEvent::ToolLabelsChanged { tool: id, from, to } = newest.event else {
+        panic!("{:?}", newest.event);
+    };
+    assert_eq!(id, tool.id);
+    assert_eq!((from.tags, from.description), (vec![], None));
+    assert_eq!(to.tags, vec!["math".parse().unwrap()]);
+    assert_eq!(to.description.as_deref(), Some("doubles"));
+    // The same labels again record nothing.
+    reg.update(&t, &tool.id, &relabelled).unwrap();
+    assert_eq!(kinds(&reg, &t).len(), 3);
+    assert!(reg.verify_chain(&t).unwrap().is_intact());
 }
 
 #[test]
@@ -408,7 +425,12 @@ fn runs_are_audited_with_status_fuel_and_time() {
         peak_memory_bytes: 1 << 20,
         requests: Vec::new(),
     };
-    let event = AuditEvent::run(tool.id.clone(), tool.current_version.clone(), &result);
+    let event = AuditEvent::run(
+        tool.id.clone(),
+        tool.current_version.clone(),
+        Some("wdn_01234567".into()),
+        &result,
+    );
     let record = reg.append_audit(&t, &event).unwrap();
     assert_eq!(record.seq, 3);
     let newest = reg.audit(&t, None, 1).unwrap().items.remove(0);
@@ -595,9 +617,29 @@ fn tenants_list_and_keep_their_policy() {
         allowed_folders: vec!["/srv/data".into()],
         ..TenantPolicy::default()
     };
-    reg.set_policy(&a.id, &policy).unwrap();
+    let changed = reg.set_policy(&a.id, &policy).unwrap();
+    assert_eq!(changed.policy, policy);
     assert_eq!(reg.policy(&a.id).unwrap(), policy);
     assert_eq!(reg.policy(&b.id).unwrap(), TenantPolicy::default());
+    // Audited with the old and the new policy; the same policy again records nothing.
+    reg.set_policy(&a.id, &policy).unwrap();
+    let events = reg.audit(&a.id, None, 500).unwrap().items;
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        events[0].event,
+        AuditEvent::PolicyChanged {
+            previous: Some(TenantPolicy::default()),
+            policy: policy.clone(),
+        }
+    );
+    assert_eq!(
+        events[1].event,
+        AuditEvent::TenantCreated {
+            name: "a".into(),
+            key_hint: a.key_hint.clone(),
+            policy: Some(TenantPolicy::default()),
+        }
+    );
 
     let relative = TenantPolicy {
         allowed_folders: vec!["data".into()],
@@ -608,6 +650,20 @@ fn tenants_list_and_keep_their_policy() {
         Err(RegistryError::Tenant(TenantError::RelativeFolder(_)))
     ));
     assert!(reg.create_tenant("", &TenantPolicy::default()).is_err());
+    assert_eq!(reg.audit(&a.id, None, 500).unwrap().items.len(), 2);
+}
+
+#[test]
+fn events_recorded_before_their_new_fields_still_read_back() {
+    let old: AuditEvent =
+        serde_json::from_str(r#"{"kind":"tenant_created","name":"acme"}"#).unwrap();
+    assert_eq!(
+        serde_json::to_string(&old).unwrap(),
+        r#"{"kind":"tenant_created","name":"acme"}"#
+    );
+    let old = r#"{"kind":"policy_changed","policy":{"ceilings":{"fuel":1,"deadline_ms":10000,"memory_bytes":268435456,"stdout_bytes":1048576,"stderr_bytes":1048576,"return_char_limit":50000},"max_concurrent_calls":4,"calls_per_minute":120,"allowed_folders":[]}}"#;
+    let event: AuditEvent = serde_json::from_str(old).unwrap();
+    assert_eq!(serde_json::to_string(&event).unwrap(), old);
 }
 
 #[test]

@@ -518,6 +518,7 @@ impl Fixture {
             ("POST", "/v1/admin/tenants") => {
                 json!({"name": "acme", "policy": {"calls_per_minute": 10}})
             }
+            ("PUT", "/v1/admin/tenants/{id}/policy") => json!({"calls_per_minute": 10}),
             _ => json!({}),
         }
     }
