@@ -55,6 +55,9 @@ pub enum AppError {
         /// The tool.
         tool: ToolId,
     },
+    /// The caller cancelled the call (see [`App::run_until`](super::App::run_until)).
+    #[error("the call was cancelled by its caller")]
+    Cancelled,
     /// The tenant started its calls-per-minute allowance already.
     #[error("rate limit reached: retry in {} s", retry_after_secs(*.retry_after))]
     RateLimited {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::gate::Gate;
 use super::{App, AppError, PreparedTool, Refusal, tool_folder};
@@ -74,9 +75,24 @@ impl App {
         tool: &ToolId,
         arguments: Value,
     ) -> Result<RunOutput, AppError> {
+        self.run_until(tenant, tool, arguments, CancellationToken::new())
+            .await
+    }
+
+    /// [`App::run`], stopped when `cancel` fires: a call waiting for its permit never
+    /// starts, a running one has its guest stopped and is audited as `run_cancelled`;
+    /// either answers [`AppError::Cancelled`]. Without a cancellation a call runs to its
+    /// end (and is audited) even if the caller stops waiting.
+    pub async fn run_until(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> Result<RunOutput, AppError> {
         let admitted = self.admit(tenant, tool, arguments).await?;
         let app = self.clone();
-        tokio::spawn(async move { app.execute(admitted).await })
+        tokio::spawn(async move { app.execute(admitted, cancel).await })
             .await
             .map_err(|e| AppError::Task(e.to_string()))?
     }
@@ -259,23 +275,40 @@ impl App {
     }
 
     /// Waits for a permit, runs the call and audits it.
-    async fn execute(&self, a: Admitted) -> Result<RunOutput, AppError> {
-        let _permit = Arc::clone(&a.gate.running)
-            .acquire_owned()
-            .await
-            .map_err(|e| AppError::Task(e.to_string()))?;
-        let (warm, start) = a.prepared.warm_state();
-        let result = {
-            let _in_flight = self.inner.metrics.start(&a.tenant);
-            self.inner
-                .sandbox
-                .call_with(
-                    a.prepared.call(&a.arguments, &a.grants, &a.limits),
-                    warm,
-                    &a.outbound,
-                )
-                .await?
+    async fn execute(&self, a: Admitted, cancel: CancellationToken) -> Result<RunOutput, AppError> {
+        let permit = Arc::clone(&a.gate.running).acquire_owned();
+        let _permit = tokio::select! {
+            permit = permit => permit.map_err(|e| AppError::Task(e.to_string()))?,
+            () = cancel.cancelled() => return Err(AppError::Cancelled),
         };
+        let (warm, start) = a.prepared.warm_state();
+        let started = std::time::Instant::now();
+        let outcome = {
+            let _in_flight = self.inner.metrics.start(&a.tenant);
+            let call = self.inner.sandbox.call_with(
+                a.prepared.call(&a.arguments, &a.grants, &a.limits),
+                warm,
+                &a.outbound,
+            );
+            // Dropping the call's future drops its store: the guest stops there.
+            tokio::select! {
+                result = call => Some(result),
+                () = cancel.cancelled() => None,
+            }
+        };
+        let Some(result) = outcome else {
+            let event = AuditEvent::RunCancelled {
+                tool: a.tool,
+                version: a.version,
+                key_hint: a.key_hint,
+                wall_time_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            };
+            let tenant = a.tenant;
+            self.blocking(move |r| Ok(r.append_audit(&tenant, &event).map(|_| ())?))
+                .await?;
+            return Err(AppError::Cancelled);
+        };
+        let result = result?;
         self.inner.metrics.finished(&a.tenant, &result);
         let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
         let tenant = a.tenant.clone();

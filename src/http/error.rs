@@ -176,6 +176,8 @@ impl ApiError {
                 AppError::InvalidSchema { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_schema"),
                 AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
                 AppError::RateLimited { .. } => client(S::TOO_MANY_REQUESTS, "rate_limited"),
+                // Only a caller that can cancel (an MCP client) gets this.
+                AppError::Cancelled => client(S::SERVICE_UNAVAILABLE, "cancelled"),
                 AppError::BatchSize { .. } => client(S::UNPROCESSABLE_ENTITY, "batch_size"),
                 AppError::Registry(r) => registry(r),
                 AppError::Tenant(t) => tenant(t),

@@ -297,9 +297,18 @@ impl ToolSource for ServiceSource {
             .await
             .map_err(failed)?
             .ok_or_else(unknown)?;
+        // The handler drops this future when the client cancels: the guard then stops
+        // the run (its guest, and the audit records `run_cancelled`).
+        let cancel = CancellationToken::new();
+        let _stop_on_drop = cancel.clone().drop_guard();
         match self
             .app
-            .run(&caller.tenant, &tool.tool.id, Value::Object(arguments))
+            .run_until(
+                &caller.tenant,
+                &tool.tool.id,
+                Value::Object(arguments),
+                cancel,
+            )
             .await
         {
             Ok(run) => Ok(Ran {

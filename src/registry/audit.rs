@@ -148,6 +148,19 @@ pub enum AuditEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         requests: Vec<RequestRecord>,
     },
+    /// A call its client cancelled while it ran (an MCP client's
+    /// `notifications/cancelled`): the guest was stopped there.
+    RunCancelled {
+        /// The tool.
+        tool: ToolId,
+        /// The version that ran.
+        version: VersionId,
+        /// As in `run`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
+        /// How long it ran before it was stopped, in microseconds.
+        wall_time_us: u64,
+    },
 }
 
 impl AuditEvent {
@@ -199,6 +212,7 @@ impl AuditEvent {
             AuditEvent::ToolEnabled { .. } => "tool_enabled",
             AuditEvent::ToolDisabled { .. } => "tool_disabled",
             AuditEvent::Run { .. } => "run",
+            AuditEvent::RunCancelled { .. } => "run_cancelled",
             AuditEvent::SecretSet { .. } => "secret_set",
             AuditEvent::SecretDeleted { .. } => "secret_deleted",
         }
@@ -214,7 +228,8 @@ impl AuditEvent {
             | AuditEvent::ToolDeleted { tool, .. }
             | AuditEvent::ToolEnabled { tool }
             | AuditEvent::ToolDisabled { tool }
-            | AuditEvent::Run { tool, .. } => Some(tool),
+            | AuditEvent::Run { tool, .. }
+            | AuditEvent::RunCancelled { tool, .. } => Some(tool),
             AuditEvent::TenantCreated { .. }
             | AuditEvent::KeyRotated { .. }
             | AuditEvent::KeyRevoked

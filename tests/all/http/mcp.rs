@@ -454,3 +454,39 @@ async fn a_host_or_origin_not_allowed_is_refused() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_stops_its_guest_and_is_audited_as_cancelled() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let key = s.tenant(json!({"max_concurrent_calls": 1})).await;
+    let nap = "import time\ndef nap() -> str:\n    \"\"\"Sleep.\"\"\"\n    time.sleep(8)\n    return 'rested'\n";
+    s.register(&key, json!({"source": nap})).await;
+    s.register(&key, json!({"source": ADD})).await;
+    let (c, _) = connect(&format!("http://{addr}/mcp"), &key, modern()).await;
+    let call = try_call(&c, "nap", json!({}));
+    // Dropping the request's future sends notifications/cancelled.
+    if let Ok(ended) = tokio::time::timeout(Duration::from_secs(1), call).await {
+        panic!("nap() ended by itself: {ended:?}");
+    }
+    let mut kinds = Vec::new();
+    for _ in 0..100 {
+        kinds = audit_kinds(&s, &key).await;
+        if kinds.first().is_some_and(|k| k == "run_cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(kinds[0], "run_cancelled", "{kinds:?}");
+    assert!(!kinds.contains(&"run".to_owned()), "{kinds:?}");
+    // Its permit is free again: with a concurrency of one, the next call runs now.
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        try_call(&c, "add", json!({"a": 1, "b": 2})),
+    )
+    .await
+    .expect("the next call is not held behind the cancelled one")
+    .unwrap();
+    assert_eq!(r.structured_content, Some(json!({"result": 3})));
+    let _ = c.cancel().await;
+}
