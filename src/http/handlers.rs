@@ -28,7 +28,7 @@ use crate::schema::PipRequirement;
 
 type Answer<T> = Result<T, ApiError>;
 
-fn tool_id(id: &str) -> Result<ToolId, ApiError> {
+pub(super) fn tool_id(id: &str) -> Result<ToolId, ApiError> {
     Ok(id.parse().map_err(AppError::from)?)
 }
 

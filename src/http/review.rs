@@ -8,15 +8,10 @@ use utoipa::IntoParams;
 
 use super::error::ErrorBody;
 use super::extract::{PathParam, QueryParams};
-use super::handlers::ToolIdParam;
+use super::handlers::{ToolIdParam, tool_id};
 use super::{ApiError, Caller};
-use crate::app::{App, AppError};
+use crate::app::App;
 use crate::capabilities::{Capabilities, Diff};
-use crate::registry::ToolId;
-
-fn tool_id(id: &str) -> Result<ToolId, ApiError> {
-    Ok(id.parse().map_err(AppError::from)?)
-}
 
 /// The query of `GET /v1/tools/{id}/capabilities`.
 #[derive(Debug, Deserialize, IntoParams)]

@@ -825,31 +825,8 @@ fn the_cli_grants_hosts_and_secrets() {
 #[tokio::test]
 async fn serve_makes_a_secrets_key_on_first_start() {
     use std::io::BufRead;
-    crate::support::sandbox();
-    // A home of its own that reuses the run's runtime and compiled snapshot.
-    let dir = tempfile::tempdir().unwrap();
-    for part in ["runtime", "compiled"] {
-        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
-    }
-    let warden = |args: &[&str]| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
-        c.env("WARDEN_HOME", dir.path())
-            .env_remove("WARDEN_SECRET_KEY")
-            .args(args);
-        c
-    };
-    let out = warden(&["tenant", "create", "t", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let key = serde_json::from_slice::<Value>(&out.stdout).unwrap()["api_key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (dir, key) = own_home(&[]);
+    let warden = |args: &[&str]| warden_in(dir.path(), args);
     let mut child = warden(&["serve", "--listen", "127.0.0.1:0", "--cold"])
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -981,31 +958,9 @@ req = urllib.request.Request(url, data=os.environ['API_KEY'].encode(),\n        
 headers={'Authorization': 'Bearer ' + os.environ['API_KEY']}, method='POST')\n    \
 with urllib.request.urlopen(req, timeout=30) as r:\n        \
 return json.loads(r.read())\n";
-    crate::support::sandbox();
     let s = servers();
-    let dir = tempfile::tempdir().unwrap();
-    for part in ["runtime", "compiled"] {
-        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
-    }
-    let warden = |args: &[&str]| {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
-        c.env("WARDEN_HOME", dir.path())
-            .env_remove("WARDEN_SECRET_KEY")
-            .args(args);
-        c
-    };
-    let out = warden(&["tenant", "create", "t", "--allow-host", "*", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let key = serde_json::from_slice::<Value>(&out.stdout).unwrap()["api_key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (dir, key) = own_home(&["--allow-host", "*"]);
+    let warden = |args: &[&str]| warden_in(dir.path(), args);
     let log_path = dir.path().join("serve.log");
     let log = std::fs::File::create(&log_path).unwrap();
     let mut child = warden(&[
@@ -1074,4 +1029,39 @@ return json.loads(r.read())\n";
     assert!(log.lines().count() > 20, "trace logging is on: {log}");
     assert!(!log.contains(SECRET), "the secret is in the log");
     assert!(!log.contains(&key), "the tenant's key is in the log");
+}
+
+/// A Warden home of its own that reuses the run's runtime and compiled snapshot, with
+/// one tenant created by `warden tenant create t FLAGS`; the home and the tenant's key.
+fn own_home(flags: &[&str]) -> (tempfile::TempDir, String) {
+    crate::support::sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    let out = warden_in(
+        dir.path(),
+        &[&["tenant", "create", "t", "--json"], flags].concat(),
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = serde_json::from_slice::<Value>(&out.stdout).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (dir, key)
+}
+
+/// `warden ARGS` with `home` as its home and no secrets key in its environment.
+fn warden_in(home: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_warden"));
+    c.env("WARDEN_HOME", home)
+        .env_remove("WARDEN_SECRET_KEY")
+        .args(args);
+    c
 }
