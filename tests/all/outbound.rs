@@ -845,16 +845,7 @@ async fn serve_makes_a_secrets_key_on_first_start() {
     }
     let address = address.unwrap_or_else(|| panic!("no address in: {seen}"));
     assert!(seen.contains("secret.key"), "{seen}");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let put = reqwest::Client::new()
-        .put(format!("http://{address}/v1/secrets/API_KEY"))
-        .bearer_auth(&key)
-        .header("content-type", "application/json")
-        .body(json!({"value": SECRET}).to_string())
-        .send()
-        .await
-        .unwrap();
-    let status = put.status();
+    let status = put_secret(&reqwest_client(), &address, &key).await;
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(status.as_u16(), 201);
@@ -984,17 +975,8 @@ return json.loads(r.read())\n";
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let address = address.expect("the server starts");
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = reqwest::Client::new();
-    let put = client
-        .put(format!("http://{address}/v1/secrets/API_KEY"))
-        .bearer_auth(&key)
-        .header("content-type", "application/json")
-        .body(json!({"value": SECRET}).to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status().as_u16(), 201);
+    let client = reqwest_client();
+    assert_eq!(put_secret(&client, &address, &key).await.as_u16(), 201);
     let host = s.granted.to_string();
     let created: Value = client
         .post(format!("http://{address}/v1/tools"))
@@ -1064,4 +1046,23 @@ fn warden_in(home: &std::path::Path, args: &[&str]) -> std::process::Command {
         .env_remove("WARDEN_SECRET_KEY")
         .args(args);
     c
+}
+
+/// An HTTP client for a `warden serve` child (rustls needs a provider installed first).
+fn reqwest_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+/// Stores [`SECRET`] as the tenant's `API_KEY` on the server at `address`.
+async fn put_secret(client: &reqwest::Client, address: &str, key: &str) -> reqwest::StatusCode {
+    client
+        .put(format!("http://{address}/v1/secrets/API_KEY"))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(json!({"value": SECRET}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .status()
 }
