@@ -238,7 +238,8 @@ fn prepare(file: &str, source: &str) -> anyhow::Result<PreparedTool> {
 }
 
 /// Sequential Warden calls of `function` in `tool` after a warm-up; checks each result
-/// against `expected`. Returns the latencies and the fuel of the last call.
+/// against `expected`. Returns the latencies, the fuel of the last call and the page
+/// faults per call (the whole process's, so calls alone).
 fn warden_calls(
     rt: &tokio::runtime::Runtime,
     sandbox: &Sandbox,
@@ -247,7 +248,7 @@ fn warden_calls(
     expected: &Value,
     calls: usize,
     limits: &Limits,
-) -> anyhow::Result<(Stats, u64)> {
+) -> anyhow::Result<(Stats, u64, f64)> {
     let arguments = tool
         .check(arguments.clone())
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
@@ -260,6 +261,7 @@ fn warden_calls(
     }
     let mut samples = Vec::with_capacity(calls);
     let mut fuel = 0;
+    let usage = Usage::now();
     for _ in 0..calls {
         let t = Instant::now();
         let r = one()?;
@@ -270,7 +272,8 @@ fn warden_calls(
         );
         fuel = r.fuel_used.0;
     }
-    Ok((stats(samples), fuel))
+    let (_, faults) = usage.per_call(calls);
+    Ok((stats(samples), fuel, faults))
 }
 
 /// The host's real Python interpreter (not a version manager's shim script, which
@@ -346,19 +349,81 @@ fn python_calls(
     Ok((stats(samples), value))
 }
 
-/// CPU time this process has used so far (all threads).
+/// What this process has used so far (all threads): CPU time and minor page faults.
+#[derive(Clone, Copy)]
+struct Usage {
+    cpu: Duration,
+    faults: i64,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes a `rusage` into the pointer it is given.
+        #[expect(unsafe_code, reason = "libc call")]
+        let usage = unsafe {
+            libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+            usage.assume_init()
+        };
+        let time = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        Usage {
+            cpu: time(usage.ru_utime) + time(usage.ru_stime),
+            faults: usage.ru_minflt,
+        }
+    }
+
+    /// CPU time and faults per call since `self`, for `calls` calls.
+    fn per_call(self, calls: usize) -> (Duration, f64) {
+        let now = Usage::now();
+        let calls = calls.max(1);
+        (
+            (now.cpu - self.cpu) / calls as u32,
+            (now.faults - self.faults) as f64 / calls as f64,
+        )
+    }
+}
+
 fn cpu_time() -> Duration {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a `rusage` into the pointer it is given.
-    #[expect(unsafe_code, reason = "libc call")]
-    let usage = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
-        usage.assume_init()
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
+    Usage::now().cpu
+}
+
+/// Calls per second of `tasks` concurrent tasks calling `tool` (`calls` in all), with
+/// the CPU time and page faults per call.
+fn throughput(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Arc<Sandbox>,
+    tool: &Arc<PreparedTool>,
+    arguments: &serde_json::Map<String, Value>,
+    tasks: usize,
+    calls: usize,
+) -> anyhow::Result<(f64, Duration, f64)> {
+    let per_task = calls / tasks;
+    let (usage, started) = (Usage::now(), Instant::now());
+    rt.block_on(async {
+        let mut handles = Vec::new();
+        for _ in 0..tasks {
+            let (sandbox, tool, arguments) = (sandbox.clone(), tool.clone(), arguments.clone());
+            handles.push(tokio::spawn(async move {
+                let (grants, limits) = (Grants::default(), Limits::default());
+                for _ in 0..per_task {
+                    let r = sandbox
+                        .call_from(tool.call(&arguments, &grants, &limits), tool.warm_state().0)
+                        .await?;
+                    anyhow::ensure!(r.status == Status::Ok, "bad result: {r:?}");
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for h in handles {
+            h.await??;
+        }
+        anyhow::Ok(())
+    })?;
+    let rate = (per_task * tasks) as f64 / started.elapsed().as_secs_f64();
+    let (cpu, faults) = usage.per_call(per_task * tasks);
+    Ok((rate, cpu, faults))
 }
 
 /// A tool measured from Warden's snapshot (cold) and from its warm state.
@@ -371,8 +436,8 @@ struct Case {
 }
 
 struct Measured {
-    cold: (Stats, u64),
-    warm: (Stats, u64),
+    cold: (Stats, u64, f64),
+    warm: (Stats, u64, f64),
     prepare_wall: Duration,
     prepare_cpu: Duration,
     disk: u64,
@@ -481,11 +546,15 @@ fn main() -> anyhow::Result<()> {
         .or_else(|| dirs::cache_dir().map(|d| d.join("warden")))
         .ok_or_else(|| anyhow::anyhow!("set WARDEN_HOME"))?;
     let sandbox = Arc::new(Sandbox::open(&SandboxConfig::new(home.clone()))?);
+    // The headline: `add` as the service and `warden run` call it by default, a fresh
+    // instance of its warm state per call.
     let tool = Arc::new(prepare("add.py", TOOL)?);
+    tool.set_warmth(sandbox.warm_state(tool.folder(), None)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (warden, fuel) = warden_calls(
+    let usage = Usage::now();
+    let (warden, fuel, _) = warden_calls(
         &rt,
         &sandbox,
         &tool,
@@ -494,33 +563,16 @@ fn main() -> anyhow::Result<()> {
         WARDEN_CALLS,
         &Limits::default(),
     )?;
+    let (cpu_per_call, faults_per_call) = usage.per_call(WARDEN_CALLS + 50);
     let arguments = tool
         .check(json!({"a": 1, "b": 2}))
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
 
-    // Throughput with one concurrent task per core.
+    // Throughput with one task, then one concurrent task per core.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let started = Instant::now();
-    rt.block_on(async {
-        let mut tasks = Vec::new();
-        for _ in 0..workers {
-            let (sandbox, tool, arguments) = (sandbox.clone(), tool.clone(), arguments.clone());
-            tasks.push(tokio::spawn(async move {
-                let (grants, limits) = (Grants::default(), Limits::default());
-                for _ in 0..WARDEN_CALLS / workers {
-                    sandbox
-                        .call(tool.call(&arguments, &grants, &limits))
-                        .await?;
-                }
-                anyhow::Ok(())
-            }));
-        }
-        for t in tasks {
-            t.await??;
-        }
-        anyhow::Ok(())
-    })?;
-    let parallel_rate = (WARDEN_CALLS / workers * workers) as f64 / started.elapsed().as_secs_f64();
+    let one_task = throughput(&rt, &sandbox, &tool, &arguments, 1, WARDEN_CALLS)?;
+    let all_tasks = throughput(&rt, &sandbox, &tool, &arguments, workers, WARDEN_CALLS)?;
+    let parallel_rate = all_tasks.0;
 
     // The subprocess peer.
     let dir = tempfile::tempdir()?;
@@ -542,7 +594,7 @@ fn main() -> anyhow::Result<()> {
     let (csv_peer, csv_value) =
         python_calls(&python, &csv, "csv_summary", &csv_arguments, PYTHON_CALLS)?;
     let csv_tool = prepare("csv_summary.py", &std::fs::read_to_string(&csv)?)?;
-    let (csv_warden, csv_fuel) = warden_calls(
+    let (csv_warden, csv_fuel, _) = warden_calls(
         &rt,
         &sandbox,
         &csv_tool,
@@ -627,7 +679,7 @@ fn main() -> anyhow::Result<()> {
     println!();
     println!("| path | p50 | p99 | mean | calls/s (1 task) |");
     println!("|---|---|---|---|---|");
-    row("Warden, fresh instance per call", &warden);
+    row("Warden, fresh instance of the warm state per call", &warden);
     row("native `python -I -S` process per call", &peer);
     row(
         "Warden service, HTTP round trip (loopback, keep-alive)",
@@ -650,9 +702,9 @@ fn main() -> anyhow::Result<()> {
     );
     println!();
     println!(
-        "| tool | cold p50 | warm p50 | warm p99 | fuel per call, cold → warm | preparing: wall, CPU, disk | python p50 | python / warm |"
+        "| tool | cold p50 | warm p50 | warm p99 | fuel per call, cold → warm | page faults per call, cold → warm | preparing: wall, CPU, disk | python p50 | python / warm |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (label, m) in &measured {
         let (python_p50, ratio) = match &m.python {
             Ok(p) => (
@@ -662,12 +714,14 @@ fn main() -> anyhow::Result<()> {
             Err(why) => (format!("n/a ({why})"), "n/a".to_owned()),
         };
         println!(
-            "| {label} | {} | {} | {} | {} → {} | {:.2} s, {:.2} s, {:.1} MB | {python_p50} | {ratio} |",
+            "| {label} | {} | {} | {} | {} → {} | {:.0} → {:.0} | {:.2} s, {:.2} s, {:.1} MB | {python_p50} | {ratio} |",
             ms(m.cold.0.p50),
             ms(m.warm.0.p50),
             ms(m.warm.0.p99),
             m.cold.1,
             m.warm.1,
+            m.cold.2,
+            m.warm.2,
             m.prepare_wall.as_secs_f64(),
             m.prepare_cpu.as_secs_f64(),
             m.disk as f64 / 1e6,
@@ -677,7 +731,20 @@ fn main() -> anyhow::Result<()> {
         println!("`letta_pydantic` skipped: {e:#}");
     }
     println!();
-    println!("Warden with {workers} concurrent tasks: {parallel_rate:.0} calls/s");
+    println!(
+        "Warden throughput (`add`, warm state): 1 task {:.0} calls/s ({:.0} µs CPU, {:.1} \
+         faults per call); {workers} tasks {:.0} calls/s ({:.0} µs CPU, {:.1} faults per call), \
+         {:.2}x; sequential: {:.0} µs CPU, {:.1} faults per call",
+        one_task.0,
+        one_task.1.as_secs_f64() * 1e6,
+        one_task.2,
+        all_tasks.0,
+        all_tasks.1.as_secs_f64() * 1e6,
+        all_tasks.2,
+        all_tasks.0 / one_task.0,
+        cpu_per_call.as_secs_f64() * 1e6,
+        faults_per_call,
+    );
     println!(
         "p50 ratio, subprocess / Warden: {:.1}x (add), {:.1}x (csv_summary); fuel per Warden \
          call: {fuel} (add), {csv_fuel} (csv_summary)",
@@ -704,6 +771,8 @@ fn main() -> anyhow::Result<()> {
                 "warm_p99_us": us(m.warm.0.p99),
                 "cold_fuel": m.cold.1,
                 "warm_fuel": m.warm.1,
+                "cold_faults_per_call": m.cold.2,
+                "warm_faults_per_call": m.warm.2,
                 "prepare_cpu_ms": u64::try_from(m.prepare_cpu.as_millis()).unwrap_or(u64::MAX),
                 "state_bytes": m.disk,
                 "python_p50_us": m.python.as_ref().ok().map(|p| us(p.p50)),
@@ -715,8 +784,13 @@ fn main() -> anyhow::Result<()> {
         "fresh_p50_us": us(warden.p50),
         "fresh_p99_us": us(warden.p99),
         "fresh_fuel": fuel,
-        "calls_per_s_1": 1.0 / warden.mean.as_secs_f64(),
+        "fresh_cpu_us": us(cpu_per_call),
+        "fresh_faults_per_call": faults_per_call,
+        "calls_per_s_1": one_task.0,
         "calls_per_s_2": parallel_rate,
+        "scaling_2": parallel_rate / one_task.0,
+        "faults_per_call_2": all_tasks.2,
+        "cpu_us_per_call_2": us(all_tasks.1),
         "concurrent_tasks": workers,
         "subprocess_p50_us": us(peer.p50),
         "python_binary": python.binary.display().to_string(),

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Re-creates vendor/wasmtime: the pristine wasmtime crate of VERSION (default: the
-# pinned one) with Warden's patch applied. Use it to check the vendored tree, or to move
+# pinned one) with Warden's two patches applied. Use it to check the vendored tree, or to move
 # to a newer wasmtime (then pin the same version in Cargo.toml, fix any rejected hunk by
 # hand, and regenerate the patch as vendor/README.md says).
 set -eu
@@ -23,5 +23,7 @@ TOML
 src=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"wasmtime-$VERSION" | head -n 1)
 rm -rf "$here/wasmtime"
 cp -r "$src" "$here/wasmtime"
-patch --quiet -d "$here/wasmtime" -p1 < "$here/wasmtime-initial-state.patch"
-echo "vendor/wasmtime is wasmtime $VERSION with Warden's patch"
+for p in "$here"/wasmtime-initial-state.patch "$here"/wasmtime-slot-reset.patch; do
+    patch --quiet -d "$here/wasmtime" -p1 < "$p"
+done
+echo "vendor/wasmtime is wasmtime $VERSION with Warden's patches"

@@ -33,6 +33,8 @@ mod registry;
 mod sandbox;
 /// Schema derivation: fixture corpus, exports, health, argument checks, properties.
 mod schema;
+/// Warden's wasmtime patch: a reused pool slot reset in place, every dirty page.
+mod slot_reset;
 /// The shared sandbox of this run and helpers to call fixture tools.
 mod support;
 /// Tenants, keys and policy admission.

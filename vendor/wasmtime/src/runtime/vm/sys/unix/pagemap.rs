@@ -204,17 +204,17 @@ impl PageMap {
 ///   to be less than `max_pages`. This means that if a scan reaches the
 ///   `keep_resident` limit before reaching the end then the ioctl will bail out
 ///   early. That means that the wasm module's working set of memory was larger
-///   than `keep_resident` and then the rest of it will be `decommit`'d away.
+///   than `keep_resident`: then the whole region is `decommit`'d (Warden's
+///   patch), so that the slot does not keep `keep_resident` bytes resident and
+///   copy them on every later reset.
 ///
 /// * The scan's returned set of regions exceeds the capacity passed into the
 ///   ioctl. The `pm_scan_arg` of the ioctl takes a `vec` and `vec_len` which is
 ///   a region of memory to store a list of `page_region` structures. Below this
 ///   is always `MAX_REGIONS`. If there are more than this number of disjoint
-///   regions of memory that need to be reported then the ioctl will also return
-///   early without reaching the end of memory. Note that this means that all
-///   further memory will be `decommit`'d with reported regions still going to
-///   `reset_manually`. This is arguably something we should detect and improve
-///   in Wasmtime, but for now `MAX_REGIONS` is hardcoded.
+///   regions of memory then the ioctl returns early without reaching the end
+///   of memory, and the scan is resumed from there (Warden's patch; stock
+///   wasmtime decommits everything after it).
 ///
 /// In the end this ends up being a "more clever" version of this function than
 /// the one in the `pagemap_disabled` module. By using `PAGEMAP_SCAN` we can
@@ -276,74 +276,106 @@ pub unsafe fn reset_with_pagemap(
         },
     };
 
-    // For now use a fixed set of regions on the stack, but in the future this
-    // may want to use a dynamically allocated vector for more regions for
-    // example.
+    // The kernel fills at most `MAX_REGIONS` regions per scan; a guest's heap
+    // dirties far more disjoint runs than that, so the scan is resumed from
+    // `walk_end` until it reaches the end of memory or the `keep_resident`
+    // page budget is spent. (Stock wasmtime stops at the first full buffer and
+    // decommits everything after it, so most of a large heap faults back in
+    // on the next instantiation; upstream PR #14357 makes the same change.)
     const MAX_REGIONS: usize = 32;
     let mut storage = [MaybeUninit::uninit(); MAX_REGIONS];
-
-    let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(ptr, len.byte_count()))
-        .max_pages(keep_resident.byte_count() / host_page_size)
+    let budget = keep_resident.byte_count() / host_page_size;
+    let end = ptr.addr() + len.byte_count();
+    let mut dirty: Vec<(*mut u8, usize)> = Vec::new();
+    let mut pages = 0;
+    let mut start = ptr;
+    let complete = loop {
+        let scan_arg = PageMapScanBuilder::new(ptr::slice_from_raw_parts(
+            start,
+            end - start.addr(),
+        ))
+        .max_pages(budget - pages)
         // We specifically want pages that are NOT backed by the zero page or
         // backed by files. Such pages mean that they haven't changed from their
         // original contents, so they're inverted.
         .category_inverted(Categories::PFNZERO | Categories::FILE)
-        // Search for pages that are written and present as those are the dirty
-        // pages. Additionally search for the zero page/file page as those are
+        // Search for pages that are written, as those are the dirty pages.
+        // Additionally search for the zero page/file page as those are
         // inverted above meaning we're searching for pages that specifically
         // don't have those flags.
-        .category_mask(
-            Categories::WRITTEN | Categories::PRESENT | Categories::PFNZERO | Categories::FILE,
-        )
+        .category_mask(Categories::WRITTEN | Categories::PFNZERO | Categories::FILE)
+        // A dirty page may be present or swapped out: a swapped-out page is
+        // still the previous instance's data and must be reset too (stock
+        // wasmtime requires PRESENT and so leaves it for the next instance).
+        .category_anyof_mask(Categories::PRESENT | Categories::SWAPPED)
         // Don't return any categories back. This helps group regions together
         // since the reported set of categories is always empty and we otherwise
         // aren't looking for anything in particular.
         .return_mask(Categories::empty())
         .build(&mut storage);
 
-    // SAFETY: this should be a safe ioctl as we control the fd we're operating
-    // on plus all of `scan_arg`, but this relies on `Ioctl` below being the
-    // correct implementation and such.
-    let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
-        Ok(result) => result,
+        // SAFETY: this should be a safe ioctl as we control the fd we're
+        // operating on plus all of `scan_arg`, but this relies on `Ioctl`
+        // below being the correct implementation and such.
+        let result = match unsafe { ioctl(&pagemap.0, scan_arg) } {
+            Ok(result) => result,
 
-        // If the ioctl fails for whatever reason, we at least tried, so fall
-        // back to the default behavior.
-        //
-        // SAFETY: the safety requirement of
-        // `pagemap_disabled::reset_with_pagemap` is the same as this function.
-        Err(err) => unsafe {
-            log::warn!("failed pagemap scan {err}");
-            return crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
-                None,
-                ptr,
-                len,
-                keep_resident,
-                reset_manually,
-                decommit,
-            );
-        },
+            // If the ioctl fails for whatever reason, we at least tried, so
+            // fall back to the default behavior. Nothing was reset yet.
+            //
+            // SAFETY: the safety requirement of
+            // `pagemap_disabled::reset_with_pagemap` is the same as this
+            // function.
+            Err(err) => unsafe {
+                log::warn!("failed pagemap scan {err}");
+                return crate::runtime::vm::pagemap_disabled::reset_with_pagemap(
+                    None,
+                    ptr,
+                    len,
+                    keep_resident,
+                    reset_manually,
+                    decommit,
+                );
+            },
+        };
+        for region in result.regions() {
+            let region = region.region();
+            dirty.push((region.cast::<u8>().cast_mut(), region.len()));
+            pages += region.len() / host_page_size;
+        }
+        let walk_end = result.walk_end().cast_mut();
+        if walk_end.addr() >= end {
+            break true;
+        }
+        // The budget is spent, or the kernel made no progress (never seen;
+        // treated like a spent budget).
+        if pages >= budget || walk_end.addr() <= start.addr() {
+            break false;
+        }
+        start = walk_end;
     };
 
-    // For all regions that were written in the scan reset them manually, then
-    // afterwards decommit everything else.
+    // A call that dirtied more than `keep_resident` (a heavy call) leaves the
+    // slot as it found it, all decommitted: resetting its first
+    // `keep_resident` bytes by copy would keep them resident and make every
+    // later reset of this slot copy them again, though later calls may be
+    // light. The heavy call pays its faults once; light calls keep paying
+    // only for what they dirty.
+    if !complete {
+        decommit(ptr, len.byte_count());
+        return 0;
+    }
+
+    // Every dirty page was found: reset them in place, decommit nothing.
     let mut bytes_resident = 0;
-    for region in result.regions() {
+    for (start, len) in dirty {
         // SAFETY: we're relying on Linux to pass in valid region ranges within
         // the `ptr/len` we specified to the original syscall.
         unsafe {
-            reset_manually(&mut *region.region().cast_mut());
+            reset_manually(std::slice::from_raw_parts_mut(start, len));
         }
-        bytes_resident += region.len();
+        bytes_resident += len;
     }
-
-    // Report everything after `walk_end` to the end of memory as memory that
-    // must be decommitted as the scan didn't reach it. Note that if `walk_end`
-    // is already at the end of memory then the byte size of the decommitted
-    // memory here will be 0 meaning that this is a noop.
-    let scan_size = result.walk_end().addr() - ptr.addr();
-    decommit(result.walk_end().cast_mut(), len.byte_count() - scan_size);
-
     bytes_resident
 }
 
@@ -465,7 +497,6 @@ mod ioctl {
         ///
         /// For more detail see the `pagemap_scan_is_interesting_page` function
         /// in the Linux kernel source.
-        #[expect(dead_code, reason = "bindings for the future if we need them")]
         pub fn category_anyof_mask(&mut self, flags: Categories) -> &mut PageMapScanBuilder {
             self.pm_scan_arg.category_anyof_mask = flags;
             self
