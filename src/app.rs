@@ -39,6 +39,7 @@ pub mod bytecode;
 mod changes;
 mod error;
 mod gate;
+mod journal;
 mod listing;
 mod metrics;
 mod prepare;
@@ -122,6 +123,8 @@ struct Inner {
     changes: changes::ToolChanges,
     /// The key audit exports are signed with; see [`App::set_audit_key`].
     audit_key: std::sync::OnceLock<crate::audit::AuditKey>,
+    /// Runs' audit events, committed in groups ([`journal`]).
+    journal: journal::Journal,
 }
 
 impl std::fmt::Debug for App {
@@ -156,6 +159,7 @@ impl App {
     pub fn new(registry: Arc<Registry>, sandbox: Arc<Sandbox>, config: AppConfig) -> App {
         App {
             inner: Arc::new(Inner {
+                journal: journal::Journal::new(Arc::clone(&registry)),
                 registry,
                 sandbox,
                 tools_dir: config.tools_dir,

@@ -303,17 +303,13 @@ impl App {
                 key_hint: a.key_hint,
                 wall_time_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             };
-            let tenant = a.tenant;
-            self.blocking(move |r| Ok(r.append_audit(&tenant, &event).map(|_| ())?))
-                .await?;
+            self.inner.journal.append(a.tenant, event).await?;
             return Err(AppError::Cancelled);
         };
         let result = result?;
         self.inner.metrics.finished(&a.tenant, &result);
         let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
-        let tenant = a.tenant.clone();
-        self.blocking(move |r| Ok(r.append_audit(&tenant, &event).map(|_| ())?))
-            .await?;
+        self.inner.journal.append(a.tenant.clone(), event).await?;
         Ok(RunOutput {
             tool: a.tool,
             version: a.version,

@@ -303,16 +303,13 @@ pub(super) fn head(
     tx: &Transaction<'_>,
     tenant: &TenantId,
 ) -> Result<(i64, String), RegistryError> {
-    tx.query_row(
-        "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
-        [tenant.as_str()],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .optional()?
-    .ok_or_else(|| RegistryError::NotFound {
-        kind: Kind::Tenant,
-        id: tenant.to_string(),
-    })
+    tx.prepare_cached("SELECT audit_seq, audit_head FROM tenants WHERE id = ?1")?
+        .query_row([tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .ok_or_else(|| RegistryError::NotFound {
+            kind: Kind::Tenant,
+            id: tenant.to_string(),
+        })
 }
 
 /// Appends `event` to `tenant`'s chain inside `tx`.
@@ -328,24 +325,22 @@ pub(super) fn append(
         serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
     let hash = event_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
     let seq_sql = last + 1;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            tenant.as_str(),
-            seq_sql,
-            at_ms,
-            event.kind(),
-            event.tool().map(ToolId::as_str),
-            event_json,
-            prev_hash,
-            hash
-        ],
-    )?;
-    tx.execute(
-        "UPDATE tenants SET audit_seq = ?2, audit_head = ?3 WHERE id = ?1",
-        params![tenant.as_str(), seq_sql, hash],
-    )?;
+    )?
+    .execute(params![
+        tenant.as_str(),
+        seq_sql,
+        at_ms,
+        event.kind(),
+        event.tool().map(ToolId::as_str),
+        event_json,
+        prev_hash,
+        hash
+    ])?;
+    tx.prepare_cached("UPDATE tenants SET audit_seq = ?2, audit_head = ?3 WHERE id = ?1")?
+        .execute(params![tenant.as_str(), seq_sql, hash])?;
     Ok(AuditRecord {
         tenant: tenant.clone(),
         seq,
@@ -407,6 +402,20 @@ impl Registry {
         event: &AuditEvent,
     ) -> Result<AuditRecord, RegistryError> {
         self.write(|tx| append(tx, tenant, event))
+    }
+
+    /// Appends every event, in order, in one transaction: one commit (one `fsync`) for
+    /// all of them. Either all are stored or none is.
+    pub fn append_audit_batch(
+        &self,
+        events: &[(TenantId, AuditEvent)],
+    ) -> Result<Vec<AuditRecord>, RegistryError> {
+        self.write(|tx| {
+            events
+                .iter()
+                .map(|(tenant, event)| append(tx, tenant, event))
+                .collect()
+        })
     }
 
     /// `tenant`'s events, newest first: up to `limit` (0 means
