@@ -16,7 +16,11 @@ pub const TICK: Duration = Duration::from_millis(2);
 
 /// Bytes of a pool slot's dirty memory, table and stack reset in place rather than
 /// unmapped when the slot is reused (see [`engine`]). A call of a small tool dirties a
-/// few hundred pages of the snapshot.
+/// few hundred pages of the snapshot, a warm pandas call a few MiB: with the vendored
+/// slot-reset patch (vendor/README.md) every one of them is reset by copying and none
+/// faults on the next call. A call that dirtied more than this leaves its slot
+/// decommitted instead, so that copying is bounded by this size per reset and one heavy
+/// call does not make every later reset of its slot copy that much again.
 struct KeepResident {
     memory: usize,
     table: usize,
