@@ -31,6 +31,7 @@ mod engine;
 mod guest;
 mod pipe;
 pub mod protocol;
+pub mod share;
 pub mod snapshot;
 mod state_exports;
 pub mod syscalls;
