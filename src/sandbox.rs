@@ -21,6 +21,13 @@
 //! tasks) and is stopped once its deadline has passed. A host timer covers a guest
 //! blocked in a host call (`time.sleep`), which epochs cannot interrupt.
 //!
+//! CPU is shared by [`share`]: a guest runs wasm only while it holds one of the
+//! sandbox's [`SandboxConfig::cores`] run tokens, taken after its pool slot and before
+//! instantiation, given back at each tick while other calls wait for one and while it
+//! waits in a host call (a sleep, an outbound request). Waiting calls are served
+//! round-robin across their [`ShareKey`]s (tenants), so tenants share the cores, not
+//! calls. A call's wait for a core counts in its wall time and its deadline.
+//!
 //! This module never sees schemas, the registry or HTTP.
 
 pub mod artifacts;
@@ -31,6 +38,7 @@ mod engine;
 mod guest;
 mod pipe;
 pub mod protocol;
+pub mod share;
 pub mod snapshot;
 mod state_exports;
 pub mod syscalls;
@@ -39,6 +47,7 @@ mod warm;
 pub mod wasi;
 
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
@@ -54,6 +63,8 @@ use engine::{Ticker, engine};
 use guest::{Exports, Failure, Guest, new_store, run_call, trap_kind};
 use pipe::CappedPipe;
 use protocol::Request;
+use share::{Cores, Seat};
+pub use share::{ShareKey, host_cores};
 pub use tool::ToolFolder;
 use tool::sweep_orphaned_tool_folders;
 use warm::{Base, WarmStates};
@@ -87,6 +98,10 @@ pub struct SandboxConfig {
     /// Highest memory cap any call may ask for (sizes the pool's slots). Default: 4 GiB,
     /// the most a 32-bit guest can address.
     pub max_memory: ByteSize,
+    /// Most guests running WebAssembly at once, shared fairly between calls' share keys
+    /// ([`share`]); further calls wait for a core (within their deadline). Default: the
+    /// host's available parallelism ([`host_cores`]).
+    pub cores: NonZeroUsize,
     /// Whether fetching and compiling show progress.
     pub progress: Progress,
 }
@@ -98,6 +113,7 @@ impl SandboxConfig {
             home,
             max_instances: DEFAULT_MAX_INSTANCES,
             max_memory: ByteSize::gib(4),
+            cores: host_cores(),
             progress: Progress::Show,
         }
     }
@@ -187,15 +203,18 @@ pub struct Call<'a> {
     pub packages: Option<&'a Path>,
 }
 
-/// What the host holds for a call's outbound requests and never gives the guest: the
-/// values of the secrets its grants name, and whether private networks may be reached
-/// (an operator's setting, never a tool's).
+/// What the host holds for a call and never gives the guest: for its outbound
+/// requests, the values of the secrets its grants name and whether private networks may
+/// be reached (an operator's setting, never a tool's); and whose share of the cores it
+/// runs on.
 #[derive(Debug, Clone, Default)]
 pub struct Outbound {
     /// Secret values by name; each secret the call's grants name must be here.
     pub secrets: BTreeMap<String, SecretValue>,
     /// Whether requests may reach loopback, private and link-local addresses.
     pub private_network: PrivateNetwork,
+    /// Whose share of the cores the call runs on: its tenant's. Default: the host's own.
+    pub share: ShareKey,
 }
 
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
@@ -210,6 +229,7 @@ pub struct Sandbox {
     clients: Arc<Clients>,
     max_memory: ByteSize,
     slots: tokio::sync::Semaphore,
+    cores: Cores,
     _ticker: Ticker,
 }
 
@@ -248,6 +268,7 @@ impl Sandbox {
             clients: Arc::new(Clients::default()),
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
+            cores: Cores::new(config.cores),
             _ticker: ticker,
         };
         if let Some(pending) = pending {
@@ -312,6 +333,11 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     /// The runtime files in use.
     pub fn runtime(&self) -> &RuntimeFiles {
         &self.files
+    }
+
+    /// The cores calls share: how many, how many are busy and how many calls wait.
+    pub fn cores(&self) -> &Cores {
+        &self.cores
     }
 
     /// The tool's warm state ([`warm`]): loaded, read from Warden's home, or prepared
@@ -434,12 +460,14 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             Arc::clone(&self.clients),
             deadline,
         ));
+        let seat = Arc::new(Seat::new(&self.cores, outbound.share.clone()));
         let mut store = new_store(
             &self.engine,
             ctx,
             limits,
             deadline,
             Some(Arc::clone(&exchange)),
+            Some(Arc::clone(&seat)),
         )?;
 
         let (pre, exports) = match warm {
@@ -448,6 +476,9 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         };
         let run = tokio::time::timeout_at(deadline.into(), run_call(pre, exports, &mut store));
         let ran = run.await;
+        // The guest has stopped (returned, trapped, or dropped with its future): its
+        // core goes to the next call at once.
+        seat.release();
         let wall_time = started.elapsed();
         let fuel_left = store.get_fuel().unwrap_or(0);
         let memory = &store.data().memory;

@@ -16,7 +16,7 @@ use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
 use crate::outcome::{CallResult, Start};
 use crate::registry::{AuditEvent, ToolId};
-use crate::sandbox::Outbound;
+use crate::sandbox::{Outbound, ShareKey};
 use crate::tenant::TenantId;
 
 /// Most calls one batch may hold: 100.
@@ -163,6 +163,8 @@ impl App {
         let outbound = Outbound {
             secrets: self.secret_values(tenant, &manifest.grants).await?,
             private_network: self.private_network(),
+            // Tenants share the cores, not calls.
+            share: ShareKey::new(tenant.as_str()),
         };
         // Last: a call refused above (disabled tool, bad arguments) spends no token.
         let gate = self.inner.gates.get(tenant, &policy);

@@ -207,6 +207,7 @@ impl GrantArgs {
         Ok(Outbound {
             secrets: secret_values(grants)?,
             private_network: self.private_network(),
+            ..Outbound::default()
         })
     }
 

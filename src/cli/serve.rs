@@ -2,6 +2,7 @@
 //! `$WARDEN_HOME/warden.db` and tool files under `$WARDEN_HOME/tools`.
 
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -55,6 +56,11 @@ pub struct ServeArgs {
     /// Most sandbox instances alive at once, over all tenants.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
+    /// Most calls running WebAssembly at once, over all tenants. Tenants with calls
+    /// waiting are served in turn, so each gets an equal share of these cores however
+    /// many calls it has in flight. Default: the machine's available parallelism.
+    #[arg(long, value_name = "N")]
+    pub cores: Option<NonZeroUsize>,
     /// Run every call from Warden's snapshot: do not prepare tool versions' warm states
     /// (by default each version's imports are done once, in the background, at
     /// registration or first call; see the README's "Warm start").
@@ -167,6 +173,9 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     let registry = Arc::new(open_registry(&db)?);
     let mut sandbox_config = config.clone();
     sandbox_config.max_instances = args.max_instances;
+    if let Some(cores) = args.cores {
+        sandbox_config.cores = cores;
+    }
     let sandbox = Arc::new(Sandbox::open(&sandbox_config)?);
     let packages = args.pip.store(config, &sandbox)?;
     let app = App::new(

@@ -254,6 +254,7 @@ impl Loader<'_> {
                 let outbound = Outbound {
                     secrets: secret_values(&grants)?,
                     private_network: self.defaults.outbound.private_network,
+                    ..Outbound::default()
                 };
                 (grants, outbound)
             }

@@ -6,13 +6,15 @@
 //!
 //! The only frames served are outbound HTTP requests ([`crate::outbound`]). Everything
 //! that comes through the door is the tool's own, untrusted: bounds are checked before
-//! memory is read, and a frame longer than the call could use is answered unread.
+//! memory is read, and a frame longer than the call could use is answered unread. While
+//! the request is under way the guest holds no core ([`super::share`]).
 
 use std::sync::Arc;
 
 use wasmtime::{Caller, Extern, Linker};
 
 use super::guest::Guest;
+use super::share;
 use crate::outbound::Exchange;
 
 const ANSWERED: i32 = 0;
@@ -70,7 +72,9 @@ async fn call(
         exchange.oversized(len as u64)
     } else {
         let frame = memory.data(&*caller)[ptr..ptr + len].to_vec();
-        exchange.answer(&frame).await
+        // The request waits on the network: the guest waits without its core.
+        let seat = caller.data().seat.clone();
+        share::without_core(seat.as_deref(), exchange.answer(&frame)).await
     };
     let Ok(answer_len) = i32::try_from(answer.len()) else {
         return Ok(FAULT);

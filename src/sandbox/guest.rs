@@ -13,6 +13,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::ending::TrapKind;
 use super::protocol::CALL;
+use super::share::Seat;
 use super::{SandboxError, syscalls, to_usize};
 use crate::limits::Limits;
 use crate::outbound::Exchange;
@@ -25,11 +26,18 @@ pub(super) struct Guest {
     /// The call's outbound requests, answered through the runtime's door
     /// ([`super::door`]); `None` while a warm state is prepared.
     pub(super) door: Option<Arc<Exchange>>,
+    /// The call's place at the cores ([`super::share`]); `None` while a warm state is
+    /// prepared (on a thread of its own, outside the calls' shares).
+    pub(super) seat: Option<Arc<Seat>>,
 }
 
 impl syscalls::Checked for Guest {
     fn parts(&mut self) -> (&mut WasiP1Ctx, &mut syscalls::FileLedger) {
         (&mut self.wasi, &mut self.files)
+    }
+
+    fn seat(&self) -> Option<Arc<Seat>> {
+        self.seat.clone()
     }
 }
 
@@ -82,6 +90,7 @@ pub(super) fn new_store(
     limits: &Limits,
     deadline: Instant,
     door: Option<Arc<Exchange>>,
+    seat: Option<Arc<Seat>>,
 ) -> Result<Store<Guest>, SandboxError> {
     let memory = MemoryCap {
         cap: to_usize(limits.memory.as_u64()),
@@ -96,6 +105,7 @@ pub(super) fn new_store(
             memory,
             files,
             door,
+            seat,
         },
     );
     store.limiter(|g| &mut g.memory);
@@ -103,22 +113,32 @@ pub(super) fn new_store(
         .set_fuel(limits.fuel.0)
         .map_err(SandboxError::Engine)?;
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
+    store.epoch_deadline_callback(move |store| {
         if Instant::now() >= deadline {
-            Err(wasmtime::Error::new(DeadlineHit))
-        } else {
-            Ok(UpdateDeadline::Yield(1))
+            return Err(wasmtime::Error::new(DeadlineHit));
+        }
+        match &store.data().seat {
+            // Other calls wait for a core: this one queues for the next and gives its
+            // own to the call whose turn it is (possibly itself).
+            Some(seat) if seat.contended() => {
+                Ok(UpdateDeadline::YieldCustom(1, Box::pin(seat.yield_core())))
+            }
+            // No one waits: keep the core, and let the executor run other tasks.
+            _ => Ok(UpdateDeadline::Yield(1)),
         }
     });
     Ok(store)
 }
 
-/// Instantiates Warden's snapshot and runs one call's turn.
+/// Waits for a core, then instantiates Warden's snapshot and runs one call's turn.
 pub(super) async fn run_call(
     pre: &InstancePre<Guest>,
     exports: &Exports,
     store: &mut Store<Guest>,
 ) -> Result<i32, Failure> {
+    if let Some(seat) = store.data().seat.clone() {
+        seat.acquire().await;
+    }
     let instance = pre
         .instantiate_async(&mut *store)
         .await

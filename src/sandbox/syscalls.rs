@@ -16,9 +16,11 @@
 //!   or climbs with `..`, so no link the guest leaves in a read-write grant points
 //!   outside it (other programs will follow it later, without the sandbox's
 //!   confinement);
-//! - `poll_oneoff` with a single relative timer (Python's `select.select([], [], [], t)`
-//!   and `select.poll().poll(t)`) sleeps on the async runtime, where the call's
-//!   deadline can cut it short; wasmtime-wasi would sleep on the host thread itself.
+//! - `poll_oneoff` with a single relative timer (Python's `time.sleep`,
+//!   `select.select([], [], [], t)` and `select.poll().poll(t)`) sleeps on the async
+//!   runtime, where the call's deadline can cut it short; wasmtime-wasi would sleep on
+//!   the host thread itself. Every `poll_oneoff` waits without the call's core
+//!   ([`share`](super::share)): a sleeping guest leaves the CPU to other calls.
 //!
 //! What the guest sees when refused: an ordinary `OSError` with the matching errno
 //! (`EACCES` for a special file, `EMFILE` for too many open files, `EDQUOT` for a
@@ -27,6 +29,7 @@
 //! FIFO between the two can still make one open block; the guest cannot create FIFOs.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::{AsContextMut, Caller, Extern, Linker};
@@ -35,6 +38,7 @@ use wasmtime_wasi::p1::types::{self, Errno, Filetype};
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1};
 use wiggle::{GuestMemory, GuestPtr};
 
+use super::share::{self, Seat};
 use crate::limits::Limits;
 
 /// What one call has used of its file limits.
@@ -81,6 +85,10 @@ impl FileLedger {
 pub trait Checked: Send + 'static {
     /// The call's WASI context and its ledger.
     fn parts(&mut self) -> (&mut WasiP1Ctx, &mut FileLedger);
+
+    /// The call's place at the cores, given up while the guest waits in `poll_oneoff`;
+    /// `None` for a store outside the calls' shares (a warm state being prepared).
+    fn seat(&self) -> Option<Arc<Seat>>;
 }
 
 /// Most buffers one `fd_write` or `fd_pwrite` may pass, as POSIX's `IOV_MAX`.
@@ -376,18 +384,21 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
         "poll_oneoff",
         |mut caller: Caller<'_, T>, (subs, events, count, ready): (i32, i32, i32, i32)| {
             Box::new(async move {
+                // A poll waits on timers and descriptors, not on the CPU: the guest waits
+                // without its core, and queues for one again before it resumes.
+                let seat = caller.data().seat();
                 let sleep = with_guest(&mut caller, async |_, _, mem| {
                     Ok(lone_relative_timer(mem, subs, count))
                 })
                 .await?;
                 let Some((userdata, timeout)) = sleep else {
-                    return with_guest(&mut caller, async |ctx, _, mem| {
+                    let poll = with_guest(&mut caller, async |ctx, _, mem| {
                         p1::poll_oneoff(ctx, mem, subs, events, count, ready).await
-                    })
-                    .await;
+                    });
+                    return share::without_core(seat.as_deref(), poll).await;
                 };
                 // Sleep here, outside the store, where the call's deadline can end it.
-                tokio::time::sleep(timeout).await;
+                share::without_core(seat.as_deref(), tokio::time::sleep(timeout)).await;
                 with_guest(&mut caller, async |_, _, mem| {
                     let event = types::Event {
                         userdata,

@@ -3,6 +3,7 @@
 //! and shares the run's sandbox.
 
 mod audit;
+mod fairness;
 mod lifecycle;
 mod load;
 mod mcp;
@@ -25,6 +26,7 @@ use tower::ServiceExt;
 use warden::app::{App, AppConfig};
 use warden::http::router;
 use warden::registry::Registry;
+use warden::sandbox::Sandbox;
 
 use crate::support::shared_sandbox;
 
@@ -61,11 +63,20 @@ impl Service {
         Service::with(dir, false)
     }
 
+    /// A service running its calls in `sandbox` instead of the shared one.
+    pub fn on(sandbox: Arc<Sandbox>) -> Service {
+        Service::in_sandbox(tempfile::tempdir().unwrap(), false, sandbox)
+    }
+
     fn with(dir: tempfile::TempDir, warm_start: bool) -> Service {
+        Service::in_sandbox(dir, warm_start, Arc::clone(shared_sandbox()))
+    }
+
+    fn in_sandbox(dir: tempfile::TempDir, warm_start: bool, sandbox: Arc<Sandbox>) -> Service {
         let registry = Arc::new(Registry::open(dir.path().join("warden.db")).unwrap());
         let app = App::new(
             Arc::clone(&registry),
-            Arc::clone(shared_sandbox()),
+            sandbox,
             AppConfig {
                 tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),

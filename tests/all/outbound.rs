@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Query, Request};
@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use warden::grants::{Grants, SecretValue};
 use warden::outbound::PrivateNetwork;
 use warden::outcome::{CallResult, Status};
-use warden::sandbox::Outbound;
+use warden::sandbox::{Outbound, ShareKey};
 
-use crate::support::{Run, home, shared_sandbox};
+use crate::support::{Run, home, sandbox_with_cores, shared_sandbox};
 
 /// The value of the secret the tests grant; it must never reach the guest.
 const SECRET: &str = "sk-live-0123456789-never-in-the-guest";
@@ -339,6 +339,7 @@ fn with_secret_grant(hosts: &[String], bound_to: &str) -> (Grants, Outbound) {
             SecretValue::new(SECRET.into()).unwrap(),
         )]),
         private_network: PrivateNetwork::Allowed,
+        ..Outbound::default()
     };
     (g, outbound)
 }
@@ -504,6 +505,52 @@ async fn a_slow_server_is_cut_by_the_deadline() {
     // The request in flight is in the record, cut short.
     assert_eq!(r.requests.len(), 1, "{:?}", r.requests);
     assert!(r.requests[0].error.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_for_an_answer_leaves_its_core_to_other_calls() {
+    let s = servers();
+    let sandbox = sandbox_with_cores(1);
+    let waiting = Run::new(
+        "http_client.py",
+        "with_urllib",
+        json!({"url": url(s.granted, "/slow"), "timeout": 120.0}),
+    )
+    .on(Arc::clone(&sandbox))
+    .grants(grants(&[s.granted.to_string()]))
+    .outbound(Outbound {
+        share: ShareKey::new("waiting"),
+        ..private()
+    })
+    .limits(|l| l.deadline = Duration::from_secs(4))
+    .call();
+    let working = async {
+        // Let the request start (had it not, the work would simply go first).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for _ in 0..3 {
+            let r = Run::new("sum.py", "total", json!({}))
+                .source("def total() -> int:\n    return sum(range(10_000))\n".into())
+                .on(Arc::clone(&sandbox))
+                .call()
+                .await;
+            assert_eq!(r.value, Some(json!(49_995_000)), "{r:?}");
+        }
+        Instant::now()
+    };
+    let ((waited, answered), worked) = tokio::join!(
+        async {
+            let r = waiting.await;
+            (r, Instant::now())
+        },
+        working
+    );
+    // Cut by its deadline while the server held the answer back.
+    assert_eq!(waited.status, Status::Timeout, "{waited:?}");
+    // On one core, had the waiting call held it, the work could only have run after.
+    assert!(
+        worked < answered,
+        "the work waited for the waiting call's core"
+    );
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! Shared fixtures: the one sandbox of this run, and helpers to call fixture tools.
 
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Map, Value};
 use warden::grants::Grants;
@@ -34,6 +36,21 @@ pub fn shared_sandbox() -> &'static Arc<Sandbox> {
             Sandbox::open(&config).unwrap_or_else(|e| panic!("cannot open the sandbox: {e}"));
         Arc::new(sandbox)
     })
+}
+
+/// A sandbox of its own with `cores` cores, opened once per run for each count: for
+/// the tests of how calls share the CPU, apart from the other tests' calls.
+pub fn sandbox_with_cores(cores: usize) -> Arc<Sandbox> {
+    static SANDBOXES: Mutex<BTreeMap<usize, Arc<Sandbox>>> = Mutex::new(BTreeMap::new());
+    // The shared sandbox first: it compiles the runtime if this run is the first.
+    shared_sandbox();
+    let mut sandboxes = SANDBOXES.lock().unwrap();
+    let sandbox = sandboxes.entry(cores).or_insert_with(|| {
+        let mut config = SandboxConfig::new(home());
+        config.cores = NonZeroUsize::new(cores).expect("at least one core");
+        Arc::new(Sandbox::open(&config).unwrap_or_else(|e| panic!("cannot open a sandbox: {e}")))
+    });
+    Arc::clone(sandbox)
 }
 
 /// A package store rooted in `home` (its `packages/` folder) for the shared sandbox's
@@ -85,6 +102,8 @@ pub struct Run {
     pub outbound: Outbound,
     /// Source to run instead of the fixture file's.
     pub source: Option<String>,
+    /// The sandbox to run in, if not the shared one.
+    pub sandbox: Option<Arc<Sandbox>>,
 }
 
 impl Run {
@@ -100,12 +119,19 @@ impl Run {
             warm: false,
             outbound: Outbound::default(),
             source: None,
+            sandbox: None,
         }
     }
 
     /// Runs `source` under the fixture's file name instead of the file itself.
     pub fn source(mut self, source: String) -> Run {
         self.source = Some(source);
+        self
+    }
+
+    /// Runs in `sandbox` instead of the shared one (cold only).
+    pub fn on(mut self, sandbox: Arc<Sandbox>) -> Run {
+        self.sandbox = Some(sandbox);
         self
     }
 
@@ -160,7 +186,8 @@ impl Run {
                 Warmth::Cold(reason) => panic!("{} has no warm state: {reason}", self.file),
             },
         };
-        sandbox()
+        let sandbox = self.sandbox.as_deref().unwrap_or(sandbox());
+        sandbox
             .call_with(
                 Call {
                     tool: &tool,

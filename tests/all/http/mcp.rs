@@ -226,9 +226,11 @@ async fn violations_tool_errors_and_limits_are_tool_errors_saying_what_to_do() {
     let key = s.tenant(json!({})).await;
     s.register(&key, json!({"source": ADD})).await;
     s.register(&key, json!({"source": RAISES})).await;
+    // A spin with a core to itself spends its 2G fuel in about 300 ms: its deadline
+    // must come well before.
     s.register(
         &key,
-        json!({"source": SPIN, "limits": {"deadline_ms": 300}}),
+        json!({"source": SPIN, "limits": {"deadline_ms": 100}}),
     )
     .await;
     let (c, _) = connect(
