@@ -36,8 +36,12 @@ const KEEP_RESIDENT: KeepResident = KeepResident {
 pub(super) fn engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
     let instances = config.max_instances.max(1);
     let mut pool = PoolingAllocationConfig::new();
+    // A store also takes a memory slot for its GC heap (the runtime uses wasm
+    // exceptions, whose objects live there): two memories per instance, or the pool
+    // runs out of memories at half its instances.
     pool.total_core_instances(instances)
-        .total_memories(instances)
+        .total_memories(instances.saturating_mul(2))
+        .total_gc_heaps(instances)
         .total_tables(instances)
         .total_stacks(instances)
         .max_memory_size(to_usize(config.max_memory.as_u64()))

@@ -617,3 +617,27 @@ async fn plain_json_types_arrive_unchanged() {
     .await;
     assert_eq!(ok_value(&r), &json!(["str", "int", "int", "list", "dict"]));
 }
+
+/// As many calls as the sandbox has instances run at once: each store takes a second
+/// memory of the pool for its GC heap, which a pool sized one memory per instance ran
+/// out of at half its instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_many_concurrent_calls_as_instances_all_run() {
+    let mut config = warden::sandbox::SandboxConfig::new(crate::support::home());
+    config.max_instances = 3;
+    let sandbox = std::sync::Arc::new(warden::sandbox::Sandbox::open(&config).unwrap());
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let run = Run::new("nap.py", "nap", json!({}))
+                .source(
+                    "import time\ndef nap() -> int:\n    time.sleep(0.5)\n    return 1\n".into(),
+                )
+                .on(std::sync::Arc::clone(&sandbox));
+            tokio::spawn(run.try_call())
+        })
+        .collect();
+    for call in calls {
+        let result = call.await.unwrap().expect("the sandbox ran the call");
+        assert_eq!(result.status, Status::Ok, "{result:?}");
+    }
+}
