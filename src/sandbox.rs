@@ -363,6 +363,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     fn base(&self) -> Base<'_> {
         Base {
             engine: &self.engine,
+            slots: &self.slots,
             module: &self.module,
             linker: &self.linker,
             pre: &self.pre,

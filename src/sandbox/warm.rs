@@ -192,6 +192,9 @@ pub(super) struct WarmStates {
 /// What a preparation needs from the sandbox.
 pub(super) struct Base<'a> {
     pub(super) engine: &'a wasmtime::Engine,
+    /// The pool's slots: a preparation's instance takes one like a call's, so calls
+    /// and preparations together never ask the pool for more instances than it has.
+    pub(super) slots: &'a tokio::sync::Semaphore,
     pub(super) module: &'a Module,
     pub(super) linker: &'a Linker<Guest>,
     pub(super) pre: &'a InstancePre<Guest>,

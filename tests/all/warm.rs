@@ -322,3 +322,39 @@ fn runtime_prune_removes_states_unused_for_long_and_keeps_the_others() {
     let said = warden(&["runtime", "prune", "--unused-for", "1h"]);
     assert!(said.contains("removed 0"), "{said}");
 }
+
+/// A preparation's instance takes a pool slot like a call's: with every slot held by a
+/// running call, it waits for one rather than failing for want of an instance.
+#[test]
+fn preparing_a_warm_state_waits_for_a_pool_slot_held_by_a_call() {
+    let mut config = warden::sandbox::SandboxConfig::new(home());
+    config.max_instances = 1;
+    let one_slot = std::sync::Arc::new(warden::sandbox::Sandbox::open(&config).unwrap());
+    let sleeper = Run::new("sleep_then.py", "sleep_then", json!({}))
+        .source("import time\ndef sleep_then() -> int:\n    time.sleep(1.5)\n    return 1\n".into())
+        .on(std::sync::Arc::clone(&one_slot));
+    let holder = std::thread::spawn(move || {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(sleeper.call())
+    });
+    // The sleeping call has the only slot by now.
+    std::thread::sleep(Duration::from_millis(500));
+    // A source no other test prepares, so this is a real preparation.
+    let source = format!(
+        "VALUE = {}\ndef f() -> int:\n    return VALUE\n",
+        rand::random::<u32>()
+    );
+    let tool = ToolFolder::temporary("one_slot.py", &source).unwrap();
+    let started = Instant::now();
+    match one_slot.warm_state(&tool, None).unwrap() {
+        Warmth::Warm(_) => {}
+        Warmth::Cold(reason) => panic!("no warm state: {reason}"),
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "the preparation did not wait for the call's slot"
+    );
+    let held = holder.join().unwrap();
+    assert_eq!(held.status, Status::Ok, "{held:?}");
+}

@@ -63,6 +63,7 @@ pub(super) fn prepare(
 
     on_own_thread(async {
         let deadline = started + limits.deadline;
+        let _slot = base.slots.acquire().await;
         let mut store = new_store(base.engine, ctx, &limits, deadline, None, None)?;
         let instance = match base.pre.instantiate_async(&mut store).await {
             Ok(instance) => instance,
