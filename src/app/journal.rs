@@ -74,13 +74,18 @@ impl Journal {
     /// Appends `event` to `tenant`'s trail; returns once it is durable.
     pub(super) async fn append(&self, tenant: TenantId, event: AuditEvent) -> Result<(), AppError> {
         let (done, durable) = oneshot::channel();
-        self.queue()?
-            .send(Entry {
-                tenant,
-                event,
-                done,
-            })
-            .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
+        let entry = Entry {
+            tenant,
+            event,
+            done,
+        };
+        if let Err(mpsc::SendError(entry)) = self.queue()?.send(entry) {
+            // The thread is gone (it panicked): start another one for this event on.
+            *self.queue.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            self.queue()?
+                .send(entry)
+                .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
+        }
         durable.await.map_err(|_| {
             AppError::Task("the audit journal stopped before the event was stored".into())
         })?
