@@ -27,6 +27,7 @@ use warden::app::{App, AppConfig};
 use warden::http::router;
 use warden::registry::Registry;
 use warden::sandbox::Sandbox;
+use warden::tenant::TenantId;
 
 use crate::support::shared_sandbox;
 
@@ -100,6 +101,11 @@ impl Service {
 
     /// Creates a tenant through the admin endpoint; returns its API key.
     pub async fn tenant(&self, policy: Value) -> String {
+        self.tenant_with_id(policy).await.0
+    }
+
+    /// Creates a tenant through the admin endpoint; returns its API key and its id.
+    pub async fn tenant_with_id(&self, policy: Value) -> (String, TenantId) {
         let r = self
             .send(
                 Method::POST,
@@ -109,7 +115,10 @@ impl Service {
             )
             .await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
-        r.json["api_key"].as_str().unwrap().to_owned()
+        (
+            r.json["api_key"].as_str().unwrap().to_owned(),
+            r.json["tenant"]["id"].as_str().unwrap().parse().unwrap(),
+        )
     }
 
     /// Registers `source` for the tenant with `key`; returns the tool's id.

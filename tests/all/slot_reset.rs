@@ -108,16 +108,18 @@ const IN_IMAGE: i32 = 90;
 const PAST_IMAGE: i32 = 20;
 const PAST_AT: i32 = (IMAGE_PAGES + 2) * PAGE;
 
+/// Dirties the 110 pages above.
+fn dirty_all(store: &mut Store<()>, instance: Instance) {
+    dirty(store, instance, 0, IN_IMAGE);
+    dirty(store, instance, PAST_AT, PAST_IMAGE);
+}
+
 #[test]
 fn a_reused_slot_is_reset_in_place_and_its_pages_do_not_fault_again() {
     let Some(engine) = one_slot_engine(4 << 20) else {
         return;
     };
     let module = Module::new(&engine, wat()).unwrap();
-    let dirty_all = |store: &mut Store<()>, instance: Instance| {
-        dirty(store, instance, 0, IN_IMAGE);
-        dirty(store, instance, PAST_AT, PAST_IMAGE);
-    };
     in_slot(&engine, &module, dirty_all);
     for round in 0..3 {
         let faults = in_slot(&engine, &module, |store, instance| {
@@ -152,10 +154,6 @@ fn a_call_dirtying_more_than_the_slot_keeps_leaves_it_decommitted_and_clean() {
         return;
     };
     let module = Module::new(&engine, wat()).unwrap();
-    let dirty_all = |store: &mut Store<()>, instance: Instance| {
-        dirty(store, instance, 0, IN_IMAGE);
-        dirty(store, instance, PAST_AT, PAST_IMAGE);
-    };
     in_slot(&engine, &module, dirty_all);
     let faults = in_slot(&engine, &module, |store, instance| {
         assert_eq!(sum(store, instance, 0, IN_IMAGE), 7 * IN_IMAGE);

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use axum::http::{Method, StatusCode};
+use axum::http::Method;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden::app::AppError;
@@ -28,24 +28,6 @@ const NAP: &str = "import time\n\n\ndef nap(seconds: float) -> str:\n    \"\"\"S
 /// Iterations of [`BURN`] for one call of the polite tenant: about 0.1-0.2 s alone,
 /// dozens of epoch ticks.
 const POLITE_WORK: u64 = 400_000;
-
-/// A tenant created through the admin endpoint: its key and its id.
-async fn tenant(s: &Service, policy: Value) -> (String, TenantId) {
-    let r = s
-        .send(
-            Method::POST,
-            "/v1/admin/tenants",
-            Some(OPERATOR_KEY),
-            Some(json!({"name": "t", "policy": policy})),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
-    let key = r.json["api_key"].as_str().unwrap().to_owned();
-    (
-        key,
-        r.json["tenant"]["id"].as_str().unwrap().parse().unwrap(),
-    )
-}
 
 /// Calls in flight over all tenants, from `/metrics`.
 async fn in_flight(s: &Service) -> u64 {
@@ -108,11 +90,11 @@ async fn two_flooding_tenants_leave_a_third_its_share_of_the_cores() {
     let mut flooders = Vec::new();
     for _ in 0..2 {
         let policy = json!({"max_concurrent_calls": FLOOD_WIDTH, "calls_per_minute": 10_000});
-        let (key, id) = tenant(&s, policy).await;
+        let (key, id) = s.tenant_with_id(policy).await;
         let tool: ToolId = s.register(&key, spin.clone()).await.parse().unwrap();
         flooders.push((id, tool));
     }
-    let (polite, _) = tenant(&s, json!({})).await;
+    let (polite, _) = s.tenant_with_id(json!({})).await;
     let burn = s.register(&polite, json!({"source": BURN})).await;
     let work = json!({"n": POLITE_WORK});
     // The first call writes the tool's file; then the polite tenant's calls alone.
@@ -166,9 +148,9 @@ async fn two_flooding_tenants_leave_a_third_its_share_of_the_cores() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sleeping_call_leaves_its_core_to_another_tenant() {
     let s = Service::on(sandbox_with_cores(1));
-    let (sleeper, _) = tenant(&s, json!({})).await;
+    let (sleeper, _) = s.tenant_with_id(json!({})).await;
     let nap = s.register(&sleeper, json!({"source": NAP})).await;
-    let (worker, _) = tenant(&s, json!({})).await;
+    let (worker, _) = s.tenant_with_id(json!({})).await;
     let burn = s.register(&worker, json!({"source": BURN})).await;
     // Both tools' files are written, so that only the sleep takes time below.
     for (key, tool, args) in [
