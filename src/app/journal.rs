@@ -38,14 +38,6 @@ pub(super) struct Journal {
     queue: Mutex<Option<mpsc::Sender<Entry>>>,
 }
 
-impl std::fmt::Debug for Entry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Entry")
-            .field("tenant", &self.tenant)
-            .finish()
-    }
-}
-
 impl Journal {
     /// A journal over `registry`.
     pub(super) fn new(registry: Arc<Registry>) -> Journal {
@@ -103,29 +95,29 @@ fn write_batches(registry: &Registry, entries: &mpsc::Receiver<Entry>) {
                 Err(_) => break,
             }
         }
-        let events: Vec<(TenantId, AuditEvent)> = batch
-            .iter()
-            .map(|e| (e.tenant.clone(), e.event.clone()))
-            .collect();
+        let (events, waiters): (Vec<(TenantId, AuditEvent)>, Vec<_>) = batch
+            .into_iter()
+            .map(|e| ((e.tenant, e.event), e.done))
+            .unzip();
         match registry.append_audit_batch(&events) {
             Ok(_) => {
-                for entry in batch {
-                    let _ = entry.done.send(Ok(()));
+                for done in waiters {
+                    let _ = done.send(Ok(()));
                 }
             }
-            Err(_) if batch.len() > 1 => {
-                for entry in batch {
+            Err(_) if events.len() > 1 => {
+                for ((tenant, event), done) in events.iter().zip(waiters) {
                     let stored = registry
-                        .append_audit(&entry.tenant, &entry.event)
+                        .append_audit(tenant, event)
                         .map(|_| ())
                         .map_err(AppError::from);
-                    let _ = entry.done.send(stored);
+                    let _ = done.send(stored);
                 }
             }
             Err(e) => {
                 // A batch of one: the error is its caller's.
-                if let Some(entry) = batch.pop() {
-                    let _ = entry.done.send(Err(AppError::from(e)));
+                if let Some(done) = waiters.into_iter().next() {
+                    let _ = done.send(Err(AppError::from(e)));
                 }
             }
         }
