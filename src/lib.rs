@@ -30,10 +30,18 @@
 //! it is granted only, with secrets it never sees: [`outbound`]), no processes, no host
 //! environment and no clock beyond wall and monotonic time. [`sandbox::wasi`] builds
 //! that view in one short file, for reviewers.
+//!
+//! # The second wall
+//!
+//! Processes that run code Warden does not trust (pip today; guest-code workers next)
+//! are confined by the kernel with [`confine`]: Landlock for files and TCP ports, a
+//! seccomp filter for system calls, so that escaping the first wall (WebAssembly) or
+//! subverting pip reaches only what the process was given.
 
 pub mod app;
 pub mod audit;
 pub mod capabilities;
+pub mod confine;
 pub mod grants;
 pub mod http;
 pub mod id;

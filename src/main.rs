@@ -6,6 +6,11 @@ mod cli;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    // `warden __confined-exec`: confines itself, then executes a program (pip). First,
+    // while the process has one thread.
+    if let Some(code) = warden::confine::exec_main() {
+        return code;
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")

@@ -1,0 +1,890 @@
+//! The second wall: the kernel confines a Warden process that runs code Warden does not
+//! trust (a worker running guest code, or pip resolving packages), so that if that code
+//! took the process over (a wasmtime or Cranelift bug giving a tool native execution; a
+//! bug in pip) it could reach only what the process was given.
+//!
+//! # What [`Confinement::apply`] does
+//!
+//! Three layers, applied in this order to the calling process, irreversibly, while it has
+//! a single thread (Landlock on the kernels Warden runs on restricts only the calling
+//! thread and the threads it creates afterwards, so a second thread would stay free):
+//!
+//! 1. **no_new_privs**: nothing the process executes can gain privileges (set-user-id
+//!    programs, file capabilities). Landlock and seccomp both require it.
+//! 2. **Landlock** (ABI 6, Linux 6.12, or later; refused on older kernels):
+//!    - files: the trees of [`Confinement::read_only`] can be read (and executed, for
+//!      [`Profile::Exec`]), those of [`Confinement::read_write`] read and written
+//!      (create, remove, rename, truncate; never executed); nothing else can be opened,
+//!      created, removed or truncated;
+//!    - TCP: `connect` only to the ports of [`Confinement::tcp_connect`]; `bind` never;
+//!    - scopes: no signal to a process outside the confined one (and its children), no
+//!      connection to an abstract Unix socket created outside.
+//! 3. **seccomp-bpf**, by [`Profile`]: for [`Profile::Worker`] an allow-list (every call
+//!    not listed kills the process with `SIGSYS`, so a denied call is visible), for
+//!    [`Profile::Exec`] a list of calls that kill plus a filter on new sockets. Both
+//!    kill any call of another ABI (i386 `int 0x80`, x32 numbers), and answer `clone3`
+//!    with `ENOSYS` so that glibc falls back to `clone`, whose flags a filter can read.
+//!
+//! If the kernel lacks Landlock (or the needed ABI) or seccomp, [`Confinement::apply`]
+//! fails: Warden never runs "partially confined" on its own; whether to run unconfined
+//! is the caller's (and the operator's) decision.
+//!
+//! # What it does not do
+//!
+//! - File descriptors opened before confinement stay usable: open few, deliberately.
+//! - Landlock governs opening and changing files, not `stat`: a confined process can
+//!   still learn whether a path exists, and its size and times.
+//! - Until Landlock ABI 10, UDP is not governed by Landlock: [`Profile::Worker`] cannot
+//!   create any socket (seccomp), but [`Profile::Exec`] can send UDP (DNS needs it).
+//!
+//! # The hidden subcommand
+//!
+//! A process that must be confined and then run another program (pip) is started as
+//! `warden __confined-exec --policy <json> -- PROGRAM ARGS...` ([`exec_command`]): the
+//! binary's `main` calls [`exec_main`] before anything else (no thread, no logging), which
+//! applies the policy and executes the program.
+//!
+//! This module holds plain data and kernel calls only: it imports nothing of Warden's.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+/// The name of the hidden subcommand that confines itself, then executes a program.
+pub const EXEC_SUBCOMMAND: &str = "__confined-exec";
+
+/// Exit status of `warden __confined-exec` when it could not confine itself (nothing was
+/// executed); its error output says why.
+pub const EXIT_NOT_CONFINED: u8 = 125;
+
+/// Exit status of `warden __confined-exec` when it was confined but could not execute the
+/// program (not found, or not executable where it may execute).
+pub const EXIT_NOT_EXECUTED: u8 = 127;
+
+/// What a confined process may reach. Paths are followed (symbolic links resolved) when
+/// the confinement is applied; a `read_only` path that does not exist grants nothing and
+/// is skipped, a `read_write` one is an error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Confinement {
+    /// Trees the process may read (and, for [`Profile::Exec`], execute) but never write.
+    pub read_only: Vec<PathBuf>,
+    /// Trees it may read and write (create, remove, rename, truncate files and folders
+    /// beneath), never execute.
+    pub read_write: Vec<PathBuf>,
+    /// TCP ports it may connect to; empty: no outbound TCP at all. It may never bind.
+    pub tcp_connect: Vec<u16>,
+    /// What the seccomp filter allows.
+    pub profile: Profile,
+}
+
+/// The seccomp filter of a confined process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// A process that runs guest code (wasmtime under a tokio current-thread runtime,
+    /// plus helper threads): an allow-list, everything else kills the process. No new
+    /// socket of any family (the one it talks over was inherited), no exec, no
+    /// ptrace or `process_vm_*`, no signal except to itself, no io_uring, bpf, mount,
+    /// unshare or setns, `clone` for threads only. The table is `WORKER_ALLOWED`.
+    #[default]
+    Worker,
+    /// A helper that executes a program after confinement (pip): exec allowed; ptrace,
+    /// bpf, io_uring, namespaces, mounts, kernel modules and keyrings kill the process;
+    /// new sockets only TCP or UDP over IPv4/IPv6 (and route netlink, for the resolver).
+    /// Landlock does the file and network part. The table is `EXEC_KILLED`.
+    Exec,
+}
+
+/// The confinement in force after [`Confinement::apply`], for logs, `/readyz` and
+/// capability documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    /// The Landlock ABI the kernel enforces (6 or later; 7 on Linux 6.15 to 6.x).
+    pub landlock_abi: u32,
+    /// The seccomp filter installed.
+    pub profile: Profile,
+}
+
+impl std::fmt::Display for Applied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let seccomp = match self.profile {
+            Profile::Worker => "seccomp worker allow-list",
+            Profile::Exec => "seccomp exec filter",
+        };
+        write!(
+            f,
+            "Landlock ABI {} (files, TCP ports, signal and abstract-socket scopes), {seccomp}",
+            self.landlock_abi
+        )
+    }
+}
+
+/// Why a process could not be confined. After an error the process may be partly
+/// confined (some layers applied): it must not go on to run untrusted code; exit.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// Confinement uses Linux's Landlock and seccomp.
+    #[error(
+        "process confinement needs Linux (Landlock and seccomp); this is {os}: Warden cannot \
+         confine the processes that run untrusted code here"
+    )]
+    Unsupported {
+        /// The operating system.
+        os: &'static str,
+    },
+    /// The process has more than one thread: the others would stay unconfined.
+    #[error(
+        "refusing to confine a process with {threads} threads: Landlock would leave the \
+         others unconfined; confine before starting any thread"
+    )]
+    MultiThreaded {
+        /// How many threads `/proc/self/status` counted.
+        threads: usize,
+    },
+    /// The thread count could not be read.
+    #[error("cannot count this process's threads in /proc/self/status: {reason}")]
+    ThreadCount {
+        /// Why.
+        reason: String,
+    },
+    /// The kernel lacks Landlock, or the features Warden requires of it.
+    #[error(
+        "the kernel cannot confine processes with Landlock ({reason}): Warden needs Landlock \
+         ABI 6 or later (Linux 6.12+, with `landlock` in the `lsm=` boot list)"
+    )]
+    Landlock {
+        /// What the kernel or the landlock crate said.
+        reason: String,
+    },
+    /// A path to grant could not be opened.
+    #[error("cannot grant {}: {reason}", path.display())]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The seccomp filter could not be built or installed.
+    #[error("the kernel refused the seccomp filter ({reason}): Warden needs seccomp-bpf")]
+    Seccomp {
+        /// What failed.
+        reason: String,
+    },
+    /// The policy of `warden __confined-exec` is malformed.
+    #[error("invalid confinement policy: {reason}")]
+    Policy {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Confinement {
+    /// Applies this confinement to the calling process: no_new_privs, Landlock, then
+    /// seccomp (see the module's documentation). Irreversible. Refused
+    /// ([`ConfineError::MultiThreaded`]) unless the process has a single thread.
+    pub fn apply(&self) -> Result<Applied, ConfineError> {
+        #[cfg(target_os = "linux")]
+        {
+            let threads = linux::threads()?;
+            if threads != 1 {
+                return Err(ConfineError::MultiThreaded { threads });
+            }
+            let landlock_abi = linux::landlock(self)?;
+            linux::seccomp(self.profile)?;
+            Ok(Applied {
+                landlock_abi,
+                profile: self.profile,
+            })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Err(ConfineError::Unsupported {
+                os: std::env::consts::OS,
+            })
+        }
+    }
+}
+
+/// Checks, without confining anything, that this kernel can apply a [`Confinement`]'s
+/// Landlock part: for a clear error before starting a process that would fail to.
+pub fn check_support() -> Result<(), ConfineError> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::ruleset().map(drop)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(ConfineError::Unsupported {
+            os: std::env::consts::OS,
+        })
+    }
+}
+
+/// A command that runs `program` confined by `confinement` (whose profile should be
+/// [`Profile::Exec`]): `warden __confined-exec --policy <json> -- program`, where `warden`
+/// is the path of Warden's binary. Add the program's arguments, environment and
+/// standard streams to it. It exits with [`EXIT_NOT_CONFINED`] if it could not confine
+/// itself, [`EXIT_NOT_EXECUTED`] if it could not execute `program`.
+pub fn exec_command(
+    warden: &Path,
+    confinement: &Confinement,
+    program: &Path,
+) -> Result<Command, ConfineError> {
+    let policy = serde_json::to_string(confinement).map_err(|e| ConfineError::Policy {
+        reason: e.to_string(),
+    })?;
+    let mut cmd = Command::new(warden);
+    cmd.arg(EXEC_SUBCOMMAND)
+        .arg("--policy")
+        .arg(policy)
+        .arg("--")
+        .arg(program);
+    Ok(cmd)
+}
+
+/// The hidden subcommand's `main`: `None` unless the process was started as
+/// `warden __confined-exec ...`; otherwise it confines itself and executes the program,
+/// returning only the exit status of a failure. Call it first in `main`, before any
+/// thread is started.
+pub fn exec_main() -> Option<std::process::ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != EXEC_SUBCOMMAND {
+        return None;
+    }
+    let (confinement, program, rest) = match parse_exec_args(args.collect()) {
+        Ok(parsed) => parsed,
+        Err(e) => return Some(fail(EXIT_NOT_CONFINED, &e)),
+    };
+    if let Err(e) = confinement.apply() {
+        return Some(fail(EXIT_NOT_CONFINED, &e));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        let e = Command::new(&program).args(rest).exec();
+        Some(fail(
+            EXIT_NOT_EXECUTED,
+            &format!("cannot execute {}: {e}", program.display()),
+        ))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (program, rest);
+        Some(fail(EXIT_NOT_EXECUTED, &"exec needs Unix"))
+    }
+}
+
+fn fail(code: u8, error: &dyn std::fmt::Display) -> std::process::ExitCode {
+    eprintln!("warden {EXEC_SUBCOMMAND}: {error}");
+    std::process::ExitCode::from(code)
+}
+
+/// `--policy <json> -- PROGRAM ARGS...`.
+fn parse_exec_args(
+    args: Vec<OsString>,
+) -> Result<(Confinement, PathBuf, Vec<OsString>), ConfineError> {
+    let policy_error = |reason: &str| ConfineError::Policy {
+        reason: reason.to_owned(),
+    };
+    let mut args = args.into_iter();
+    if args.next().as_deref() != Some("--policy".as_ref()) {
+        return Err(policy_error("expected --policy <json> -- PROGRAM ARGS..."));
+    }
+    let policy = args
+        .next()
+        .and_then(|p| p.into_string().ok())
+        .ok_or_else(|| policy_error("--policy needs a UTF-8 JSON value"))?;
+    let confinement: Confinement =
+        serde_json::from_str(&policy).map_err(|e| policy_error(&e.to_string()))?;
+    if args.next().as_deref() != Some("--".as_ref()) {
+        return Err(policy_error("expected -- after the policy"));
+    }
+    let program = args
+        .next()
+        .map(PathBuf::from)
+        .ok_or_else(|| policy_error("no program to execute"))?;
+    Ok((confinement, program, args.collect()))
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+        NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
+        RulesetStatus, Scope,
+    };
+    use libc::*;
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch, sock_filter,
+    };
+
+    use super::{ConfineError, Confinement, Profile};
+
+    /// The threads of this process, from `/proc/self/status`.
+    pub(super) fn threads() -> Result<usize, ConfineError> {
+        let error = |reason: String| ConfineError::ThreadCount { reason };
+        let status =
+            std::fs::read_to_string("/proc/self/status").map_err(|e| error(e.to_string()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .ok_or_else(|| error("no Threads: line".into()))?
+            .trim()
+            .parse()
+            .map_err(|e: std::num::ParseIntError| error(e.to_string()))
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Landlock
+    // ---------------------------------------------------------------------------------
+
+    /// The Landlock ABI whose features Warden requires and has been tested with: files
+    /// (with truncate and device ioctl), TCP bind and connect, and the scopes.
+    const ABI_REQUIRED: ABI = ABI::V6;
+
+    /// A ruleset handling every right of [`ABI_REQUIRED`], or an error if the kernel
+    /// cannot enforce one of them.
+    pub(super) fn ruleset() -> Result<RulesetCreated, ConfineError> {
+        Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(ABI_REQUIRED))
+            .and_then(|r| r.handle_access(AccessNet::from_all(ABI_REQUIRED)))
+            .and_then(|r| r.scope(Scope::from_all(ABI_REQUIRED)))
+            .and_then(|r| r.create())
+            .map_err(landlock_error)
+    }
+
+    /// Applies the Landlock part and returns the ABI the kernel enforces.
+    pub(super) fn landlock(c: &Confinement) -> Result<u32, ConfineError> {
+        let read = AccessFs::ReadFile | AccessFs::ReadDir;
+        let write = read | AccessFs::from_write(ABI_REQUIRED);
+        let read = match c.profile {
+            Profile::Worker => read,
+            Profile::Exec => read | AccessFs::Execute,
+        };
+        let mut rules = ruleset()?;
+        for path in &c.read_only {
+            if path.exists() {
+                rules = grant(rules, path, read)?;
+            }
+        }
+        for path in &c.read_write {
+            rules = grant(rules, path, write)?;
+        }
+        for port in &c.tcp_connect {
+            rules = rules
+                .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                .map_err(landlock_error)?;
+        }
+        let status = rules.restrict_self().map_err(landlock_error)?;
+        if status.ruleset != RulesetStatus::FullyEnforced || !status.no_new_privs {
+            return Err(ConfineError::Landlock {
+                reason: format!("not fully enforced: {status:?}"),
+            });
+        }
+        match status.landlock {
+            // The crate knows ABIs up to the kernel's (or a newer kernel's up to its own).
+            LandlockStatus::Available { effective_abi, .. } => {
+                Ok(effective_abi.to_string().parse().unwrap_or(6))
+            }
+            other => Err(ConfineError::Landlock {
+                reason: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// Adds `access` beneath `path` (a file gets only the rights that apply to files).
+    fn grant(
+        rules: RulesetCreated,
+        path: &Path,
+        access: BitFlags<AccessFs>,
+    ) -> Result<RulesetCreated, ConfineError> {
+        let path_error = |reason: String| ConfineError::Path {
+            path: path.to_owned(),
+            reason,
+        };
+        let fd = PathFd::new(path).map_err(|e| path_error(e.to_string()))?;
+        let access = if path.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(ABI_REQUIRED)
+        };
+        rules
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| path_error(e.to_string()))
+    }
+
+    fn landlock_error(e: landlock::RulesetError) -> ConfineError {
+        ConfineError::Landlock {
+            reason: e.to_string(),
+        }
+    }
+
+    // ---------------------------------------------------------------------------------
+    // seccomp
+    // ---------------------------------------------------------------------------------
+
+    /// [`Profile::Worker`]: the calls a wasmtime process on a tokio current-thread runtime
+    /// (plus its epoch ticker and blocking-pool threads) makes once it runs guest code.
+    /// Any other call kills the process. Calls allowed only with some arguments are in
+    /// [`worker_conditional`].
+    const WORKER_ALLOWED: &[&[c_long]] = &[
+        // Memory: wasmtime reserves, maps, protects and releases linear memories, tables,
+        // stacks and code; the allocator grows the heap.
+        &[
+            SYS_mmap,
+            SYS_munmap,
+            SYS_mprotect,
+            SYS_madvise,
+            SYS_mremap,
+            SYS_brk,
+            SYS_membarrier,
+        ],
+        // Copy-on-write memory images: wasmtime backs module images with memfds (it falls
+        // back only on ENOSYS; an EPERM breaks instantiation).
+        &[SYS_memfd_create, SYS_ftruncate],
+        // Threads: waiting and waking (tokio, the epoch ticker, glibc's locks), thread
+        // set-up and exit; clone3 is answered ENOSYS by a second filter.
+        &[
+            SYS_futex,
+            SYS_sched_yield,
+            SYS_sched_getaffinity,
+            SYS_set_robust_list,
+            SYS_rseq,
+            SYS_clone3,
+            SYS_exit,
+            SYS_exit_group,
+        ],
+        // Signals: wasmtime turns faults in guest code into traps with its own handlers on
+        // an alternate stack.
+        &[
+            SYS_rt_sigaction,
+            SYS_rt_sigprocmask,
+            SYS_rt_sigreturn,
+            SYS_sigaltstack,
+            SYS_restart_syscall,
+        ],
+        // Time and randomness: deadlines, the epoch ticker's sleep, WASI clocks and
+        // random_get.
+        &[
+            SYS_clock_gettime,
+            SYS_clock_getres,
+            SYS_gettimeofday,
+            SYS_nanosleep,
+            SYS_clock_nanosleep,
+            SYS_getrandom,
+        ],
+        // Files, only those Landlock lets it open: the runtime, modules, packages (read)
+        // and the folders granted to a call (read and write).
+        &[
+            SYS_read,
+            SYS_write,
+            SYS_pread64,
+            SYS_pwrite64,
+            SYS_readv,
+            SYS_writev,
+            SYS_preadv,
+            SYS_pwritev,
+            SYS_lseek,
+            SYS_openat,
+            SYS_openat2,
+            SYS_close,
+            SYS_close_range,
+            SYS_fstat,
+            SYS_newfstatat,
+            SYS_statx,
+            SYS_fstatfs,
+            SYS_getdents64,
+            SYS_fcntl,
+            SYS_dup,
+            SYS_dup3,
+            SYS_readlinkat,
+            SYS_fsync,
+            SYS_fdatasync,
+            SYS_fadvise64,
+            SYS_fallocate,
+            SYS_mkdirat,
+            SYS_unlinkat,
+            SYS_renameat2,
+            SYS_linkat,
+            SYS_symlinkat,
+            SYS_utimensat,
+        ],
+        // Tokio's event loop: epoll, its waker, pipes.
+        &[
+            SYS_epoll_create1,
+            SYS_epoll_ctl,
+            SYS_epoll_pwait,
+            SYS_epoll_pwait2,
+            SYS_ppoll,
+            SYS_eventfd2,
+            SYS_pipe2,
+        ],
+        // Sockets inherited before confinement (the line to the server): messages and
+        // shutdown, never a new socket, bind, listen, connect or accept.
+        &[
+            SYS_sendmsg,
+            SYS_recvmsg,
+            SYS_sendto,
+            SYS_recvfrom,
+            SYS_shutdown,
+            SYS_getsockopt,
+        ],
+        // Identity: harmless reads glibc and std make.
+        &[
+            SYS_getpid,
+            SYS_gettid,
+            SYS_getppid,
+            SYS_getuid,
+            SYS_geteuid,
+            SYS_getgid,
+            SYS_getegid,
+            SYS_uname,
+        ],
+        // x86-64's older spellings of calls above, which glibc and std still use.
+        #[cfg(target_arch = "x86_64")]
+        &[SYS_poll, SYS_epoll_wait, SYS_pipe, SYS_dup2, SYS_renameat],
+    ];
+
+    /// [`Profile::Worker`]'s calls allowed with some arguments only.
+    fn worker_conditional(pid: u32) -> Result<Vec<(c_long, Vec<SeccompRule>)>, ConfineError> {
+        Ok(vec![
+            // Threads only: CLONE_THREAD set and no CLONE_NEW* flag (no fork, so no exec
+            // through a child, and no new namespace).
+            (
+                SYS_clone,
+                vec![rule(&[
+                    masked(0, CLONE_THREAD as u64, CLONE_THREAD as u64)?,
+                    masked(0, clone_new_flags(), 0)?,
+                ])?],
+            ),
+            // Signals to itself only (abort, and std's and wasmtime's own use): the
+            // thread group id must be this process's, taken when the filter is built.
+            (SYS_tgkill, vec![rule(&[eq(0, u64::from(pid))?])?]),
+            // Non-blocking mode, close-on-exec and "is this a terminal", nothing else
+            // (no TIOCSTI, no device control).
+            (
+                SYS_ioctl,
+                [FIONBIO, FIOCLEX, FIONCLEX, TCGETS]
+                    .iter()
+                    .map(|request| rule(&[eq(1, *request)?]))
+                    .collect::<Result<_, _>>()?,
+            ),
+            // Thread names (std names the threads it spawns).
+            (
+                SYS_prctl,
+                vec![
+                    rule(&[eq(0, PR_SET_NAME as u64)?])?,
+                    rule(&[eq(0, PR_GET_NAME as u64)?])?,
+                ],
+            ),
+            // Reading its own limits (glibc's getrlimit): pid 0, no new limit.
+            (SYS_prlimit64, vec![rule(&[eq(0, 0)?, eq64(2, 0)?])?]),
+        ])
+    }
+
+    /// [`Profile::Exec`]: calls that kill the process. Everything else passes this
+    /// filter (Landlock confines files and TCP; the socket filter, sockets).
+    const EXEC_KILLED: &[&[c_long]] = &[
+        // Reading or steering other processes.
+        &[
+            SYS_ptrace,
+            SYS_process_vm_readv,
+            SYS_process_vm_writev,
+            SYS_kcmp,
+            SYS_pidfd_getfd,
+            SYS_process_madvise,
+        ],
+        // Kernel attack surface a package manager never needs.
+        &[
+            SYS_bpf,
+            SYS_perf_event_open,
+            SYS_userfaultfd,
+            SYS_io_uring_setup,
+            SYS_io_uring_enter,
+            SYS_io_uring_register,
+            SYS_add_key,
+            SYS_request_key,
+            SYS_keyctl,
+        ],
+        // Namespaces and mounts: ways to change the file tree Landlock sees, or open files
+        // by handle around it.
+        &[
+            SYS_unshare,
+            SYS_setns,
+            SYS_mount,
+            SYS_umount2,
+            SYS_pivot_root,
+            SYS_chroot,
+            SYS_fsopen,
+            SYS_fsconfig,
+            SYS_fsmount,
+            SYS_fspick,
+            SYS_move_mount,
+            SYS_open_tree,
+            SYS_mount_setattr,
+            SYS_name_to_handle_at,
+            SYS_open_by_handle_at,
+        ],
+        // The machine itself: modules, kexec, reboot, swap, clocks, names, logs.
+        &[
+            SYS_init_module,
+            SYS_finit_module,
+            SYS_delete_module,
+            SYS_kexec_load,
+            SYS_kexec_file_load,
+            SYS_reboot,
+            SYS_swapon,
+            SYS_swapoff,
+            SYS_acct,
+            SYS_quotactl,
+            SYS_settimeofday,
+            SYS_clock_settime,
+            SYS_clock_adjtime,
+            SYS_adjtimex,
+            SYS_sethostname,
+            SYS_setdomainname,
+            SYS_syslog,
+            SYS_vhangup,
+        ],
+        // x86 port I/O.
+        #[cfg(target_arch = "x86_64")]
+        &[SYS_iopl, SYS_ioperm],
+    ];
+
+    /// [`Profile::Exec`]'s calls that kill with some arguments only.
+    fn exec_conditional() -> Result<Vec<(c_long, Vec<SeccompRule>)>, ConfineError> {
+        let new_namespace = [
+            CLONE_NEWNS,
+            CLONE_NEWCGROUP,
+            CLONE_NEWUTS,
+            CLONE_NEWIPC,
+            CLONE_NEWUSER,
+            CLONE_NEWPID,
+            CLONE_NEWNET,
+        ];
+        Ok(vec![
+            // Processes may be started, never in a new namespace.
+            (
+                SYS_clone,
+                new_namespace
+                    .iter()
+                    .map(|flag| rule(&[masked(0, *flag as u64, *flag as u64)?]))
+                    .collect::<Result<_, _>>()?,
+            ),
+            // Typing into the terminal of whoever started Warden.
+            (SYS_ioctl, vec![rule(&[eq(1, TIOCSTI)?])?]),
+        ])
+    }
+
+    /// [`Profile::Exec`]'s new sockets: TCP or UDP over IPv4 or IPv6 (Landlock checks
+    /// TCP ports; raw, SCTP, MPTCP and other protocols would go around it), and route
+    /// netlink (glibc's resolver asks it which addresses exist). Any other family,
+    /// notably Unix sockets (the server's, a database's, a container runtime's), fails
+    /// with EACCES.
+    fn exec_sockets() -> Result<Vec<SeccompRule>, ConfineError> {
+        let mut allowed = Vec::new();
+        for family in [AF_INET, AF_INET6] {
+            for (kind, protocol) in [
+                (SOCK_STREAM, 0),
+                (SOCK_STREAM, IPPROTO_TCP),
+                (SOCK_DGRAM, 0),
+                (SOCK_DGRAM, IPPROTO_UDP),
+            ] {
+                allowed.push(rule(&[
+                    eq(0, family as u64)?,
+                    masked(1, 0xf, kind as u64)?,
+                    eq(2, protocol as u64)?,
+                ])?);
+            }
+        }
+        allowed.push(rule(&[eq(0, AF_NETLINK as u64)?, eq(2, NETLINK_ROUTE)?])?);
+        Ok(allowed)
+    }
+
+    /// `NETLINK_ROUTE` (absent from libc on some targets).
+    const NETLINK_ROUTE: u64 = 0;
+
+    /// Every `CLONE_NEW*` flag `clone` takes (`CLONE_NEWTIME` only exists for `clone3`
+    /// and `unshare`; in `clone` its bit is part of the exit signal).
+    fn clone_new_flags() -> u64 {
+        (CLONE_NEWNS
+            | CLONE_NEWCGROUP
+            | CLONE_NEWUTS
+            | CLONE_NEWIPC
+            | CLONE_NEWUSER
+            | CLONE_NEWPID
+            | CLONE_NEWNET) as u64
+    }
+
+    /// Builds and installs the filters of `profile`. Several filters stack: the kernel
+    /// runs them all and takes the strictest answer (kill, then errno, then allow).
+    /// Everything is built before the first is installed.
+    pub(super) fn seccomp(profile: Profile) -> Result<(), ConfineError> {
+        for program in filters(profile, std::process::id())? {
+            seccompiler::apply_filter_all_threads(&program).map_err(seccomp_error)?;
+        }
+        Ok(())
+    }
+
+    /// The BPF programs of `profile`, for a process whose id is `pid`.
+    fn filters(profile: Profile, pid: u32) -> Result<Vec<BpfProgram>, ConfineError> {
+        let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(seccomp_error)?;
+        let table = |groups: &[&[c_long]], conditional: Vec<(c_long, Vec<SeccompRule>)>| {
+            let mut rules: BTreeMap<c_long, Vec<SeccompRule>> = groups
+                .iter()
+                .flat_map(|calls| calls.iter().map(|nr| (*nr, Vec::new())))
+                .collect();
+            for (nr, conditions) in conditional {
+                // A call both in a table and in its conditional list would lose one.
+                if rules.insert(nr, conditions).is_some() {
+                    return Err(seccomp_error(format!("call {nr} is listed twice")));
+                }
+            }
+            Ok(rules)
+        };
+        let main = match profile {
+            Profile::Worker => SeccompFilter::new(
+                table(WORKER_ALLOWED, worker_conditional(pid)?)?,
+                SeccompAction::KillProcess,
+                SeccompAction::Allow,
+                arch,
+            ),
+            Profile::Exec => SeccompFilter::new(
+                table(EXEC_KILLED, exec_conditional()?)?,
+                SeccompAction::Allow,
+                SeccompAction::KillProcess,
+                arch,
+            ),
+        };
+        // clone3's flags are behind a pointer: ENOSYS makes glibc use clone instead.
+        let mut programs = vec![compile(SeccompFilter::new(
+            [(SYS_clone3, Vec::new())].into(),
+            SeccompAction::Allow,
+            SeccompAction::Errno(ENOSYS as u32),
+            arch,
+        ))?];
+        if profile == Profile::Exec {
+            programs.push(only_for(
+                SYS_socket,
+                compile(SeccompFilter::new(
+                    [(SYS_socket, exec_sockets()?)].into(),
+                    SeccompAction::Errno(EACCES as u32),
+                    SeccompAction::Allow,
+                    arch,
+                ))?,
+            ));
+        }
+        // Last, because installing a filter is itself a call (prctl, seccomp) that the
+        // worker's allow-list does not allow.
+        programs.push(other_abis_killed(compile(main)?));
+        Ok(programs)
+    }
+
+    fn compile(
+        filter: Result<SeccompFilter, seccompiler::BackendError>,
+    ) -> Result<BpfProgram, ConfineError> {
+        let filter = filter.map_err(seccomp_error)?;
+        BpfProgram::try_from(filter).map_err(seccomp_error)
+    }
+
+    // Classic BPF, for the two checks seccompiler does not write.
+    const BPF_LOAD_NR: u16 = (BPF_LD | BPF_W | BPF_ABS) as u16;
+    const BPF_JUMP_EQ: u16 = (BPF_JMP | BPF_JEQ | BPF_K) as u16;
+    const BPF_JUMP_GE: u16 = (BPF_JMP | BPF_JGE | BPF_K) as u16;
+    const BPF_RETURN: u16 = (BPF_RET | BPF_K) as u16;
+    /// Offset of the call number in `struct seccomp_data`.
+    const NR_OFFSET: u32 = 0;
+    /// x86-64's x32 ABI marks its call numbers with this bit; they reach the same
+    /// kernel functions under other numbers, so a filter must not let them through.
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+    /// `program`, preceded by: a call number with the x32 bit kills the process.
+    /// (Calls of another architecture, e.g. i386's `int 0x80`, are killed by the
+    /// architecture check seccompiler puts at the start of every program.)
+    fn other_abis_killed(program: BpfProgram) -> BpfProgram {
+        let mut out = vec![
+            stmt(BPF_LOAD_NR, NR_OFFSET),
+            jump(BPF_JUMP_GE, X32_SYSCALL_BIT, 0, 1),
+            stmt(BPF_RETURN, SECCOMP_RET_KILL_PROCESS),
+        ];
+        out.extend(program);
+        out
+    }
+
+    /// `program`, applied to call `nr` only: every other call is allowed by it, so it can
+    /// be written as an allow-list of `nr`'s arguments.
+    fn only_for(nr: c_long, program: BpfProgram) -> BpfProgram {
+        let mut out = vec![
+            stmt(BPF_LOAD_NR, NR_OFFSET),
+            jump(BPF_JUMP_EQ, nr as u32, 1, 0),
+            stmt(BPF_RETURN, SECCOMP_RET_ALLOW),
+        ];
+        out.extend(program);
+        out
+    }
+
+    fn stmt(code: u16, k: u32) -> sock_filter {
+        sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }
+    }
+
+    fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+        sock_filter { code, jt, jf, k }
+    }
+
+    fn rule(conditions: &[SeccompCondition]) -> Result<SeccompRule, ConfineError> {
+        SeccompRule::new(conditions.to_vec()).map_err(seccomp_error)
+    }
+
+    /// Argument `arg` (32 bits) equals `value`.
+    fn eq(arg: u8, value: u64) -> Result<SeccompCondition, ConfineError> {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+            .map_err(seccomp_error)
+    }
+
+    /// Argument `arg` (64 bits, a pointer) equals `value`.
+    fn eq64(arg: u8, value: u64) -> Result<SeccompCondition, ConfineError> {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
+            .map_err(seccomp_error)
+    }
+
+    /// Argument `arg` (64 bits), masked with `mask`, equals `value`.
+    fn masked(arg: u8, mask: u64, value: u64) -> Result<SeccompCondition, ConfineError> {
+        SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(mask),
+            value,
+        )
+        .map_err(seccomp_error)
+    }
+
+    fn seccomp_error(e: impl std::fmt::Display) -> ConfineError {
+        ConfineError::Seccomp {
+            reason: e.to_string(),
+        }
+    }
+
+    /// The programs of both profiles, for the tests: they must compile.
+    #[cfg(test)]
+    pub(super) fn all_filters() -> Result<Vec<BpfProgram>, ConfineError> {
+        let mut all = filters(Profile::Worker, std::process::id())?;
+        all.extend(filters(Profile::Exec, std::process::id())?);
+        Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests;

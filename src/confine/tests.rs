@@ -1,0 +1,395 @@
+//! The confinement, tried in child processes. Landlock and seccomp are irreversible and
+//! the test harness runs each test on a thread of its own, so every case re-executes this
+//! test binary as a child that confines itself before the harness starts (a constructor
+//! run while the process has one thread), tries one operation and prints what happened.
+//! Every denial is paired with the same operation run unconfined, which must succeed, so
+//! that a denial cannot come from a broken operation; with the confinement removed, every
+//! denial test fails.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ConfineError, Confinement, Profile, exec_command, parse_exec_args};
+
+/// Set in a child's environment: the [`Probe`] it must run, as JSON.
+const CHILD: &str = "WARDEN_CONFINE_TEST_CHILD";
+
+/// What a child does: optionally start a second thread, optionally confine itself, then
+/// try one operation.
+#[derive(Debug, Serialize, Deserialize)]
+struct Probe {
+    second_thread: bool,
+    confinement: Option<Confinement>,
+    op: Op,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+enum Op {
+    Read(PathBuf),
+    List(PathBuf),
+    Write(PathBuf),
+    TcpConnect(u16),
+    UnixConnect(PathBuf),
+    Exec(PathBuf),
+    SignalParent,
+    Thread,
+}
+
+/// A line a child prints: first whether `apply` failed (and why), then, if it lives,
+/// the operation's result.
+#[derive(Debug, Serialize, Deserialize)]
+enum Line {
+    Applied(Option<String>),
+    Op(Result<(), String>),
+}
+
+/// What the parent saw.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    /// Confined (or not asked to be), and the operation worked.
+    Worked,
+    /// The operation failed with this error.
+    Failed(String),
+    /// The child was confined, then killed by this signal during the operation.
+    Killed(i32),
+    /// `apply` refused, with this error; the operation then gave `op`.
+    Refused {
+        error: String,
+        op: Result<(), String>,
+    },
+}
+
+// The child's entry point: a constructor in `.init_array`, which the C runtime runs
+// before the test harness's `main`, so while the process has a single thread. It
+// returns at once unless the parent set `CHILD`.
+#[expect(
+    unsafe_code,
+    reason = "a constructor is the only code of a test binary that runs before the harness starts threads"
+)]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static RUN_AS_CHILD: extern "C" fn() = run_as_child;
+
+extern "C" fn run_as_child() {
+    let Ok(probe) = std::env::var(CHILD) else {
+        return;
+    };
+    let probe: Probe = serde_json::from_str(&probe).expect("the parent's probe");
+    let _sleeper = probe
+        .second_thread
+        .then(|| std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(60))));
+    let apply = probe
+        .confinement
+        .map(|c| c.apply())
+        .and_then(Result::err)
+        .map(|e: ConfineError| e.to_string());
+    report(&Line::Applied(apply));
+    report(&Line::Op(probe.op.run().map_err(|e| e.to_string())));
+    #[expect(
+        clippy::exit,
+        reason = "the child ends here, before the harness starts"
+    )]
+    std::process::exit(0);
+}
+
+fn report(line: &Line) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(line).expect("a line")).expect("stdout");
+    out.flush().expect("stdout");
+}
+
+impl Op {
+    fn run(&self) -> std::io::Result<()> {
+        match self {
+            Op::Read(path) => std::fs::read(path).map(drop),
+            Op::List(path) => std::fs::read_dir(path).map(drop),
+            Op::Write(path) => std::fs::write(path, "written by the child"),
+            Op::TcpConnect(port) => TcpStream::connect(("127.0.0.1", *port)).map(drop),
+            Op::UnixConnect(path) => UnixStream::connect(path).map(drop),
+            Op::Exec(program) => {
+                let status = Command::new(program).status()?;
+                if status.success() {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::other(format!("{status}")))
+                }
+            }
+            Op::SignalParent => signal_parent(),
+            Op::Thread => std::thread::spawn(|| 42)
+                .join()
+                .map(drop)
+                .map_err(|_| std::io::Error::other("the thread panicked")),
+        }
+    }
+}
+
+/// `kill(parent, 0)`: the permission check of sending a signal, without a signal.
+#[expect(unsafe_code, reason = "std cannot signal another process")]
+fn signal_parent() -> std::io::Result<()> {
+    let parent = std::os::unix::process::parent_id() as libc::pid_t;
+    // SAFETY: kill has no memory effects; signal 0 only checks the permission.
+    if unsafe { libc::kill(parent, 0) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Runs `op` in a child, confined by `confinement` if given.
+fn child(confinement: Option<&Confinement>, op: &Op, second_thread: bool) -> Seen {
+    let probe = Probe {
+        second_thread,
+        confinement: confinement.cloned(),
+        op: op.clone(),
+    };
+    let out = Command::new(std::env::current_exe().unwrap())
+        .env(CHILD, serde_json::to_string(&probe).unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let context = || format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Line> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {}", context())))
+        .collect();
+    match (lines.as_slice(), out.status.signal()) {
+        ([Line::Applied(None)], Some(signal)) => Seen::Killed(signal),
+        ([Line::Applied(None), Line::Op(Ok(()))], None) => Seen::Worked,
+        ([Line::Applied(None), Line::Op(Err(e))], None) => Seen::Failed(e.clone()),
+        ([Line::Applied(Some(error)), Line::Op(op)], None) => Seen::Refused {
+            error: error.clone(),
+            op: op.clone(),
+        },
+        _ => panic!("the child ended with {}: {}", out.status, context()),
+    }
+}
+
+/// Asserts that `op` works unconfined (the control) and is denied under `confinement`:
+/// by Landlock or the socket filter (an error) or by the seccomp allow-list (SIGSYS).
+fn assert_denied(confinement: &Confinement, op: Op) -> Seen {
+    assert_eq!(child(None, &op, false), Seen::Worked, "control: {op:?}");
+    let seen = child(Some(confinement), &op, false);
+    assert!(
+        matches!(seen, Seen::Failed(_) | Seen::Killed(libc::SIGSYS)),
+        "{:?} under {:?}: {seen:?}",
+        op,
+        confinement.profile
+    );
+    seen
+}
+
+fn assert_works(confinement: &Confinement, op: Op) {
+    assert_eq!(
+        child(Some(confinement), &op, false),
+        Seen::Worked,
+        "{op:?} under {:?}",
+        confinement.profile
+    );
+}
+
+/// A folder with a read-only tree, a read-write tree and a secret outside both; a TCP
+/// listener whose port is granted, one whose port is not, and a Unix socket listener.
+struct Fixture {
+    dir: tempfile::TempDir,
+    granted: TcpListener,
+    other: TcpListener,
+    _unix: UnixListener,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["ro", "rw", "outside"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        std::fs::write(dir.path().join("ro/file.txt"), "read-only").unwrap();
+        std::fs::write(dir.path().join("outside/secret.txt"), "secret").unwrap();
+        let unix = UnixListener::bind(dir.path().join("outside/server.sock")).unwrap();
+        Fixture {
+            granted: TcpListener::bind("127.0.0.1:0").unwrap(),
+            other: TcpListener::bind("127.0.0.1:0").unwrap(),
+            _unix: unix,
+            dir,
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn port(listener: &TcpListener) -> u16 {
+        listener.local_addr().unwrap().port()
+    }
+
+    /// The confinement of `profile`: `ro` read-only (with the system's programs and
+    /// libraries for `Exec`, so that it can execute one), `rw` read-write, the granted
+    /// port.
+    fn confinement(&self, profile: Profile) -> Confinement {
+        let mut read_only = vec![self.path("ro")];
+        if profile == Profile::Exec {
+            read_only
+                .extend(["/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache"].map(PathBuf::from));
+        }
+        Confinement {
+            read_only,
+            read_write: vec![self.path("rw")],
+            tcp_connect: vec![Fixture::port(&self.granted)],
+            profile,
+        }
+    }
+}
+
+const PROFILES: [Profile; 2] = [Profile::Worker, Profile::Exec];
+
+#[test]
+fn files_outside_the_granted_trees_cannot_be_read() {
+    let f = Fixture::new();
+    for profile in PROFILES {
+        let c = f.confinement(profile);
+        assert_works(&c, Op::Read(f.path("ro/file.txt")));
+        assert_works(&c, Op::List(f.path("rw")));
+        assert_denied(&c, Op::Read(f.path("outside/secret.txt")));
+        assert_denied(&c, Op::List(f.path("outside")));
+    }
+}
+
+#[test]
+fn only_read_write_trees_can_be_written() {
+    let f = Fixture::new();
+    for profile in PROFILES {
+        let c = f.confinement(profile);
+        assert_works(&c, Op::Write(f.path("rw/new.txt")));
+        assert_works(&c, Op::Write(f.path("rw/new.txt")));
+        // The controls write too: check the content after each denial.
+        for target in ["ro/file.txt", "ro/new.txt", "outside/new.txt"] {
+            let path = f.path(target);
+            let before = std::fs::read(&path).ok();
+            let _ = std::fs::remove_file(&path);
+            assert_eq!(child(None, &Op::Write(path.clone()), false), Seen::Worked);
+            match &before {
+                Some(b) => std::fs::write(&path, b).unwrap(),
+                None => std::fs::remove_file(&path).unwrap(),
+            }
+            let seen = child(Some(&c), &Op::Write(path.clone()), false);
+            assert!(matches!(seen, Seen::Failed(_)), "{target}: {seen:?}");
+            assert_eq!(std::fs::read(&path).ok(), before, "{target}");
+        }
+    }
+}
+
+#[test]
+fn tcp_connects_only_to_granted_ports_and_a_worker_opens_no_socket() {
+    let f = Fixture::new();
+    let granted = Op::TcpConnect(Fixture::port(&f.granted));
+    let other = Op::TcpConnect(Fixture::port(&f.other));
+    let exec = f.confinement(Profile::Exec);
+    assert_works(&exec, granted.clone());
+    assert!(matches!(
+        assert_denied(&exec, other.clone()),
+        Seen::Failed(_)
+    ));
+    let worker = f.confinement(Profile::Worker);
+    assert_eq!(assert_denied(&worker, granted), Seen::Killed(libc::SIGSYS));
+    assert_eq!(assert_denied(&worker, other), Seen::Killed(libc::SIGSYS));
+}
+
+#[test]
+fn unix_sockets_cannot_be_opened() {
+    let f = Fixture::new();
+    let op = Op::UnixConnect(f.path("outside/server.sock"));
+    let seen = assert_denied(&f.confinement(Profile::Exec), op.clone());
+    assert!(
+        matches!(&seen, Seen::Failed(e) if e.contains("Permission denied")),
+        "{seen:?}"
+    );
+    assert_eq!(
+        assert_denied(&f.confinement(Profile::Worker), op),
+        Seen::Killed(libc::SIGSYS)
+    );
+}
+
+#[test]
+fn a_worker_cannot_exec_and_an_exec_helper_only_from_read_only_trees() {
+    let f = Fixture::new();
+    let program = PathBuf::from("/bin/true");
+    assert_eq!(
+        assert_denied(&f.confinement(Profile::Worker), Op::Exec(program.clone())),
+        Seen::Killed(libc::SIGSYS)
+    );
+    let exec = f.confinement(Profile::Exec);
+    assert_works(&exec, Op::Exec(program.clone()));
+    // A program written into a read-write tree cannot be executed.
+    let copy = f.path("rw/true");
+    std::fs::copy(&program, &copy).unwrap();
+    assert!(matches!(
+        assert_denied(&exec, Op::Exec(copy)),
+        Seen::Failed(_)
+    ));
+}
+
+#[test]
+fn the_parent_cannot_be_signalled() {
+    let f = Fixture::new();
+    assert!(matches!(
+        assert_denied(&f.confinement(Profile::Exec), Op::SignalParent),
+        Seen::Failed(_)
+    ));
+    assert_eq!(
+        assert_denied(&f.confinement(Profile::Worker), Op::SignalParent),
+        Seen::Killed(libc::SIGSYS)
+    );
+}
+
+#[test]
+fn a_confined_worker_can_start_threads() {
+    let f = Fixture::new();
+    assert_works(&f.confinement(Profile::Worker), Op::Thread);
+}
+
+#[test]
+fn apply_refuses_a_multithreaded_process_and_leaves_it_unconfined() {
+    let f = Fixture::new();
+    for profile in PROFILES {
+        let seen = child(
+            Some(&f.confinement(profile)),
+            &Op::Read(f.path("outside/secret.txt")),
+            true,
+        );
+        let Seen::Refused { error, op } = seen else {
+            panic!("{profile:?}: {seen:?}");
+        };
+        assert!(error.contains("2 threads"), "{error}");
+        assert_eq!(op, Ok(()), "nothing was applied");
+    }
+}
+
+#[test]
+fn both_profiles_filters_compile() {
+    let programs = super::linux::all_filters().unwrap();
+    assert!(programs.iter().all(|p| !p.is_empty() && p.len() < 4096));
+}
+
+#[test]
+fn the_exec_command_carries_the_policy() {
+    let c = Confinement {
+        read_only: vec!["/usr".into()],
+        read_write: vec!["/tmp/x".into()],
+        tcp_connect: vec![443],
+        profile: Profile::Exec,
+    };
+    let cmd = exec_command(Path::new("/bin/warden"), &c, Path::new("/usr/bin/python3")).unwrap();
+    let mut args: Vec<_> = cmd.get_args().map(ToOwned::to_owned).collect();
+    assert_eq!(args.remove(0), super::EXEC_SUBCOMMAND);
+    args.push("-V".into());
+    let (parsed, program, rest) = parse_exec_args(args).unwrap();
+    assert_eq!(parsed, c);
+    assert_eq!(program, Path::new("/usr/bin/python3"));
+    assert_eq!(rest, ["-V"]);
+    assert!(parse_exec_args(vec!["--policy".into(), "{\"bogus\":1}".into()]).is_err());
+}
