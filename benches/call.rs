@@ -144,7 +144,7 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<(Stats, f6
     let packages = Packages::new(
         dir.path(),
         &sandbox.runtime().path(Role::Stdlib),
-        Pip::default(),
+        pip(),
         Progress::Quiet,
     )?;
     let app = App::new(
@@ -241,12 +241,21 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<(Stats, f6
 /// The installed packages of `letta_pydantic.py` (Pydantic 1.10, from the configured
 /// package index, installed once under `$WARDEN_HOME/packages`). An error (no index
 /// reachable) skips its rows.
+/// pip's settings: the machine's configuration, confined by the built `warden` (this
+/// bench binary cannot confine pip itself).
+fn pip() -> Pip {
+    Pip {
+        warden: Some(PathBuf::from(env!("CARGO_BIN_EXE_warden"))),
+        ..Pip::default()
+    }
+}
+
 fn pydantic_site(sandbox: &Arc<Sandbox>, home: &std::path::Path) -> anyhow::Result<PathBuf> {
     let source = std::fs::read_to_string(root().join("tests/fixtures/tools/letta_pydantic.py"))?;
     let store = Packages::new(
         home,
         &sandbox.runtime().path(Role::Stdlib),
-        Pip::default(),
+        pip(),
         Progress::Show,
     )?
     .with_compiler(warden::app::bytecode::compiler(Arc::clone(sandbox)));

@@ -8,8 +8,10 @@
 //! one sorted [`Requirement`] set. [`Packages::lock`] turns a set into a [`Lock`] once:
 //! requirements the runtime's bundled packages satisfy ([`bundled`]) are recorded as
 //! such, the rest are resolved by pip for the guest's platform ([`resolve`]), and every
-//! wheel is pinned with its SHA-256. Locks are cached per requirement set under
-//! `$WARDEN_HOME/packages/locks`, so a set is resolved once, never at call time. The
+//! wheel is pinned with its SHA-256. pip downloads wheels only (a source distribution
+//! would run build code) and runs confined ([`PipSession`]). Locks are cached per
+//! requirement set under `$WARDEN_HOME/packages/locks`, so a set is resolved once, never
+//! at call time. The
 //! wheels are unpacked ([`install`]) into `$WARDEN_HOME/packages/sites/<site id>`, one
 //! folder per distinct set of wheels, shared by every tool that resolves to it, read-only
 //! on the host and mounted read-only at [`GUEST_SITE`] in the guest, where the harness
@@ -23,6 +25,7 @@ pub mod lock;
 pub mod requirement;
 pub mod resolve;
 pub mod script;
+pub mod session;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -34,6 +37,7 @@ pub use bundled::Bundled;
 pub use lock::{BundledUse, Lock, LockedWheel};
 pub use requirement::Requirement;
 pub use resolve::Pip;
+pub use session::PipSession;
 
 use crate::sandbox::Progress;
 
@@ -86,13 +90,36 @@ pub enum PackagesError {
     /// pip found no wheel the guest can load.
     #[error(
         "no pure-Python wheel matches {requirement}: the package (or this version of it) has \
-         only native wheels, or only a source distribution that would need a build, and the \
-         guest (CPython 3.15 on WASI) loads only pure-Python wheels (py3-none-any); choose \
-         another version or package"
+         only native wheels, or none at all, and the guest (CPython 3.15 on WASI) loads only \
+         pure-Python wheels (py3-none-any); choose another version or package"
     )]
     NoPureWheel {
         /// The requirement pip could not meet.
         requirement: String,
+    },
+    /// The only matching files are source distributions, which are never used.
+    #[error(
+        "{requirement} is published only as a source distribution ({}) and Warden refuses \
+         source distributions: installing one runs its build code (setup.py or a build \
+         backend) on this machine; ask for a version that ships a pure-Python wheel \
+         (py3-none-any), or build the wheel elsewhere and pass its folder with --find-links",
+        files.join(", ")
+    )]
+    SourceOnly {
+        /// The requirement pip could not meet.
+        requirement: String,
+        /// The source distributions pip saw for it, by file name.
+        files: Vec<String>,
+    },
+    /// pip could not be confined, and Warden does not run it unconfined.
+    #[error(
+        "pip cannot run confined on this machine ({reason}); Warden does not run pip \
+         unconfined: resolve packages on a machine whose kernel has Landlock (ABI 6+) and \
+         seccomp, and install here from its wheelhouse (`warden packages fetch`)"
+    )]
+    Unconfined {
+        /// Why.
+        reason: String,
     },
     /// A file pip produced is not a pure-Python wheel.
     #[error("{file} cannot be used: {reason}")]
@@ -205,11 +232,16 @@ impl PackagesError {
             }
             P::BundledConflict { .. }
             | P::NoPureWheel { .. }
+            | P::SourceOnly { .. }
             | P::NotPure { .. }
             | P::Conflict { .. } => Fault::Unresolvable,
             P::UnsafeWheel { .. } | P::HashMismatch { .. } => Fault::UnsafePackage,
             P::IndexUnreachable { .. } | P::Pip { .. } => Fault::Index,
-            P::NoPip | P::FindLinks { .. } | P::Runtime { .. } | P::Io { .. } => Fault::Host,
+            P::NoPip
+            | P::Unconfined { .. }
+            | P::FindLinks { .. }
+            | P::Runtime { .. }
+            | P::Io { .. } => Fault::Host,
         }
     }
 

@@ -33,6 +33,8 @@ impl PipArgs {
         Pip {
             find_links: self.find_links.clone(),
             no_index: self.no_index,
+            // This process is Warden's binary: it confines pip.
+            warden: None,
         }
     }
 

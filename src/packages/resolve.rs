@@ -8,6 +8,12 @@
 //! pip as metadata-only stand-in wheels (in a private `--find-links` folder) so that a
 //! package depending on, say, numpy resolves against the bundled numpy instead of
 //! looking for a pure-Python numpy that does not exist. Stand-ins are never installed.
+//!
+//! Source distributions are never downloaded (`--only-binary=:all:`): installing one
+//! runs its build code. When pip finds nothing for a requirement, its debug log (`--log`)
+//! says which files it skipped, which tells a requirement published only as a source
+//! distribution ([`PackagesError::SourceOnly`]) from one without a pure-Python wheel.
+//! pip itself runs confined, in a [`PipSession`].
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -19,6 +25,7 @@ use super::PackagesError;
 use super::bundled::Bundled;
 use super::lock::{Lock, LockedWheel};
 use super::requirement::Requirement;
+use super::session::{PipSession, find_links_dir, session_failure};
 use crate::sandbox::Progress;
 
 /// How pip reaches packages: the configured index (pip's own configuration, e.g.
@@ -29,6 +36,10 @@ pub struct Pip {
     pub find_links: Vec<PathBuf>,
     /// Use no index at all: only `find_links` (for offline and edge machines).
     pub no_index: bool,
+    /// Warden's binary, which confines pip (`warden __confined-exec`). `None`: the
+    /// running executable, which is Warden's except in tests of the library (whose
+    /// executable is the test binary: they pass the built `warden`).
+    pub warden: Option<PathBuf>,
 }
 
 /// A wheel pip left on disk, with what the lock records of it.
@@ -66,7 +77,8 @@ impl Pip {
         let requirements_file = work.join("requirements.txt");
         write(&requirements_file, &lines)?;
 
-        let mut cmd = self.command(&wheels)?;
+        let session = PipSession::new(self)?;
+        let mut cmd = self.command(&session, &[work], &wheels)?;
         cmd.arg("--find-links")
             .arg(&stand_ins)
             .arg("-c")
@@ -78,7 +90,7 @@ impl Pip {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", ");
-        run(cmd, &format!("resolving {listed}"), progress)?;
+        run(cmd, &session, &format!("resolving {listed}"), progress)?;
         collect(&wheels, |name| bundled.version(name).is_some())
     }
 
@@ -100,11 +112,13 @@ impl Pip {
         }
         let requirements_file = into.join(".warden-lock.txt");
         write(&requirements_file, &lines)?;
-        let mut cmd = self.command(into)?;
+        let session = PipSession::new(self)?;
+        let mut cmd = self.command(&session, &[], into)?;
         cmd.args(["--no-deps", "--require-hashes", "-r"])
             .arg(&requirements_file);
         let result = run(
             cmd,
+            &session,
             &format!("downloading {} locked wheel(s)", lock.packages.len()),
             progress,
         );
@@ -140,8 +154,20 @@ impl Pip {
         Ok(out)
     }
 
-    fn command(&self, dest: &Path) -> Result<Command, PackagesError> {
-        let mut cmd = Command::new("python3");
+    /// `pip download` of wheels for the guest into `dest`, confined by `session` with
+    /// `read_only` (the caller's request files) and `dest` (writable) granted.
+    fn command(
+        &self,
+        session: &PipSession,
+        read_only: &[&Path],
+        dest: &Path,
+    ) -> Result<Command, PackagesError> {
+        let find_links = self
+            .find_links
+            .iter()
+            .map(|dir| find_links_dir(dir))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cmd = session.python(read_only, &[dest])?;
         cmd.args([
             "-m",
             "pip",
@@ -158,19 +184,11 @@ impl Pip {
             "--implementation",
             "py",
         ])
-        .args(["--python-version", "3.15", "-d"])
+        .args(["--python-version", "3.15", "--log"])
+        .arg(log_file(session))
+        .arg("-d")
         .arg(dest);
-        for dir in &self.find_links {
-            let dir = fs::canonicalize(dir).map_err(|e| PackagesError::FindLinks {
-                path: dir.clone(),
-                reason: e.to_string(),
-            })?;
-            if !dir.is_dir() {
-                return Err(PackagesError::FindLinks {
-                    path: dir,
-                    reason: "not a folder".into(),
-                });
-            }
+        for dir in find_links {
             cmd.arg("--find-links").arg(dir);
         }
         if self.no_index {
@@ -180,19 +198,25 @@ impl Pip {
     }
 }
 
+/// pip's debug log in its session, which says why it skipped each file.
+fn log_file(session: &PipSession) -> PathBuf {
+    session.home().join("pip.log")
+}
+
 /// Runs pip, showing its latest line as progress; its error output on failure.
-fn run(mut cmd: Command, what: &str, progress: Progress) -> Result<(), PackagesError> {
+fn run(
+    mut cmd: Command,
+    session: &PipSession,
+    what: &str,
+    progress: Progress,
+) -> Result<(), PackagesError> {
     let spinner = progress.spinner(format!("{what} with pip"));
     let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PackagesError::NoPip),
-        Err(e) => return Err(io(Path::new("python3"), e)),
-    };
+    let mut child = child.map_err(|e| io(Path::new(cmd.get_program()), e))?;
     let stderr = child.stderr.take();
     let errors = thread::spawn(move || {
         let mut text = String::new();
@@ -213,17 +237,86 @@ fn run(mut cmd: Command, what: &str, progress: Progress) -> Result<(), PackagesE
             }
         }
     }
-    let status = child.wait().map_err(|e| io(Path::new("python3"), e))?;
+    let status = child
+        .wait()
+        .map_err(|e| io(Path::new(cmd.get_program()), e))?;
     spinner.finish_and_clear();
     let stderr = errors.join().unwrap_or_default();
     if status.success() {
         return Ok(());
     }
-    Err(diagnose(what, &stderr))
+    if status.code() == Some(i32::from(crate::confine::EXIT_NOT_CONFINED)) {
+        return Err(session_failure(status.code(), &stderr, what));
+    }
+    Err(diagnose(what, &stderr, &skipped_files(&log_file(session))))
 }
 
-/// The most useful error for what pip said.
-fn diagnose(what: &str, stderr: &str) -> PackagesError {
+/// The file names of the links pip's debug log says it skipped (source distributions
+/// under `--only-binary`, wheels with other tags, files of other projects).
+fn skipped_files(log: &Path) -> Vec<String> {
+    let Ok(file) = fs::File::open(log) else {
+        return Vec::new();
+    };
+    // At most 64 MiB of log: an index page of a large project is long but not that long.
+    BufReader::new(file.take(64 << 20))
+        .lines()
+        .map_while(Result::ok)
+        .filter(|l| l.contains("Skipping link: "))
+        .filter_map(|l| {
+            let url = l.rsplit(": ").next()?.trim();
+            let path = url.split(['#', '?']).next()?;
+            let name = path.rsplit('/').next()?;
+            Some(percent_decode(name))
+        })
+        .collect()
+}
+
+/// `%2B` and the like in a link's file name (a local version's `+`, mostly).
+fn percent_decode(name: &str) -> String {
+    url::Url::parse(&format!("file:///{name}"))
+        .ok()
+        .and_then(|u| u.to_file_path().ok())
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| name.to_owned())
+}
+
+/// A source distribution's file name: (normalized project name, version).
+fn sdist_name(file: &str) -> Option<(String, String)> {
+    let stem = [".tar.gz", ".zip", ".tar.bz2", ".tar.xz", ".tgz", ".tar"]
+        .iter()
+        .find_map(|ext| file.strip_suffix(ext))?;
+    let (name, version) = stem.rsplit_once('-')?;
+    Some((super::requirement::normalize_name(name), version.to_owned()))
+}
+
+/// Whether pip found nothing for `requirement` (as pip printed it) because only source
+/// distributions match it: the source distributions of `skipped` that match, if no
+/// wheel of any kind does.
+fn source_only(requirement: &str, skipped: &[String]) -> Option<Vec<String>> {
+    let wanted: super::Requirement = requirement.parse().ok()?;
+    let matches = |name: &str, version: &str| {
+        name == wanted.name()
+            && version
+                .parse::<pep508_rs::pep440_rs::Version>()
+                .map_or(true, |v| wanted.allows(&v))
+    };
+    let sdists: Vec<String> = skipped
+        .iter()
+        .filter(|f| sdist_name(f).is_some_and(|(n, v)| matches(&n, &v)))
+        .cloned()
+        .collect();
+    let wheels = skipped
+        .iter()
+        .filter_map(|f| WheelName::parse(f))
+        .any(|w| matches(&w.name, &w.version));
+    let mut sdists = sdists;
+    sdists.sort();
+    sdists.dedup();
+    (!sdists.is_empty() && !wheels).then_some(sdists)
+}
+
+/// The most useful error for what pip said, and the files its log says it skipped.
+fn diagnose(what: &str, stderr: &str, skipped: &[String]) -> PackagesError {
     if stderr.contains("No module named pip") {
         return PackagesError::NoPip;
     }
@@ -249,6 +342,12 @@ fn diagnose(what: &str, stderr: &str) -> PackagesError {
         if offline {
             return PackagesError::IndexUnreachable {
                 detail: tail(stderr, 6),
+            };
+        }
+        if let Some(files) = source_only(&name, skipped) {
+            return PackagesError::SourceOnly {
+                requirement: name,
+                files,
             };
         }
         return PackagesError::NoPureWheel { requirement: name };
@@ -428,12 +527,48 @@ mod tests {
     fn diagnoses_pip_errors() {
         let no_wheel = "ERROR: Could not find a version that satisfies the requirement numpy>=9 (from versions: none)\nERROR: No matching distribution found for numpy>=9\n";
         assert!(
-            matches!(diagnose("x", no_wheel), PackagesError::NoPureWheel { requirement } if requirement == "numpy>=9")
+            matches!(diagnose("x", no_wheel, &[]), PackagesError::NoPureWheel { requirement } if requirement == "numpy>=9")
         );
         let hashes = "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE.\n";
         assert!(matches!(
-            diagnose("x", hashes),
+            diagnose("x", hashes, &[]),
             PackagesError::HashMismatch { .. }
         ));
+    }
+
+    #[test]
+    fn a_requirement_with_only_source_distributions_is_told_apart() {
+        // pip's log lists every file it skipped, other projects' included.
+        let skipped: Vec<String> = [
+            "Only_Sdist-1.0.tar.gz",
+            "only_sdist-2.0.zip",
+            "mixed-1.0.tar.gz",
+            "mixed-1.0-cp315-cp315-manylinux_2_17_x86_64.whl",
+        ]
+        .map(String::from)
+        .to_vec();
+        let no_match = |r: &str| format!("ERROR: No matching distribution found for {r}\n");
+        let e = diagnose("x", &no_match("only-sdist"), &skipped);
+        assert!(
+            matches!(&e, PackagesError::SourceOnly { requirement, files }
+                if requirement == "only-sdist" && files.len() == 2),
+            "{e}"
+        );
+        assert!(e.to_string().contains("runs its build code"), "{e}");
+        let e = diagnose("x", &no_match("only-sdist>=2"), &skipped);
+        assert!(
+            matches!(&e, PackagesError::SourceOnly { files, .. } if files == &["only_sdist-2.0.zip"]),
+            "{e}"
+        );
+        // No source distribution matches: a version that does not exist at all.
+        let e = diagnose("x", &no_match("only-sdist>=3"), &skipped);
+        assert!(matches!(e, PackagesError::NoPureWheel { .. }), "{e}");
+        // A native wheel besides the source distribution: no pure wheel.
+        let e = diagnose("x", &no_match("mixed"), &skipped);
+        assert!(matches!(e, PackagesError::NoPureWheel { .. }), "{e}");
+        assert_eq!(
+            percent_decode("pkg-1.0%2Blocal.tar.gz"),
+            "pkg-1.0+local.tar.gz"
+        );
     }
 }

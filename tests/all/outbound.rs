@@ -575,7 +575,7 @@ async fn raw_sockets_say_how_to_get_a_grant() {
 /// settings), as the packages tests' Pydantic test does.
 mod libraries {
     use super::*;
-    use warden::packages::{Packages, Pip, Requirement};
+    use warden::packages::{Packages, Requirement};
 
     fn site() -> std::path::PathBuf {
         static SITE: OnceLock<std::path::PathBuf> = OnceLock::new();
@@ -585,7 +585,7 @@ mod libraries {
                 &shared_sandbox()
                     .runtime()
                     .path(warden::sandbox::artifacts::Role::Stdlib),
-                Pip::default(),
+                crate::support::pip(),
                 warden::sandbox::Progress::Quiet,
             )
             .unwrap()

@@ -224,18 +224,20 @@ fn bundled_packages_satisfy_matching_requirements_and_refuse_others() {
 fn a_package_without_a_pure_python_wheel_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let wh = dir.path().join("wheels");
-    // Only a native wheel, and only a source distribution.
-    wheel_named(
-        &wh,
-        "nativepkg-1.0-cp315-cp315-manylinux_2_17_x86_64.whl",
-        "nativepkg",
-        "1.0",
-        &[],
-        &[Entry::File("nativepkg/__init__.py", "")],
-    );
-    std::fs::write(wh.join("sdistpkg-1.0.tar.gz"), b"not really").unwrap();
+    // Only a native wheel; and a native wheel beside a source distribution.
+    for name in ["nativepkg", "mixedpkg"] {
+        wheel_named(
+            &wh,
+            &format!("{name}-1.0-cp315-cp315-manylinux_2_17_x86_64.whl"),
+            name,
+            "1.0",
+            &[],
+            &[Entry::File(&format!("{name}/__init__.py"), "")],
+        );
+    }
+    std::fs::write(wh.join("mixedpkg-1.0.tar.gz"), b"not really").unwrap();
     let store = store(dir.path(), &wh);
-    for name in ["nativepkg", "sdistpkg"] {
+    for name in ["nativepkg", "mixedpkg"] {
         let e = store.lock(requirements(&[name])).unwrap_err();
         assert!(
             matches!(&e, PackagesError::NoPureWheel { requirement } if requirement.contains(name)),
@@ -244,6 +246,194 @@ fn a_package_without_a_pure_python_wheel_is_refused_by_name() {
         assert!(e.to_string().contains("pure-Python"), "{e}");
     }
     assert_eq!(site_count(dir.path()), 0);
+}
+
+/// Writes `NAME-VERSION.tar.gz` into `dir`: a source distribution whose build (setup.py)
+/// would write `canary` and try the network, if anything ever ran it.
+fn hostile_sdist(dir: &Path, name: &str, version: &str, canary: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(format!("{name}-{version}.tar.gz"));
+    let setup = format!(
+        "import socket\nopen({canary:?}, 'w').write('built')\n\
+         socket.create_connection(('127.0.0.1', 9), 1)\n\
+         from setuptools import setup\nsetup(name={name:?}, version={version:?})\n",
+        canary = canary.display().to_string(),
+    );
+    let pkg_info = format!("Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n");
+    let script = "import io, sys, tarfile\n\
+        out, root, setup, info = sys.argv[1:]\n\
+        with tarfile.open(out, 'w:gz') as t:\n\
+        \x20   for name, text in (('setup.py', setup), ('PKG-INFO', info)):\n\
+        \x20       data = text.encode()\n\
+        \x20       member = tarfile.TarInfo(root + '/' + name)\n\
+        \x20       member.size = len(data)\n\
+        \x20       t.addfile(member, io.BytesIO(data))\n";
+    let status = Command::new("python3")
+        .args(["-c", script])
+        .arg(&path)
+        .arg(format!("{name}-{version}"))
+        .args([&setup, &pkg_info])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    path
+}
+
+#[test]
+fn a_package_published_only_as_a_source_distribution_is_refused_unbuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    let canary = dir.path().join("built");
+    hostile_sdist(&wh, "sdistpkg", "1.0", &canary);
+    // A wheel of another version does not make 1.0 installable.
+    hostile_sdist(&wh, "halfpkg", "2.0", &canary);
+    wheel(
+        &wh,
+        "halfpkg",
+        "1.0",
+        &[],
+        &[Entry::File("halfpkg/__init__.py", "")],
+    );
+    let store = store(dir.path(), &wh);
+    for (requirement, file) in [
+        ("sdistpkg", "sdistpkg-1.0.tar.gz"),
+        ("halfpkg>=2", "halfpkg-2.0.tar.gz"),
+    ] {
+        let e = store.lock(requirements(&[requirement])).unwrap_err();
+        assert!(
+            matches!(&e, PackagesError::SourceOnly { requirement: r, files }
+                if r == requirement && files == &[file]),
+            "{e}"
+        );
+        let message = e.to_string();
+        for needed in ["source distribution", "build code", "wheel", "--find-links"] {
+            assert!(message.contains(needed), "{needed}: {message}");
+        }
+        assert_eq!(e.fault(), warden::packages::Fault::Unresolvable);
+    }
+    assert!(!canary.exists(), "the source distribution's build ran");
+    assert_eq!(site_count(dir.path()), 0);
+    // The version with a wheel installs.
+    let lock = store.lock(requirements(&["halfpkg<2"])).unwrap();
+    assert_eq!(lock.packages[0].version, "1.0");
+}
+
+/// What a confined Python in pip's session could do: each entry names an attempt, and
+/// says `ok` or the exception it met.
+const ATTEMPTS: &str = r#"
+import json, os, socket, sys
+warden_home, dest, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except Exception as e:
+        return type(e).__name__
+def connect(family, address):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.connect(address)
+    finally:
+        s.close()
+print(json.dumps({
+    "read the database": attempt(lambda: open(os.path.join(warden_home, "registry.db")).read()),
+    "read the secret key": attempt(lambda: open(os.path.join(warden_home, "keys", "secret.key")).read()),
+    "list the home": attempt(lambda: os.listdir(warden_home)),
+    "write into the home": attempt(lambda: open(os.path.join(warden_home, "planted"), "w").write("x")),
+    "read /etc/shadow": attempt(lambda: open("/etc/shadow").read()),
+    "read the destination": attempt(lambda: open(os.path.join(dest, "request.txt")).read()),
+    "write the destination": attempt(lambda: open(os.path.join(dest, "wheel.whl"), "w").write("x")),
+    "write its own home": attempt(lambda: open(os.path.join(os.environ["HOME"], "x"), "w").write("x")),
+    "connect to another port": attempt(lambda: connect(socket.AF_INET, ("127.0.0.1", port))),
+    "open a unix socket": attempt(lambda: connect(socket.AF_UNIX, os.path.join(warden_home, "server.sock"))),
+    "signal its parent": attempt(lambda: os.kill(os.getppid(), 0)),
+    "home": os.environ.get("HOME"),
+    "cache": os.environ.get("PIP_CACHE_DIR"),
+}))
+"#;
+
+#[test]
+fn pip_runs_confined_and_cannot_reach_wardens_home() {
+    let warden_home = tempfile::tempdir().unwrap();
+    std::fs::write(warden_home.path().join("registry.db"), "tenants").unwrap();
+    std::fs::create_dir(warden_home.path().join("keys")).unwrap();
+    std::fs::write(warden_home.path().join("keys/secret.key"), "key").unwrap();
+    let _server =
+        std::os::unix::net::UnixListener::bind(warden_home.path().join("server.sock")).unwrap();
+    let dest = tempfile::tempdir().unwrap();
+    std::fs::write(dest.path().join("request.txt"), "greetlib").unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+
+    let run = |confined: bool| -> Value {
+        let session = warden::packages::PipSession::new(&crate::support::pip()).unwrap();
+        let mut cmd = if confined {
+            session.python(&[], &[dest.path()]).unwrap()
+        } else {
+            // The control: the same script, unconfined, with a home of its own.
+            let mut control = Command::new("python3");
+            control.env("HOME", dest.path());
+            control
+        };
+        let out = cmd
+            .args(["-c", ATTEMPTS])
+            .arg(warden_home.path())
+            .arg(dest.path())
+            .arg(&port)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if confined {
+            let home = PathBuf::from(v["home"].as_str().unwrap());
+            assert_eq!(home, session.home());
+            assert!(
+                v["cache"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(v["home"].as_str().unwrap())
+            );
+            drop(session);
+            assert!(!home.exists(), "the session's home is removed");
+        }
+        v
+    };
+    let denied = [
+        "read the database",
+        "read the secret key",
+        "list the home",
+        "write into the home",
+        "read /etc/shadow",
+        "connect to another port",
+        "open a unix socket",
+        "signal its parent",
+    ];
+    let allowed = [
+        "read the destination",
+        "write the destination",
+        "write its own home",
+    ];
+    let control = run(false);
+    for attempt in denied.iter().chain(&allowed) {
+        // Only root reads /etc/shadow unconfined.
+        if *attempt != "read /etc/shadow" {
+            assert_eq!(control[attempt], "ok", "control: {attempt}: {control}");
+        }
+    }
+    std::fs::remove_file(warden_home.path().join("planted")).unwrap();
+    std::fs::remove_file(dest.path().join("x")).unwrap();
+    let confined = run(true);
+    for attempt in denied {
+        assert_ne!(confined[attempt], "ok", "{attempt}: {confined}");
+    }
+    for attempt in allowed {
+        assert_eq!(confined[attempt], "ok", "{attempt}: {confined}");
+    }
+    assert!(!warden_home.path().join("planted").exists());
 }
 
 #[test]
@@ -717,7 +907,7 @@ async fn a_letta_tool_with_nested_pydantic_models_runs() {
         &shared_sandbox()
             .runtime()
             .path(warden::sandbox::artifacts::Role::Stdlib),
-        warden::packages::Pip::default(),
+        crate::support::pip(),
         warden::sandbox::Progress::Quiet,
     )
     .unwrap()

@@ -67,6 +67,7 @@ pub fn package_store_with(home: &Path, find_links: Vec<PathBuf>) -> Packages {
         Pip {
             find_links,
             no_index: true,
+            ..pip()
         },
         Progress::Quiet,
     )
@@ -74,6 +75,15 @@ pub fn package_store_with(home: &Path, find_links: Vec<PathBuf>) -> Packages {
     .with_compiler(warden::app::bytecode::compiler(
         Arc::clone(shared_sandbox()),
     ))
+}
+
+/// pip's settings for tests: the machine's configuration, confined by the built `warden`
+/// (this test binary cannot confine pip itself).
+pub fn pip() -> Pip {
+    Pip {
+        warden: Some(PathBuf::from(env!("CARGO_BIN_EXE_warden"))),
+        ..Pip::default()
+    }
 }
 
 /// The path of a file under `tests/fixtures/tools/` or `examples/`.
