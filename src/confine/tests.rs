@@ -24,8 +24,16 @@ const CHILD: &str = "WARDEN_CONFINE_TEST_CHILD";
 #[derive(Debug, Serialize, Deserialize)]
 struct Probe {
     second_thread: bool,
+    /// Kernel features to hide (their calls fail with ENOSYS), as on an older kernel.
+    hide: Option<Feature>,
     confinement: Option<Confinement>,
     op: Op,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum Feature {
+    Landlock,
+    Seccomp,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,6 +91,9 @@ extern "C" fn run_as_child() {
     let _sleeper = probe
         .second_thread
         .then(|| std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(60))));
+    if let Some(feature) = probe.hide {
+        hide(feature);
+    }
     let apply = probe
         .confinement
         .map(|c| c.apply())
@@ -95,6 +106,29 @@ extern "C" fn run_as_child() {
         reason = "the child ends here, before the harness starts"
     )]
     std::process::exit(0);
+}
+
+/// Makes the calls of `feature` fail with ENOSYS, as a kernel without it answers.
+fn hide(feature: Feature) {
+    let calls = match feature {
+        Feature::Landlock => vec![
+            libc::SYS_landlock_create_ruleset,
+            libc::SYS_landlock_add_rule,
+            libc::SYS_landlock_restrict_self,
+        ],
+        Feature::Seccomp => vec![libc::SYS_seccomp],
+    };
+    let filter = seccompiler::SeccompFilter::new(
+        calls.into_iter().map(|nr| (nr, Vec::new())).collect(),
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::ENOSYS as u32),
+        std::env::consts::ARCH
+            .try_into()
+            .expect("a supported architecture"),
+    )
+    .expect("a filter");
+    let program: seccompiler::BpfProgram = filter.try_into().expect("a program");
+    seccompiler::apply_filter(&program).expect("the filter installed");
 }
 
 fn report(line: &Line) {
@@ -143,8 +177,19 @@ fn signal_parent() -> std::io::Result<()> {
 
 /// Runs `op` in a child, confined by `confinement` if given.
 fn child(confinement: Option<&Confinement>, op: &Op, second_thread: bool) -> Seen {
+    child_on(confinement, op, second_thread, None)
+}
+
+/// As [`child`], on a kernel without `hide`.
+fn child_on(
+    confinement: Option<&Confinement>,
+    op: &Op,
+    second_thread: bool,
+    hide: Option<Feature>,
+) -> Seen {
     let probe = Probe {
         second_thread,
+        hide,
         confinement: confinement.cloned(),
         op: op.clone(),
     };
@@ -366,6 +411,26 @@ fn apply_refuses_a_multithreaded_process_and_leaves_it_unconfined() {
         };
         assert!(error.contains("2 threads"), "{error}");
         assert_eq!(op, Ok(()), "nothing was applied");
+    }
+}
+
+#[test]
+fn without_landlock_or_seccomp_apply_refuses_instead_of_confining_partly() {
+    let f = Fixture::new();
+    let op = Op::Read(f.path("outside/secret.txt"));
+    for profile in PROFILES {
+        let c = f.confinement(profile);
+        let seen = child_on(Some(&c), &op, false, Some(Feature::Landlock));
+        let Seen::Refused { error, op: result } = seen else {
+            panic!("{profile:?}: {seen:?}");
+        };
+        assert!(error.contains("Landlock ABI 6"), "{error}");
+        assert_eq!(result, Ok(()), "nothing was applied");
+        let seen = child_on(Some(&c), &op, false, Some(Feature::Seccomp));
+        let Seen::Refused { error, .. } = seen else {
+            panic!("{profile:?}: {seen:?}");
+        };
+        assert!(error.contains("seccomp"), "{error}");
     }
 }
 

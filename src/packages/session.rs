@@ -448,6 +448,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_refused_confinement_is_reported_as_such() {
+        let stderr = "warden __confined-exec: the kernel cannot confine processes with \
+                      Landlock (...)\n";
+        let e = session_failure(Some(125), stderr, "resolving x");
+        assert!(
+            matches!(&e, PackagesError::Unconfined { reason } if reason.contains("Landlock")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("does not run pip unconfined"), "{e}");
+        let e = session_failure(Some(1), "ModuleNotFoundError: No module named pip\n", "x");
+        assert!(matches!(e, PackagesError::NoPip), "{e}");
+    }
+
+    #[test]
     fn reads_pip_config_list_and_reaches_only_its_ports() {
         let listing = "\
 :env:.cert='/etc/ssl/certs/ca-certificates.crt'
