@@ -516,6 +516,8 @@ mod linux {
             SYS_linkat,
             SYS_symlinkat,
             SYS_utimensat,
+            SYS_faccessat,
+            SYS_faccessat2,
         ],
         // Tokio's event loop: epoll, its waker, pipes.
         &[
@@ -548,9 +550,22 @@ mod linux {
             SYS_getegid,
             SYS_uname,
         ],
-        // x86-64's older spellings of calls above, which glibc and std still use.
+        // x86-64's older spellings of calls above, which glibc's wrappers still make
+        // (std's fs::create_dir is `mkdir`, for one). Landlock governs the paths.
         #[cfg(target_arch = "x86_64")]
-        &[SYS_poll, SYS_epoll_wait, SYS_pipe, SYS_dup2, SYS_renameat],
+        &[
+            SYS_poll,
+            SYS_epoll_wait,
+            SYS_pipe,
+            SYS_dup2,
+            SYS_renameat,
+            SYS_rename,
+            SYS_mkdir,
+            SYS_rmdir,
+            SYS_unlink,
+            SYS_readlink,
+            SYS_access,
+        ],
     ];
 
     /// [`Profile::Worker`]'s calls allowed with some arguments only.

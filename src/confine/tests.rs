@@ -41,6 +41,8 @@ enum Op {
     Read(PathBuf),
     List(PathBuf),
     Write(PathBuf),
+    /// Create a folder, then remove it.
+    MakeDir(PathBuf),
     TcpConnect(u16),
     UnixConnect(PathBuf),
     Exec(PathBuf),
@@ -144,6 +146,7 @@ impl Op {
             Op::Read(path) => std::fs::read(path).map(drop),
             Op::List(path) => std::fs::read_dir(path).map(drop),
             Op::Write(path) => std::fs::write(path, "written by the child"),
+            Op::MakeDir(path) => std::fs::create_dir(path).and_then(|()| std::fs::remove_dir(path)),
             Op::TcpConnect(port) => TcpStream::connect(("127.0.0.1", *port)).map(drop),
             Op::UnixConnect(path) => UnixStream::connect(path).map(drop),
             Op::Exec(program) => {
@@ -311,6 +314,8 @@ fn only_read_write_trees_can_be_written() {
         let c = f.confinement(profile);
         assert_works(&c, Op::Write(f.path("rw/new.txt")));
         assert_works(&c, Op::Write(f.path("rw/new.txt")));
+        assert_works(&c, Op::MakeDir(f.path("rw/sub")));
+        assert_denied(&c, Op::MakeDir(f.path("ro/sub")));
         // The controls write too: check the content after each denial.
         for target in ["ro/file.txt", "ro/new.txt", "outside/new.txt"] {
             let path = f.path(target);
