@@ -102,7 +102,7 @@ pub enum Profile {
 /// capability documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Applied {
-    /// The Landlock ABI the kernel enforces (6 or later; 7 on Linux 6.15 to 6.x).
+    /// The Landlock ABI the kernel enforces: 6 or later (7 on Linux 6.15 and later).
     pub landlock_abi: u32,
     /// The seccomp filter installed.
     pub profile: Profile,
@@ -435,16 +435,12 @@ mod linux {
     /// (plus its epoch ticker and blocking-pool threads) makes once it runs guest code.
     /// Any other call kills the process. Calls allowed only with some arguments are in
     /// [`worker_conditional`].
+    #[rustfmt::skip]
     const WORKER_ALLOWED: &[&[c_long]] = &[
         // Memory: wasmtime reserves, maps, protects and releases linear memories, tables,
         // stacks and code; the allocator grows the heap.
         &[
-            SYS_mmap,
-            SYS_munmap,
-            SYS_mprotect,
-            SYS_madvise,
-            SYS_mremap,
-            SYS_brk,
+            SYS_mmap, SYS_munmap, SYS_mprotect, SYS_madvise, SYS_mremap, SYS_brk,
             SYS_membarrier,
         ],
         // Copy-on-write memory images: wasmtime backs module images with memfds (it falls
@@ -453,118 +449,54 @@ mod linux {
         // Threads: waiting and waking (tokio, the epoch ticker, glibc's locks), thread
         // set-up and exit; clone3 is answered ENOSYS by a second filter.
         &[
-            SYS_futex,
-            SYS_sched_yield,
-            SYS_sched_getaffinity,
-            SYS_set_robust_list,
-            SYS_rseq,
-            SYS_clone3,
-            SYS_exit,
-            SYS_exit_group,
+            SYS_futex, SYS_sched_yield, SYS_sched_getaffinity, SYS_set_robust_list,
+            SYS_rseq, SYS_clone3, SYS_exit, SYS_exit_group,
         ],
         // Signals: wasmtime turns faults in guest code into traps with its own handlers on
         // an alternate stack.
         &[
-            SYS_rt_sigaction,
-            SYS_rt_sigprocmask,
-            SYS_rt_sigreturn,
-            SYS_sigaltstack,
+            SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigreturn, SYS_sigaltstack,
             SYS_restart_syscall,
         ],
         // Time and randomness: deadlines, the epoch ticker's sleep, WASI clocks and
         // random_get.
         &[
-            SYS_clock_gettime,
-            SYS_clock_getres,
-            SYS_gettimeofday,
-            SYS_nanosleep,
-            SYS_clock_nanosleep,
-            SYS_getrandom,
+            SYS_clock_gettime, SYS_clock_getres, SYS_gettimeofday, SYS_nanosleep,
+            SYS_clock_nanosleep, SYS_getrandom,
         ],
         // Files, only those Landlock lets it open: the runtime, modules, packages (read)
         // and the folders granted to a call (read and write).
         &[
-            SYS_read,
-            SYS_write,
-            SYS_pread64,
-            SYS_pwrite64,
-            SYS_readv,
-            SYS_writev,
-            SYS_preadv,
-            SYS_pwritev,
-            SYS_lseek,
-            SYS_openat,
-            SYS_openat2,
-            SYS_close,
-            SYS_close_range,
-            SYS_fstat,
-            SYS_newfstatat,
-            SYS_statx,
-            SYS_fstatfs,
-            SYS_getdents64,
-            SYS_fcntl,
-            SYS_dup,
-            SYS_dup3,
-            SYS_readlinkat,
-            SYS_fsync,
-            SYS_fdatasync,
-            SYS_fadvise64,
-            SYS_fallocate,
-            SYS_mkdirat,
-            SYS_unlinkat,
-            SYS_renameat2,
-            SYS_linkat,
-            SYS_symlinkat,
-            SYS_utimensat,
-            SYS_faccessat,
+            SYS_read, SYS_write, SYS_pread64, SYS_pwrite64, SYS_readv, SYS_writev,
+            SYS_preadv, SYS_pwritev, SYS_lseek, SYS_openat, SYS_openat2, SYS_close,
+            SYS_close_range, SYS_fstat, SYS_newfstatat, SYS_statx, SYS_fstatfs,
+            SYS_getdents64, SYS_fcntl, SYS_dup, SYS_dup3, SYS_readlinkat, SYS_fsync,
+            SYS_fdatasync, SYS_fadvise64, SYS_fallocate, SYS_mkdirat, SYS_unlinkat,
+            SYS_renameat2, SYS_linkat, SYS_symlinkat, SYS_utimensat, SYS_faccessat,
             SYS_faccessat2,
         ],
         // Tokio's event loop: epoll, its waker, pipes.
         &[
-            SYS_epoll_create1,
-            SYS_epoll_ctl,
-            SYS_epoll_pwait,
-            SYS_epoll_pwait2,
-            SYS_ppoll,
-            SYS_eventfd2,
-            SYS_pipe2,
+            SYS_epoll_create1, SYS_epoll_ctl, SYS_epoll_pwait, SYS_epoll_pwait2, SYS_ppoll,
+            SYS_eventfd2, SYS_pipe2,
         ],
         // Sockets inherited before confinement (the line to the server): messages and
         // shutdown, never a new socket, bind, listen, connect or accept.
         &[
-            SYS_sendmsg,
-            SYS_recvmsg,
-            SYS_sendto,
-            SYS_recvfrom,
-            SYS_shutdown,
+            SYS_sendmsg, SYS_recvmsg, SYS_sendto, SYS_recvfrom, SYS_shutdown,
             SYS_getsockopt,
         ],
         // Identity: harmless reads glibc and std make.
         &[
-            SYS_getpid,
-            SYS_gettid,
-            SYS_getppid,
-            SYS_getuid,
-            SYS_geteuid,
-            SYS_getgid,
-            SYS_getegid,
-            SYS_uname,
+            SYS_getpid, SYS_gettid, SYS_getppid, SYS_getuid, SYS_geteuid, SYS_getgid,
+            SYS_getegid, SYS_uname,
         ],
         // x86-64's older spellings of calls above, which glibc's wrappers still make
         // (std's fs::create_dir is `mkdir`, for one). Landlock governs the paths.
         #[cfg(target_arch = "x86_64")]
         &[
-            SYS_poll,
-            SYS_epoll_wait,
-            SYS_pipe,
-            SYS_dup2,
-            SYS_renameat,
-            SYS_rename,
-            SYS_mkdir,
-            SYS_rmdir,
-            SYS_unlink,
-            SYS_readlink,
-            SYS_access,
+            SYS_poll, SYS_epoll_wait, SYS_pipe, SYS_dup2, SYS_renameat, SYS_rename,
+            SYS_mkdir, SYS_rmdir, SYS_unlink, SYS_readlink, SYS_access,
         ],
     ];
 
@@ -607,67 +539,32 @@ mod linux {
 
     /// [`Profile::Exec`]: calls that kill the process. Everything else passes this
     /// filter (Landlock confines files and TCP; the socket filter, sockets).
+    #[rustfmt::skip]
     const EXEC_KILLED: &[&[c_long]] = &[
         // Reading or steering other processes.
         &[
-            SYS_ptrace,
-            SYS_process_vm_readv,
-            SYS_process_vm_writev,
-            SYS_kcmp,
-            SYS_pidfd_getfd,
-            SYS_process_madvise,
+            SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_kcmp,
+            SYS_pidfd_getfd, SYS_process_madvise,
         ],
         // Kernel attack surface a package manager never needs.
         &[
-            SYS_bpf,
-            SYS_perf_event_open,
-            SYS_userfaultfd,
-            SYS_io_uring_setup,
-            SYS_io_uring_enter,
-            SYS_io_uring_register,
-            SYS_add_key,
-            SYS_request_key,
+            SYS_bpf, SYS_perf_event_open, SYS_userfaultfd, SYS_io_uring_setup,
+            SYS_io_uring_enter, SYS_io_uring_register, SYS_add_key, SYS_request_key,
             SYS_keyctl,
         ],
         // Namespaces and mounts: ways to change the file tree Landlock sees, or open files
         // by handle around it.
         &[
-            SYS_unshare,
-            SYS_setns,
-            SYS_mount,
-            SYS_umount2,
-            SYS_pivot_root,
-            SYS_chroot,
-            SYS_fsopen,
-            SYS_fsconfig,
-            SYS_fsmount,
-            SYS_fspick,
-            SYS_move_mount,
-            SYS_open_tree,
-            SYS_mount_setattr,
-            SYS_name_to_handle_at,
-            SYS_open_by_handle_at,
+            SYS_unshare, SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot,
+            SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_move_mount,
+            SYS_open_tree, SYS_mount_setattr, SYS_name_to_handle_at, SYS_open_by_handle_at,
         ],
         // The machine itself: modules, kexec, reboot, swap, clocks, names, logs.
         &[
-            SYS_init_module,
-            SYS_finit_module,
-            SYS_delete_module,
-            SYS_kexec_load,
-            SYS_kexec_file_load,
-            SYS_reboot,
-            SYS_swapon,
-            SYS_swapoff,
-            SYS_acct,
-            SYS_quotactl,
-            SYS_settimeofday,
-            SYS_clock_settime,
-            SYS_clock_adjtime,
-            SYS_adjtimex,
-            SYS_sethostname,
-            SYS_setdomainname,
-            SYS_syslog,
-            SYS_vhangup,
+            SYS_init_module, SYS_finit_module, SYS_delete_module, SYS_kexec_load,
+            SYS_kexec_file_load, SYS_reboot, SYS_swapon, SYS_swapoff, SYS_acct,
+            SYS_quotactl, SYS_settimeofday, SYS_clock_settime, SYS_clock_adjtime,
+            SYS_adjtimex, SYS_sethostname, SYS_setdomainname, SYS_syslog, SYS_vhangup,
         ],
         // x86 port I/O.
         #[cfg(target_arch = "x86_64")]
@@ -676,20 +573,11 @@ mod linux {
 
     /// [`Profile::Exec`]'s calls that kill with some arguments only.
     fn exec_conditional() -> Result<Vec<(c_long, Vec<SeccompRule>)>, ConfineError> {
-        let new_namespace = [
-            CLONE_NEWNS,
-            CLONE_NEWCGROUP,
-            CLONE_NEWUTS,
-            CLONE_NEWIPC,
-            CLONE_NEWUSER,
-            CLONE_NEWPID,
-            CLONE_NEWNET,
-        ];
         Ok(vec![
             // Processes may be started, never in a new namespace.
             (
                 SYS_clone,
-                new_namespace
+                CLONE_NEW
                     .iter()
                     .map(|flag| rule(&[masked(0, *flag as u64, *flag as u64)?]))
                     .collect::<Result<_, _>>()?,
@@ -729,14 +617,18 @@ mod linux {
 
     /// Every `CLONE_NEW*` flag `clone` takes (`CLONE_NEWTIME` only exists for `clone3`
     /// and `unshare`; in `clone` its bit is part of the exit signal).
+    const CLONE_NEW: [c_int; 7] = [
+        CLONE_NEWNS,
+        CLONE_NEWCGROUP,
+        CLONE_NEWUTS,
+        CLONE_NEWIPC,
+        CLONE_NEWUSER,
+        CLONE_NEWPID,
+        CLONE_NEWNET,
+    ];
+
     fn clone_new_flags() -> u64 {
-        (CLONE_NEWNS
-            | CLONE_NEWCGROUP
-            | CLONE_NEWUTS
-            | CLONE_NEWIPC
-            | CLONE_NEWUSER
-            | CLONE_NEWPID
-            | CLONE_NEWNET) as u64
+        CLONE_NEW.iter().fold(0, |all, flag| all | *flag as u64)
     }
 
     /// Builds and installs the filters of `profile`. Several filters stack: the kernel
@@ -902,4 +794,5 @@ mod linux {
 }
 
 #[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests;
