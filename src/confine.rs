@@ -21,7 +21,8 @@
 //!      connection to an abstract Unix socket created outside.
 //! 3. **seccomp-bpf**, by [`Profile`]: for [`Profile::Worker`] an allow-list (every call
 //!    not listed kills the process with `SIGSYS`, so a denied call is visible), for
-//!    [`Profile::Exec`] a list of calls that kill plus a filter on new sockets. Both
+//!    [`Profile::Exec`] a list of calls that kill, a filter on new sockets, and path-based
+//!    changes of owner, mode and extended attributes refused (Landlock lets them by). Both
 //!    kill any call of another ABI (i386 `int 0x80`, x32 numbers), and answer `clone3`
 //!    with `ENOSYS` so that glibc falls back to `clone`, whose flags a filter can read.
 //!
@@ -32,8 +33,11 @@
 //! # What it does not do
 //!
 //! - File descriptors opened before confinement stay usable: open few, deliberately.
-//! - Landlock governs opening and changing files, not `stat`: a confined process can
-//!   still learn whether a path exists, and its size and times.
+//! - Landlock governs opening, creating, removing and truncating files, not `stat` (a
+//!   confined process can still learn whether a path exists, its size and times) nor
+//!   changes of owner, mode, extended attributes or times by path: seccomp closes those
+//!   ([`Profile::Worker`] allows only `utimensat`, for WASI's granted folders;
+//!   [`Profile::Exec`] refuses or ignores all but times).
 //! - Until Landlock ABI 10, UDP is not governed by Landlock: [`Profile::Worker`] cannot
 //!   create any socket (seccomp), but [`Profile::Exec`] can send UDP (DNS needs it).
 //!
@@ -93,8 +97,9 @@ pub enum Profile {
     Worker,
     /// A helper that executes a program after confinement (pip): exec allowed; ptrace,
     /// bpf, io_uring, namespaces, mounts, kernel modules and keyrings kill the process;
-    /// new sockets only TCP or UDP over IPv4/IPv6 (and route netlink, for the resolver).
-    /// Landlock does the file and network part. The table is `EXEC_KILLED`.
+    /// new sockets only TCP or UDP over IPv4/IPv6; changes of owner, mode or extended
+    /// attributes by path (which Landlock does not govern) refused or ignored. Landlock
+    /// does the file and network part. The table is `EXEC_KILLED`.
     Exec,
 }
 
@@ -364,7 +369,18 @@ mod linux {
     /// Applies the Landlock part and returns the ABI the kernel enforces.
     pub(super) fn landlock(c: &Confinement) -> Result<u32, ConfineError> {
         let read = AccessFs::ReadFile | AccessFs::ReadDir;
-        let write = read | AccessFs::from_write(ABI_REQUIRED);
+        // Not MakeChar or MakeBlock: a process running as root could otherwise create a
+        // device node of the host's disk in its writable folder and read the disk
+        // through it. Not MakeFifo, MakeSock or IoctlDev either: none is needed.
+        let write = read
+            | AccessFs::WriteFile
+            | AccessFs::RemoveDir
+            | AccessFs::RemoveFile
+            | AccessFs::MakeDir
+            | AccessFs::MakeReg
+            | AccessFs::MakeSym
+            | AccessFs::Refer
+            | AccessFs::Truncate;
         let read = match c.profile {
             Profile::Worker => read,
             Profile::Exec => read | AccessFs::Execute,
@@ -558,6 +574,7 @@ mod linux {
             SYS_unshare, SYS_setns, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot,
             SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_move_mount,
             SYS_open_tree, SYS_mount_setattr, SYS_name_to_handle_at, SYS_open_by_handle_at,
+            SYS_OPEN_TREE_ATTR, SYS_fanotify_init, SYS_fanotify_mark,
         ],
         // The machine itself: modules, kexec, reboot, swap, clocks, names, logs.
         &[
@@ -570,6 +587,25 @@ mod linux {
         #[cfg(target_arch = "x86_64")]
         &[SYS_iopl, SYS_ioperm],
     ];
+
+    /// [`Profile::Exec`]: calls that change a file's metadata by path, which Landlock
+    /// does not govern (it governs opening, creating, removing and truncating): run as
+    /// root, they could make any file on the host world-readable, set-user-id, or give it
+    /// capabilities. Changing ownership or extended attributes fails with EPERM;
+    /// changing a mode is ignored (answered 0, changing nothing), because pip copies
+    /// files from a local --find-links folder with Python's `shutil.copy`, which sets
+    /// the copy's mode by path and fails on an error.
+    #[rustfmt::skip]
+    const EXEC_METADATA_REFUSED: &[c_long] = &[
+        SYS_chown, SYS_lchown, SYS_fchownat, SYS_setxattr, SYS_lsetxattr, SYS_removexattr,
+        SYS_lremovexattr, SYS_SETXATTRAT, SYS_REMOVEXATTRAT,
+    ];
+    const EXEC_MODE_IGNORED: &[c_long] = &[SYS_chmod, SYS_fchmodat, SYS_fchmodat2];
+
+    // Calls newer than the libc crate's tables (the same number on every architecture).
+    const SYS_SETXATTRAT: c_long = 463;
+    const SYS_REMOVEXATTRAT: c_long = 466;
+    const SYS_OPEN_TREE_ATTR: c_long = 467;
 
     /// [`Profile::Exec`]'s calls that kill with some arguments only.
     fn exec_conditional() -> Result<Vec<(c_long, Vec<SeccompRule>)>, ConfineError> {
@@ -588,10 +624,10 @@ mod linux {
     }
 
     /// [`Profile::Exec`]'s new sockets: TCP or UDP over IPv4 or IPv6 (Landlock checks
-    /// TCP ports; raw, SCTP, MPTCP and other protocols would go around it), and route
-    /// netlink (glibc's resolver asks it which addresses exist). Any other family,
-    /// notably Unix sockets (the server's, a database's, a container runtime's), fails
-    /// with EACCES.
+    /// TCP ports; raw, SCTP, MPTCP and other protocols would go around it). Any other
+    /// family fails with EACCES: notably Unix sockets (the server's, a database's, a
+    /// container runtime's) and netlink (as root, it changes routes and addresses;
+    /// glibc's resolver, which asks it which addresses exist, does without).
     fn exec_sockets() -> Result<Vec<SeccompRule>, ConfineError> {
         let mut allowed = Vec::new();
         for family in [AF_INET, AF_INET6] {
@@ -608,12 +644,8 @@ mod linux {
                 ])?);
             }
         }
-        allowed.push(rule(&[eq(0, AF_NETLINK as u64)?, eq(2, NETLINK_ROUTE)?])?);
         Ok(allowed)
     }
-
-    /// `NETLINK_ROUTE` (absent from libc on some targets).
-    const NETLINK_ROUTE: u64 = 0;
 
     /// Every `CLONE_NEW*` flag `clone` takes (`CLONE_NEWTIME` only exists for `clone3`
     /// and `unshare`; in `clone` its bit is part of the exit signal).
@@ -679,6 +711,16 @@ mod linux {
             arch,
         ))?];
         if profile == Profile::Exec {
+            let answered = |calls: &[c_long], errno: i32| {
+                compile(SeccompFilter::new(
+                    calls.iter().map(|nr| (*nr, Vec::new())).collect(),
+                    SeccompAction::Allow,
+                    SeccompAction::Errno(errno as u32),
+                    arch,
+                ))
+            };
+            programs.push(answered(EXEC_METADATA_REFUSED, EPERM)?);
+            programs.push(answered(EXEC_MODE_IGNORED, 0)?);
             programs.push(only_for(
                 SYS_socket,
                 compile(SeccompFilter::new(

@@ -43,6 +43,12 @@ enum Op {
     Write(PathBuf),
     /// Create a folder, then remove it.
     MakeDir(PathBuf),
+    /// Make a file set-user-id and world-writable.
+    Chmod(PathBuf),
+    /// Give a file to `nobody`.
+    Chown(PathBuf),
+    /// Create a character device node (the null device's numbers).
+    MakeDevice(PathBuf),
     TcpConnect(u16),
     UnixConnect(PathBuf),
     Exec(PathBuf),
@@ -147,6 +153,11 @@ impl Op {
             Op::List(path) => std::fs::read_dir(path).map(drop),
             Op::Write(path) => std::fs::write(path, "written by the child"),
             Op::MakeDir(path) => std::fs::create_dir(path).and_then(|()| std::fs::remove_dir(path)),
+            Op::Chmod(path) => {
+                std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o4777))
+            }
+            Op::Chown(path) => std::os::unix::fs::chown(path, Some(65534), Some(65534)),
+            Op::MakeDevice(path) => make_device(path),
             Op::TcpConnect(port) => TcpStream::connect(("127.0.0.1", *port)).map(drop),
             Op::UnixConnect(path) => UnixStream::connect(path).map(drop),
             Op::Exec(program) => {
@@ -163,6 +174,18 @@ impl Op {
                 .map(drop)
                 .map_err(|_| std::io::Error::other("the thread panicked")),
         }
+    }
+}
+
+/// `mknod(path, S_IFCHR, 1:3)`.
+#[expect(unsafe_code, reason = "std cannot create a device node")]
+fn make_device(path: &Path) -> std::io::Result<()> {
+    let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
+    // SAFETY: `path` is a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -331,6 +354,70 @@ fn only_read_write_trees_can_be_written() {
             assert_eq!(std::fs::read(&path).ok(), before, "{target}");
         }
     }
+}
+
+/// Whether this process may change owners and create devices (the controls need it).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+#[test]
+fn modes_owners_and_device_nodes_stay_as_they_are() {
+    let f = Fixture::new();
+    let secret = f.path("outside/secret.txt");
+    let mode = |p: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o7777
+    };
+    let owner = |p: &Path| std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(p).unwrap());
+    let before = (mode(&secret), owner(&secret));
+    assert_eq!(child(None, &Op::Chmod(secret.clone()), false), Seen::Worked);
+    assert_eq!(mode(&secret), 0o4777, "control");
+    std::fs::set_permissions(
+        &secret,
+        std::os::unix::fs::PermissionsExt::from_mode(before.0),
+    )
+    .unwrap();
+    if is_root() {
+        assert_eq!(child(None, &Op::Chown(secret.clone()), false), Seen::Worked);
+        std::os::unix::fs::chown(&secret, Some(before.1), None).unwrap();
+        assert_eq!(
+            child(None, &Op::MakeDevice(f.path("rw/null")), false),
+            Seen::Worked
+        );
+        std::fs::remove_file(f.path("rw/null")).unwrap();
+    }
+    // Exec: a mode change is ignored (pip's copies set modes), an owner change refused,
+    // a device node refused even in a writable folder.
+    let exec = f.confinement(Profile::Exec);
+    assert_eq!(
+        child(Some(&exec), &Op::Chmod(secret.clone()), false),
+        Seen::Worked
+    );
+    assert!(matches!(
+        child(Some(&exec), &Op::Chown(secret.clone()), false),
+        Seen::Failed(_)
+    ));
+    let seen = child(Some(&exec), &Op::MakeDevice(f.path("rw/null")), false);
+    assert!(matches!(seen, Seen::Failed(_)), "{seen:?}");
+    // Worker: none of these calls is allowed.
+    let worker = f.confinement(Profile::Worker);
+    for op in [
+        Op::Chmod(secret.clone()),
+        Op::Chown(secret.clone()),
+        Op::MakeDevice(f.path("rw/null")),
+    ] {
+        assert_eq!(
+            child(Some(&worker), &op, false),
+            Seen::Killed(libc::SIGSYS),
+            "{op:?}"
+        );
+    }
+    assert_eq!((mode(&secret), owner(&secret)), before);
+    assert!(!f.path("rw/null").exists());
 }
 
 #[test]
