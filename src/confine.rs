@@ -93,6 +93,11 @@ pub enum Profile {
     /// socket of any family (the one it talks over was inherited), no exec, no
     /// ptrace or `process_vm_*`, no signal except to itself, no io_uring, bpf, mount,
     /// unshare or setns, `clone` for threads only. The table is `WORKER_ALLOWED`.
+    ///
+    /// Make before confining: the wasmtime engine (its pooling allocator opens
+    /// `/proc/self/pagemap`), the compiled modules, and the tokio runtime (with tokio's
+    /// `signal` feature its I/O driver makes a socketpair); and with
+    /// `parallel_compilation(false)`, or compiling starts threads.
     #[default]
     Worker,
     /// A helper that executes a program after confinement (pip): exec allowed; ptrace,
@@ -516,6 +521,11 @@ mod linux {
         ],
     ];
 
+    /// `PAGEMAP_SCAN` (`_IOWR('f', 16, struct pm_scan_arg)`, Linux 6.7), absent from
+    /// libc: wasmtime's pooling allocator finds a reused slot's dirty pages with it, on
+    /// the `/proc/self/pagemap` it opened when the engine was made (before confinement).
+    const PAGEMAP_SCAN: u64 = 0xC060_6610;
+
     /// [`Profile::Worker`]'s calls allowed with some arguments only.
     fn worker_conditional(pid: u32) -> Result<Vec<(c_long, Vec<SeccompRule>)>, ConfineError> {
         Ok(vec![
@@ -531,11 +541,12 @@ mod linux {
             // Signals to itself only (abort, and std's and wasmtime's own use): the
             // thread group id must be this process's, taken when the filter is built.
             (SYS_tgkill, vec![rule(&[eq(0, u64::from(pid))?])?]),
-            // Non-blocking mode, close-on-exec and "is this a terminal", nothing else
-            // (no TIOCSTI, no device control).
+            // Non-blocking mode, close-on-exec, "is this a terminal", and the pooling
+            // allocator's scan of dirty pages; nothing else (no TIOCSTI, no device
+            // control).
             (
                 SYS_ioctl,
-                [FIONBIO, FIOCLEX, FIONCLEX, TCGETS]
+                [FIONBIO, FIOCLEX, FIONCLEX, TCGETS, PAGEMAP_SCAN]
                     .iter()
                     .map(|request| rule(&[eq(1, *request)?]))
                     .collect::<Result<_, _>>()?,

@@ -54,6 +54,8 @@ enum Op {
     Exec(PathBuf),
     SignalParent,
     Thread,
+    /// Run WebAssembly as the sandbox does, with an engine made before confinement.
+    Wasmtime,
 }
 
 /// A line a child prints: first whether `apply` failed (and why), then, if it lives,
@@ -102,13 +104,20 @@ extern "C" fn run_as_child() {
     if let Some(feature) = probe.hide {
         hide(feature);
     }
+    // What a worker makes before it confines itself: the engine and its pool (which
+    // opens /proc/self/pagemap) and the compiled module.
+    let wasm = matches!(probe.op, Op::Wasmtime).then(Wasm::prepare);
     let apply = probe
         .confinement
         .map(|c| c.apply())
         .and_then(Result::err)
         .map(|e: ConfineError| e.to_string());
     report(&Line::Applied(apply));
-    report(&Line::Op(probe.op.run().map_err(|e| e.to_string())));
+    let result = match wasm {
+        Some(wasm) => wasm.run(),
+        None => probe.op.run(),
+    };
+    report(&Line::Op(result.map_err(|e| e.to_string())));
     #[expect(
         clippy::exit,
         reason = "the child ends here, before the harness starts"
@@ -169,11 +178,133 @@ impl Op {
                 }
             }
             Op::SignalParent => signal_parent(),
+            Op::Wasmtime => Err(std::io::Error::other("prepared before confinement")),
             Op::Thread => std::thread::spawn(|| 42)
                 .join()
                 .map(drop)
                 .map_err(|_| std::io::Error::other("the thread panicked")),
         }
+    }
+}
+
+/// A module that touches what guest code makes the host do: memory growth and writes
+/// (copy-on-write image, page faults), a trap (signal handlers), a loop that only an
+/// epoch deadline ends.
+const WAT: &str = r#"
+(module
+  (memory (export "memory") 1)
+  (data (i32.const 0) "image")
+  (func (export "grow") (result i32) (memory.grow (i32.const 16)))
+  (func (export "write") (i32.store (i32.const 70000) (i32.const 7)))
+  (func (export "trap") unreachable)
+  (func (export "spin") (loop (br 0))))
+"#;
+
+/// An engine configured like the sandbox's (src/sandbox/engine.rs): pooling allocator
+/// with PAGEMAP_SCAN resets, fuel, epochs, async calls, copy-on-write memory images.
+struct Wasm {
+    engine: wasmtime::Engine,
+    module: wasmtime::Module,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Wasm {
+    fn prepare() -> Wasm {
+        let mut pool = wasmtime::PoolingAllocationConfig::new();
+        pool.total_core_instances(2)
+            .total_memories(4)
+            .total_tables(2)
+            .total_stacks(2)
+            .max_memory_size(64 << 20);
+        if wasmtime::PoolingAllocationConfig::is_pagemap_scan_available() {
+            pool.pagemap_scan(wasmtime::Enabled::Yes)
+                .linear_memory_keep_resident(1 << 20);
+        }
+        let mut config = wasmtime::Config::new();
+        config
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .memory_init_cow(true)
+            // One thread until confined: no compilation threads.
+            .parallel_compilation(false)
+            .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+        let engine = wasmtime::Engine::new(&config).expect("an engine");
+        let module = wasmtime::Module::new(&engine, WAT).expect("a module");
+        // Before confinement too: with tokio's `signal` feature, the I/O driver makes a
+        // socketpair, which the worker's allow-list refuses.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        Wasm {
+            engine,
+            module,
+            runtime,
+        }
+    }
+
+    /// On a tokio current-thread runtime, with an epoch ticker thread: three rounds of
+    /// instantiate (reusing the pool's slot), grow, write, trap and spin; then a timer and
+    /// a blocking-pool task.
+    fn run(self) -> std::io::Result<()> {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let fail = |e: wasmtime::Error| std::io::Error::other(format!("{e:?}"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let (engine, stop) = (self.engine.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        engine.increment_epoch();
+                    }
+                })?
+        };
+        let result = self.runtime.block_on(async {
+            for _ in 0..3 {
+                let mut store = wasmtime::Store::new(&self.engine, 0_u32);
+                store.set_fuel(u64::MAX).map_err(fail)?;
+                store.set_epoch_deadline(1);
+                store.epoch_deadline_callback(|mut store| {
+                    *store.data_mut() += 1;
+                    if *store.data() > 5 {
+                        return Err(wasmtime::Error::msg("deadline"));
+                    }
+                    Ok(wasmtime::UpdateDeadline::Yield(1))
+                });
+                let instance = wasmtime::Linker::new(&self.engine)
+                    .instantiate_async(&mut store, &self.module)
+                    .await
+                    .map_err(fail)?;
+                let grow = instance
+                    .get_typed_func::<(), i32>(&mut store, "grow")
+                    .map_err(fail)?;
+                if grow.call_async(&mut store, ()).await.map_err(fail)? != 1 {
+                    return Err(std::io::Error::other("memory.grow"));
+                }
+                for (name, expect_trap) in [("write", false), ("trap", true), ("spin", true)] {
+                    let f = instance
+                        .get_typed_func::<(), ()>(&mut store, name)
+                        .map_err(fail)?;
+                    let trapped = f.call_async(&mut store, ()).await.is_err();
+                    if trapped != expect_trap {
+                        return Err(std::io::Error::other(format!("{name}: trapped {trapped}")));
+                    }
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            tokio::task::spawn_blocking(|| 42)
+                .await
+                .map_err(std::io::Error::other)
+                .map(drop)
+        });
+        stop.store(true, Ordering::Relaxed);
+        ticker
+            .join()
+            .map_err(|_| std::io::Error::other("the ticker panicked"))?;
+        result
     }
 }
 
@@ -487,6 +618,13 @@ fn the_parent_cannot_be_signalled() {
 fn a_confined_worker_can_start_threads() {
     let f = Fixture::new();
     assert_works(&f.confinement(Profile::Worker), Op::Thread);
+}
+
+#[test]
+fn a_confined_worker_runs_webassembly_as_the_sandbox_does() {
+    let f = Fixture::new();
+    assert_eq!(child(None, &Op::Wasmtime, false), Seen::Worked, "control");
+    assert_works(&f.confinement(Profile::Worker), Op::Wasmtime);
 }
 
 #[test]
