@@ -114,8 +114,8 @@ pub enum PackagesError {
     /// pip could not be confined, and Warden does not run it unconfined.
     #[error(
         "pip cannot run confined on this machine ({reason}); Warden does not run pip \
-         unconfined: resolve packages on a machine whose kernel has Landlock (ABI 6+) and \
-         seccomp, and install here from its wheelhouse (`warden packages fetch`)"
+         unconfined, so tools with packages cannot be installed here: run Warden on \
+         Linux 6.12 or later, with Landlock enabled and seccomp"
     )]
     Unconfined {
         /// Why.
