@@ -19,7 +19,7 @@ example: build
 
 ## Run every test (unit, integration against the real runtime, CLI).
 test:
-	$(CARGO) test
+	$(CARGO) test --features escape-hatch
 
 ## Fetch, verify and compile the runtime.
 runtime: build
@@ -34,7 +34,9 @@ fuzz:
 ## Latency and throughput figures for the README.
 bench:
 	$(CARGO) bench --bench call
+	$(CARGO) bench --bench fairness
 
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets --features escape-hatch -- -D warnings

@@ -27,6 +27,7 @@ use warden::sandbox::artifacts::Role;
 use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
 use warden::tenant::TenantPolicy;
+use warden::worker::{Workers, WorkersConfig};
 
 const TOOL: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
 const CSV: &str = "item,price\napple,1.5\npear,2.25\nplum,0.8\nfig,3.1\nkiwi,1.2\n";
@@ -132,7 +133,10 @@ async fn request(
 /// `POST /v1/tools/{id}/run` calls.
 /// The service's sequential round trips on one connection, then its calls per second
 /// with one connection per core.
-async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<(Stats, f64)> {
+async fn service_round_trips(
+    sandbox: Arc<Sandbox>,
+    home: &std::path::Path,
+) -> anyhow::Result<(Stats, f64)> {
     let dir = tempfile::tempdir()?;
     let registry = Arc::new(Registry::open(dir.path().join("warden.db"))?);
     let policy = TenantPolicy {
@@ -147,9 +151,14 @@ async fn service_round_trips(sandbox: Arc<Sandbox>) -> anyhow::Result<(Stats, f6
         pip(),
         Progress::Quiet,
     )?;
+    // As `warden serve` runs them: every call in a worker process.
+    let workers = Arc::new(Workers::open(&WorkersConfig {
+        sandbox: SandboxConfig::new(home.to_owned()),
+        binary: std::path::PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+    })?);
     let app = App::new(
         registry,
-        sandbox,
+        workers,
         AppConfig {
             tools_dir: dir.path().join("tools"),
             operator_key: None,
@@ -258,7 +267,12 @@ fn pydantic_site(sandbox: &Arc<Sandbox>, home: &std::path::Path) -> anyhow::Resu
         pip(),
         Progress::Show,
     )?
-    .with_compiler(warden::app::bytecode::compiler(Arc::clone(sandbox)));
+    .with_compiler(warden::app::bytecode::compiler(Arc::new(Workers::open(
+        &WorkersConfig {
+            sandbox: SandboxConfig::new(home.to_owned()),
+            binary: PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+        },
+    )?)));
     let lock = store.lock(warden::packages::script::read(&source)?.dependencies)?;
     store
         .site(&lock)?
@@ -651,7 +665,7 @@ fn main() -> anyhow::Result<()> {
         &Limits::default(),
     )?;
 
-    let (service, http_rate) = rt.block_on(service_round_trips(sandbox.clone()))?;
+    let (service, http_rate) = rt.block_on(service_round_trips(sandbox.clone(), &home))?;
 
     // Cold and warm starts of tools with real imports, and the host's interpreter.
     let fixture = |name: &str| root().join("tests/fixtures/tools").join(name);

@@ -63,9 +63,10 @@ use crate::packages::Packages;
 use crate::registry::{
     AuditRecord, Page, Registry, Tenant, Tool, ToolId, ToolQuery, Update, VersionSummary,
 };
-use crate::sandbox::{Sandbox, ToolFolder};
+use crate::sandbox::ToolFolder;
 use crate::schema::{self, Diagnostic, Format, Health, LettaExtras};
 use crate::tenant::{ApiKey, TenantId, TenantPolicy};
+use crate::worker::Workers;
 
 pub use audit::ExportStream;
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
@@ -105,7 +106,7 @@ pub struct App {
 
 struct Inner {
     registry: Arc<Registry>,
-    sandbox: Arc<Sandbox>,
+    workers: Arc<Workers>,
     tools_dir: PathBuf,
     /// SHA-256 of the operator key, compared in constant time.
     operator_key: Option<[u8; 32]>,
@@ -157,13 +158,13 @@ pub struct ToolView {
 }
 
 impl App {
-    /// An app over `registry` and `sandbox`.
-    pub fn new(registry: Arc<Registry>, sandbox: Arc<Sandbox>, config: AppConfig) -> App {
+    /// An app over `registry`, running every guest call in `workers`.
+    pub fn new(registry: Arc<Registry>, workers: Arc<Workers>, config: AppConfig) -> App {
         App {
             inner: Arc::new(Inner {
                 journal: journal::Journal::new(Arc::clone(&registry)),
                 registry,
-                sandbox,
+                workers,
                 tools_dir: config.tools_dir,
                 operator_key: config
                     .operator_key

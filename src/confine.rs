@@ -489,7 +489,8 @@ mod linux {
         // and the folders granted to a call (read and write).
         &[
             SYS_read, SYS_write, SYS_pread64, SYS_pwrite64, SYS_readv, SYS_writev,
-            SYS_preadv, SYS_pwritev, SYS_lseek, SYS_openat, SYS_openat2, SYS_close,
+            SYS_preadv, SYS_pwritev, SYS_preadv2, SYS_pwritev2, SYS_lseek, SYS_openat,
+            SYS_openat2, SYS_close,
             SYS_close_range, SYS_fstat, SYS_newfstatat, SYS_statx, SYS_fstatfs,
             SYS_getdents64, SYS_fcntl, SYS_dup, SYS_dup3, SYS_readlinkat, SYS_fsync,
             SYS_fdatasync, SYS_fadvise64, SYS_fallocate, SYS_mkdirat, SYS_unlinkat,

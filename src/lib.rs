@@ -33,10 +33,11 @@
 //!
 //! # The second wall
 //!
-//! Processes that run code Warden does not trust (pip today; guest-code workers next)
-//! are confined by the kernel with [`confine`]: Landlock for files and TCP ports, a
-//! seccomp filter for system calls, so that escaping the first wall (WebAssembly) or
-//! subverting pip reaches only what the process was given.
+//! Guest code runs in [`worker`] processes that hold nothing worth stealing, and the
+//! processes that run code Warden does not trust (workers, pip) are confined by the
+//! kernel with [`confine`]: Landlock for files and TCP ports, a seccomp filter for
+//! system calls, so that escaping the first wall (WebAssembly) or subverting pip
+//! reaches only what the process was given.
 
 pub mod app;
 pub mod audit;
@@ -55,3 +56,4 @@ pub mod registry;
 pub mod sandbox;
 pub mod schema;
 pub mod tenant;
+pub mod worker;

@@ -18,6 +18,11 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // A worker process started by Warden itself: it must confine itself before any
+    // thread starts, so it is dispatched before anything else runs.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "__worker") {
+        return std::process::ExitCode::from(warden::worker::main());
+    }
     let cli = cli::Cli::parse();
     if !matches!(cli.command, cli::Command::Serve(_)) {
         die_quietly_on_broken_pipe();

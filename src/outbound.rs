@@ -30,5 +30,5 @@ pub mod secrets;
 
 pub use address::PrivateNetwork;
 pub use client::Clients;
-pub use exchange::Exchange;
+pub use exchange::{Exchange, max_frame};
 pub use secrets::{CallSecrets, MissingSecret};

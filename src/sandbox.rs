@@ -32,10 +32,11 @@
 
 pub mod artifacts;
 pub mod compiled;
-mod door;
+pub mod door;
 mod ending;
 mod engine;
 mod guest;
+mod job;
 mod pipe;
 pub mod protocol;
 pub mod share;
@@ -57,25 +58,27 @@ use bytesize::ByteSize;
 use wasmtime::{Engine, InstancePre, Linker, Module};
 
 pub use artifacts::{ArtifactError, Progress, RuntimeFiles};
+pub use door::Door;
 use ending::{Ended, Observed, TrapKind};
 pub use engine::TICK;
 use engine::{Ticker, engine};
 use guest::{Exports, Failure, Guest, new_store, run_call, trap_kind};
+pub use job::Job;
 use pipe::CappedPipe;
 use protocol::Request;
+pub use share::{CoreSeat, ShareKey, host_cores};
 use share::{Cores, Seat};
-pub use share::{ShareKey, host_cores};
 pub use tool::ToolFolder;
 use tool::sweep_orphaned_tool_folders;
 use warm::{Base, WarmStates};
 pub use warm::{
-    ColdReason, MAX_STATE_DISK, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, Pruned, WarmState,
-    Warmth, prune as prune_warm_states,
+    ColdReason, MAX_STATE_DISK, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, Prepared, Pruned,
+    SavedImage, WarmState, WarmStore, Warmth, prune as prune_warm_states,
 };
 
 use crate::grants::{GrantError, Grants, SecretValue, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
-use crate::outbound::{CallSecrets, Clients, Exchange, MissingSecret, PrivateNetwork};
+use crate::outbound::{Clients, Exchange, MissingSecret, PrivateNetwork};
 use crate::outcome::{CallResult, Status};
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
@@ -171,6 +174,13 @@ pub enum SandboxError {
     /// The instance could not be created for a host-side reason.
     #[error("could not start the guest: {0:#}")]
     Instantiate(wasmtime::Error),
+    /// A worker process could not be started or broke its protocol (a call whose worker
+    /// died under it is a [`CallResult`] with status `crashed`, not this).
+    #[error(
+        "a worker process failed: {0}; check that the kernel offers Landlock and seccomp \
+         and that Warden's binary is intact"
+    )]
+    Worker(String),
     /// A secret the tool is granted has no value on this host.
     #[error(transparent)]
     Secret(#[from] MissingSecret),
@@ -230,7 +240,9 @@ pub struct Sandbox {
     max_memory: ByteSize,
     slots: tokio::sync::Semaphore,
     cores: Cores,
-    _ticker: Ticker,
+    /// Started by `open`; by `start` for a sandbox loaded in a worker, after its
+    /// confinement (a second thread must not exist before).
+    ticker: Option<Ticker>,
 }
 
 impl Sandbox {
@@ -269,13 +281,63 @@ impl Sandbox {
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
             cores: Cores::new(config.cores),
-            _ticker: ticker,
+            ticker: Some(ticker),
         };
         if let Some(pending) = pending {
             sandbox.check_new_snapshot()?;
             pending.keep()?;
         }
         Ok(sandbox)
+    }
+
+    /// Loads the runtime a server has fetched and compiled already, starting no thread
+    /// and writing nothing: what a worker process does before it confines itself. Call
+    /// [`Sandbox::start`] before the first call.
+    pub fn load(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
+        let files = RuntimeFiles::at(&config.home)?;
+        if !files.present() {
+            return Err(SandboxError::Harness(
+                "the runtime is not fetched yet; run `warden runtime fetch`".into(),
+            ));
+        }
+        let engine = engine(config)?;
+        let module = compiled::load_existing(&engine, &files, &config.home)?;
+        let compiled_name = compiled::path(&engine, &files, &config.home)?
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let exports = Exports::of(&module)?;
+        let mut linker: Linker<Guest> = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
+            .map_err(SandboxError::Engine)?;
+        syscalls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
+        door::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(SandboxError::Engine)?;
+        Ok(Sandbox {
+            engine,
+            module,
+            linker,
+            pre,
+            exports,
+            files,
+            warm: WarmStates::new(&config.home, compiled_name),
+            clients: Arc::new(Clients::default()),
+            max_memory: config.max_memory,
+            slots: tokio::sync::Semaphore::new(config.max_instances as usize),
+            cores: Cores::new(config.cores),
+            ticker: None,
+        })
+    }
+
+    /// Starts the epoch ticker of a sandbox made by [`Sandbox::load`] (a no-op for one
+    /// made by [`Sandbox::open`]).
+    pub fn start(&mut self) -> Result<(), SandboxError> {
+        if self.ticker.is_none() {
+            self.ticker = Some(Ticker::start(self.engine.clone())?);
+        }
+        Ok(())
     }
 
     /// Runs one real call on a freshly built snapshot before it is cached: a tool reads
@@ -357,7 +419,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Option<Warmth>, SandboxError> {
-        self.warm.cached(&self.base(), tool, packages)
+        self.warm.store().cached(tool, packages)
     }
 
     fn base(&self) -> Base<'_> {
@@ -403,34 +465,77 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         warm: Option<&WarmState>,
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
-        let limits = call.limits;
+        let (job, secrets) = Job::of(call, &outbound.secrets)?;
+        let mut exchange = None;
+        let seat: Arc<dyn CoreSeat> = Arc::new(Seat::new(&self.cores, outbound.share.clone()));
+        let mut result = self
+            .run_job(
+                &job,
+                warm,
+                None,
+                |deadline| {
+                    let made = Arc::new(Exchange::new(
+                        &job.grants,
+                        secrets,
+                        &job.limits,
+                        outbound.private_network,
+                        Arc::clone(&self.clients),
+                        deadline,
+                    ));
+                    exchange = Some(Arc::clone(&made));
+                    Some(made as Arc<dyn Door>)
+                },
+                Some(seat),
+            )
+            .await?;
+        if let Some(exchange) = exchange {
+            result.requests = exchange.records();
+        }
+        Ok(result)
+    }
+
+    /// Runs one job in a fresh instance of the warm state when given one, else of
+    /// Warden's snapshot. `budget` is the wall time left to the call (default: its
+    /// deadline limit), counted from when it has a pool slot: a worker gets what its
+    /// server's call has left. `door` makes the call's door once its deadline is known;
+    /// `seat` is its place at the cores. The result's `requests` are left empty: the
+    /// door's owner knows them.
+    pub async fn run_job<'j>(
+        &self,
+        job: &'j Job,
+        warm: Option<&WarmState>,
+        budget: Option<std::time::Duration>,
+        door: impl FnOnce(Instant) -> Option<Arc<dyn Door>> + Send + 'j,
+        seat: Option<Arc<dyn CoreSeat>>,
+    ) -> Result<CallResult, SandboxError> {
+        let limits = &job.limits;
         if limits.memory > self.max_memory {
             return Err(SandboxError::MemoryAboveMaximum {
                 asked: limits.memory,
                 max: self.max_memory,
             });
         }
-        let grants = resolve(call.grants)?;
-        let secrets = CallSecrets::bind(&grants, &outbound.secrets)?;
-        let mut env: serde_json::Map<String, serde_json::Value> = wasi::environment(&grants)
-            .into_iter()
-            .map(|(k, v)| (k, v.into()))
+        let loaded = match warm {
+            Some(state) => Some(self.warm.load(&self.base(), state)?),
+            None => None,
+        };
+        let env: serde_json::Map<String, serde_json::Value> = job
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().into()))
             .collect();
-        // The guest sees each secret's placeholder, never its value.
-        for (name, placeholder) in secrets.environment() {
-            env.insert(name.to_owned(), placeholder.into());
-        }
         let nonce = format!("{:032x}", rand::random::<u128>());
-        let module = call.tool.guest_path();
+        let tool = job.tool();
+        let module = tool.guest_path();
         let request = Request {
             nonce: &nonce,
             module: &module,
-            function: call.function,
-            arguments: call.arguments,
-            none_if_omitted: call.none_if_omitted,
+            function: &job.function,
+            arguments: &job.arguments,
+            none_if_omitted: &job.none_if_omitted,
             env,
             return_char_limit: limits.return_chars.0,
-            packages: call.packages.map(|_| wasi::PACKAGES_GUEST),
+            packages: job.packages.as_ref().map(|_| wasi::PACKAGES_GUEST),
         };
         let stdin = protocol::stdin(&request)
             .map_err(|e| SandboxError::Instantiate(wasmtime::Error::new(e)))?;
@@ -444,34 +549,19 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let folders = wasi::RuntimeFolders {
             empty_root: &self.files.empty_root,
             stdlib: &self.files.stdlib_dir(),
-            tool: Some(call.tool.host_dir()),
-            packages: call.packages,
+            tool: Some(&job.tool_dir),
+            packages: job.packages.as_deref(),
         };
-        let ctx = wasi::context(&folders, &grants, stdin, stdout.clone(), stderr.clone())
+        let ctx = wasi::context(&folders, &job.grants, stdin, stdout.clone(), stderr.clone())
             .map_err(SandboxError::Instantiate)?;
 
         let _slot = self.slots.acquire().await;
         let started = Instant::now();
-        let deadline = started + limits.deadline;
-        let exchange = Arc::new(Exchange::new(
-            &grants,
-            secrets,
-            limits,
-            outbound.private_network,
-            Arc::clone(&self.clients),
-            deadline,
-        ));
-        let seat = Arc::new(Seat::new(&self.cores, outbound.share.clone()));
-        let mut store = new_store(
-            &self.engine,
-            ctx,
-            limits,
-            deadline,
-            Some(Arc::clone(&exchange)),
-            Some(Arc::clone(&seat)),
-        )?;
+        let deadline = started + budget.unwrap_or(limits.deadline).min(limits.deadline);
+        let door = door(deadline);
+        let mut store = new_store(&self.engine, ctx, limits, deadline, door, seat.clone())?;
 
-        let (pre, exports) = match warm {
+        let (pre, exports) = match &loaded {
             Some(state) => (&state.pre, &state.exports),
             None => (&self.pre, &self.exports),
         };
@@ -479,7 +569,9 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let ran = run.await;
         // The guest has stopped (returned, trapped, or dropped with its future): its
         // core goes to the next call at once.
-        seat.release();
+        if let Some(seat) = &seat {
+            seat.release();
+        }
         let wall_time = started.elapsed();
         let fuel_left = store.get_fuel().unwrap_or(0);
         let memory = &store.data().memory;
@@ -526,15 +618,31 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             fuel_used: Fuel(limits.fuel.0.saturating_sub(fuel_left)),
             wall_time,
             peak_memory_bytes: peak,
-            requests: exchange.records(),
+            requests: Vec::new(),
         })
+    }
+
+    /// Runs a tool's module-level code and saves the instance, without storing it: a
+    /// worker process does this and sends the result to the server, which stores it
+    /// with [`WarmStore::store`]. Blocking.
+    pub fn prepare_warm_state(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Prepared, SandboxError> {
+        self.warm.prepare(&self.base(), tool, packages)
+    }
+
+    /// Where this sandbox's warm states are stored.
+    pub fn warm_store(&self) -> &WarmStore {
+        self.warm.store()
     }
 }
 
 /// Runs `work` to completion on a thread of its own with a runtime of its own: blocking
 /// code (`open`, a package install) may run inside another async runtime, which cannot
 /// be blocked on.
-fn on_own_thread<F>(work: F) -> Result<F::Output, SandboxError>
+pub(crate) fn on_own_thread<F>(work: F) -> Result<F::Output, SandboxError>
 where
     F: std::future::Future + Send,
     F::Output: Send,

@@ -14,18 +14,19 @@ use crate::grants::{Access, Grants, Mount};
 use crate::limits::{ByteSize, FileCount, Fuel, Limits};
 use crate::outcome::Status;
 use crate::packages::Compiler;
-use crate::sandbox::{Call, Sandbox, ToolFolder};
+use crate::sandbox::{Call, ToolFolder};
+use crate::worker::Workers;
 
 const TOOL: &str = "def compile_site() -> bool:\n    \
 import compileall\n    \
 return bool(compileall.compile_dir('/site', ddir='/packages', quiet=1, workers=1))\n";
 
-/// A [`Compiler`] that runs `compileall` in `sandbox`.
-pub fn compiler(sandbox: Arc<Sandbox>) -> Compiler {
-    Arc::new(move |site: &Path| compile(&sandbox, site))
+/// A [`Compiler`] that runs `compileall` in a worker.
+pub fn compiler(workers: Arc<Workers>) -> Compiler {
+    Arc::new(move |site: &Path| compile(&workers, site))
 }
 
-fn compile(sandbox: &Sandbox, site: &Path) -> Result<(), String> {
+fn compile(workers: &Workers, site: &Path) -> Result<(), String> {
     let tool = ToolFolder::temporary("compile_site.py", TOOL).map_err(|e| e.to_string())?;
     let grants = Grants {
         mounts: vec![Mount {
@@ -56,7 +57,7 @@ fn compile(sandbox: &Sandbox, site: &Path) -> Result<(), String> {
         packages: None,
     };
     // Called from blocking code that may run inside an async runtime.
-    let result = sandbox.call_blocking(call).map_err(|e| e.to_string())?;
+    let result = workers.call_blocking(call).map_err(|e| e.to_string())?;
     match result.status {
         Status::Ok => Ok(()),
         other => Err(format!(

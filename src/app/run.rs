@@ -152,7 +152,7 @@ impl App {
         let prepared = self.prepared(&version.id, &manifest).await?;
         // After a restart, or if registration's preparation was lost: calls run cold
         // until it is done.
-        self.warm_up(&prepared);
+        self.warm_up(&prepared, tenant);
         let arguments = prepared.check(arguments).map_err(|refusal| match refusal {
             Refusal::BrokenSchema(reason) => AppError::BrokenSchema {
                 version: version.id.clone(),
@@ -234,22 +234,26 @@ impl App {
                 Err(e) => Err(e),
             };
             match prepared {
-                Ok(prepared) => app.warm_up(&prepared),
+                Ok(prepared) => app.warm_up(&prepared, &t),
                 Err(e) => tracing::warn!(tenant = %t, tool = %id, "cannot prepare the tool: {e}"),
             }
         });
     }
 
-    /// Starts preparing the version's warm state on a blocking thread, unless it is
-    /// known or under way.
-    fn warm_up(&self, prepared: &Arc<PreparedTool>) {
+    /// Starts preparing the version's warm state in a worker of `tenant`'s (its
+    /// module-level code runs there), unless it is known or under way.
+    fn warm_up(&self, prepared: &Arc<PreparedTool>, tenant: &TenantId) {
         if !self.warm_start() || !prepared.start_warming() {
             return;
         }
-        let sandbox = Arc::clone(&self.inner.sandbox);
+        let workers = Arc::clone(&self.inner.workers);
         let prepared = Arc::clone(prepared);
-        tokio::task::spawn_blocking(move || {
-            match sandbox.warm_state(prepared.folder(), prepared.packages()) {
+        let share = ShareKey::new(tenant.as_str());
+        tokio::spawn(async move {
+            let warmth = workers
+                .warm_state(prepared.folder(), prepared.packages(), &share)
+                .await;
+            match warmth {
                 Ok(warmth) => {
                     if let crate::sandbox::Warmth::Cold(reason) = &warmth {
                         tracing::info!(
@@ -287,7 +291,7 @@ impl App {
         let started = std::time::Instant::now();
         let outcome = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
-            let call = self.inner.sandbox.call_with(
+            let call = self.inner.workers.call_with(
                 a.prepared.call(&a.arguments, &a.grants, &a.limits),
                 warm,
                 &a.outbound,

@@ -11,6 +11,7 @@ use rmcp::ServiceExt;
 use warden::mcp::catalog::{Defaults, Problem, Sources};
 use warden::mcp::{FolderSource, McpServer};
 use warden::sandbox::{Progress, Sandbox, SandboxConfig};
+use warden::worker::{Workers, WorkersConfig};
 
 use super::run::CallArgs;
 use super::{ExitCode, usage};
@@ -93,11 +94,11 @@ pub(super) fn mcp(config: &SandboxConfig, args: McpArgs) -> Result<ExitCode> {
              before serving"
         );
     }
-    let sandbox = Arc::new(Sandbox::open(&config)?);
-    let packages = args.call.pip.store(&config, &sandbox)?;
+    let workers = Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
+    let packages = args.call.pip.store(&config, &workers)?;
     let report = Arc::new(|problem: &Problem| eprintln!("warden: {problem}"));
     let source = FolderSource::load(
-        sandbox,
+        workers,
         sources,
         defaults,
         Some(packages),

@@ -10,8 +10,9 @@ use clap::{Args, Subcommand};
 
 use warden::app::bytecode;
 use warden::packages::{Lock, Packages, Pip, Requirement, script};
+use warden::sandbox::SandboxConfig;
 use warden::sandbox::artifacts::Role;
-use warden::sandbox::{Sandbox, SandboxConfig};
+use warden::worker::{Workers, WorkersConfig};
 
 use super::{ExitCode, read_tool, usage};
 
@@ -38,20 +39,20 @@ impl PipArgs {
         }
     }
 
-    /// The package store of `config`'s home, for the runtime `sandbox` runs, which
-    /// also compiles each new site to bytecode.
-    pub fn store(&self, config: &SandboxConfig, sandbox: &Arc<Sandbox>) -> Result<Packages> {
-        let stdlib = sandbox.runtime().path(Role::Stdlib);
+    /// The package store of `config`'s home, for the runtime `workers` run, which
+    /// also compiles each new site to bytecode (in a worker).
+    pub fn store(&self, config: &SandboxConfig, workers: &Arc<Workers>) -> Result<Packages> {
+        let stdlib = workers.runtime().path(Role::Stdlib);
         Ok(
             Packages::new(&config.home, &stdlib, self.pip(), config.progress)?
-                .with_compiler(bytecode::compiler(Arc::clone(sandbox))),
+                .with_compiler(bytecode::compiler(Arc::clone(workers))),
         )
     }
 
     /// The package store, opening (fetching and compiling if needed) the runtime.
     fn open(&self, config: &SandboxConfig) -> Result<Packages> {
-        let sandbox = Arc::new(Sandbox::open(config)?);
-        self.store(config, &sandbox)
+        let workers = Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
+        self.store(config, &workers)
     }
 }
 

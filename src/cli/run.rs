@@ -12,8 +12,9 @@ use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits, Request
 use warden::outbound::PrivateNetwork;
 use warden::outcome::{CallResult, Start, Status};
 use warden::packages::{Requirement, script};
-use warden::sandbox::{Outbound, Sandbox, SandboxConfig, ToolFolder, Warmth};
+use warden::sandbox::{Outbound, SandboxConfig, ShareKey, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
+use warden::worker::{Workers, WorkersConfig};
 
 use super::packages::PipArgs;
 use super::{ExitCode, InvalidArguments, deadline, file_stem, read_tool, render_failure, usage};
@@ -234,11 +235,11 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
-    let sandbox = std::sync::Arc::new(Sandbox::open(config)?);
+    let workers = std::sync::Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
     let tool = if prepared.requirements.is_empty() {
         prepared.tool
     } else {
-        let packages = args.call.pip.store(config, &sandbox)?;
+        let packages = args.call.pip.store(config, &workers)?;
         // Requirements that cannot be met are the user's input: exit code 2.
         let input = |e: warden::packages::PackagesError| -> anyhow::Error {
             if e.is_input_error() {
@@ -255,14 +256,14 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
             .with_packages(packages.site(&lock).map_err(input)?)
     };
     if !args.call.cold {
-        tool.set_warmth(warmth(config, &sandbox, &tool)?);
+        tool.set_warmth(warmth(config, &workers, &tool)?);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let (warm, start) = tool.warm_state();
-    let result = runtime.block_on(sandbox.call_with(
+    let result = runtime.block_on(workers.call_with(
         tool.call(&prepared.arguments, &prepared.grants, &prepared.limits),
         warm,
         &prepared.outbound,
@@ -281,8 +282,8 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
 
 /// The tool's warm state: cached, or prepared now (once per tool version, with
 /// progress). A tool that cannot have one runs cold, and the first run says why.
-fn warmth(config: &SandboxConfig, sandbox: &Sandbox, tool: &PreparedTool) -> Result<Warmth> {
-    if let Some(known) = sandbox.cached_warm_state(tool.folder(), tool.packages())? {
+fn warmth(config: &SandboxConfig, workers: &Workers, tool: &PreparedTool) -> Result<Warmth> {
+    if let Some(known) = workers.cached_warm_state(tool.folder(), tool.packages())? {
         return Ok(known);
     }
     // Seconds at most: a spinner on a terminal, and nothing in logs or pipes.
@@ -295,7 +296,8 @@ fn warmth(config: &SandboxConfig, sandbox: &Sandbox, tool: &PreparedTool) -> Res
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let prepared = sandbox.warm_state(tool.folder(), tool.packages());
+    let prepared =
+        workers.warm_state_blocking(tool.folder(), tool.packages(), &ShareKey::default());
     spinner.finish_and_clear();
     let prepared = prepared?;
     if let Warmth::Cold(reason) = &prepared {

@@ -12,7 +12,8 @@ use clap::Args;
 use warden::app::{App, AppConfig, SecretKey};
 use warden::http::{self, HttpConfig, McpAccess};
 use warden::outbound::PrivateNetwork;
-use warden::sandbox::{DEFAULT_MAX_INSTANCES, Sandbox, SandboxConfig};
+use warden::sandbox::{DEFAULT_MAX_INSTANCES, SandboxConfig};
+use warden::worker::{Workers, WorkersConfig};
 
 use super::packages::PipArgs;
 use super::tenant::{database, open_registry};
@@ -176,11 +177,11 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     if let Some(cores) = args.cores {
         sandbox_config.cores = cores;
     }
-    let sandbox = Arc::new(Sandbox::open(&sandbox_config)?);
-    let packages = args.pip.store(config, &sandbox)?;
+    let workers = Arc::new(Workers::open(&WorkersConfig::new(sandbox_config)?)?);
+    let packages = args.pip.store(config, &workers)?;
     let app = App::new(
         registry,
-        sandbox,
+        workers,
         AppConfig {
             tools_dir: config.home.join("tools"),
             operator_key,

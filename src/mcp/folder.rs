@@ -13,7 +13,8 @@ use super::watch::Fingerprint;
 use super::{ListedTool, Ran, SourceError, ToolSource};
 use crate::app::Refusal;
 use crate::packages::Packages;
-use crate::sandbox::{Sandbox, Warmth};
+use crate::sandbox::{ShareKey, Warmth};
+use crate::worker::Workers;
 
 /// How often the files are compared with what the catalog was built from.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -26,7 +27,7 @@ pub struct FolderSource {
     sources: Sources,
     defaults: Defaults,
     packages: Option<Packages>,
-    sandbox: Arc<Sandbox>,
+    workers: Arc<Workers>,
     warm_start: bool,
     report: Reporter,
     catalog: RwLock<Arc<Catalog>>,
@@ -50,7 +51,7 @@ impl FolderSource {
     /// declare some (without it such tools are left out); with `warm_start`, each
     /// tool's warm state is prepared once [`FolderSource::warm_up`] is called.
     pub fn load(
-        sandbox: Arc<Sandbox>,
+        workers: Arc<Workers>,
         sources: Sources,
         defaults: Defaults,
         packages: Option<Packages>,
@@ -65,7 +66,7 @@ impl FolderSource {
             sources,
             defaults,
             packages,
-            sandbox,
+            workers,
             warm_start,
             report,
             catalog: RwLock::new(Arc::new(catalog)),
@@ -79,7 +80,7 @@ impl FolderSource {
         Arc::clone(&self.catalog.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Starts preparing, on blocking threads, the warm state of every tool that has
+    /// Starts preparing, in workers, the warm state of every tool that has
     /// none yet (unless warm starts are off); calls run cold until theirs is ready.
     /// Call it inside the tokio runtime.
     pub fn warm_up(&self) {
@@ -90,11 +91,14 @@ impl FolderSource {
             if !tool.prepared.start_warming() {
                 continue;
             }
-            let sandbox = Arc::clone(&self.sandbox);
+            let workers = Arc::clone(&self.workers);
             let tool = Arc::clone(tool);
-            tokio::task::spawn_blocking(move || {
+            tokio::spawn(async move {
                 let prepared = &tool.prepared;
-                match sandbox.warm_state(prepared.folder(), prepared.packages()) {
+                let warmth = workers
+                    .warm_state(prepared.folder(), prepared.packages(), &ShareKey::default())
+                    .await;
+                match warmth {
                     Ok(warmth) => {
                         if let Warmth::Cold(reason) = &warmth {
                             tracing::warn!(
@@ -203,7 +207,7 @@ impl ToolSource for FolderSource {
         )?;
         let (warm, start) = prepared.warm_state();
         let result = self
-            .sandbox
+            .workers
             .call_with(
                 prepared.call(&arguments, &tool.grants, &tool.limits),
                 warm,

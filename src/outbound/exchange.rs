@@ -34,7 +34,7 @@ use crate::outcome::RequestRecord;
 
 /// Largest frame the host reads from the guest: the body cap, base64-inflated, plus room
 /// for the URL and headers.
-fn max_frame(limits: &Limits) -> u64 {
+pub fn max_frame(limits: &Limits) -> u64 {
     limits.http_request_bytes.as_u64().saturating_mul(4) / 3 + 1024 * 1024
 }
 

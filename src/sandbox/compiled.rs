@@ -65,6 +65,28 @@ impl Pending {
     }
 }
 
+/// Loads the compiled snapshot, which must exist: a worker process never compiles (the
+/// server that started it did, before).
+#[expect(
+    unsafe_code,
+    reason = "loading a compiled module is unsafe in wasmtime; see the SAFETY note"
+)]
+pub fn load_existing(
+    engine: &Engine,
+    files: &RuntimeFiles,
+    home: &Path,
+) -> Result<Module, SandboxError> {
+    let path = path(engine, files, home)?;
+    // SAFETY: as in `load_or_build`: a file Warden wrote into its own home with this
+    // engine's settings (its name carries their hash); wasmtime checks the header.
+    unsafe { Module::deserialize_file(engine, &path) }.map_err(|e| {
+        SandboxError::Compile(e.context(format!(
+            "the compiled runtime {} cannot be loaded; run `warden runtime fetch`",
+            path.display()
+        )))
+    })
+}
+
 /// Loads the compiled snapshot, or builds and compiles it (minutes, once, with
 /// progress). A new one comes with its [`Pending`] cache entry, kept only after the
 /// caller has checked it.

@@ -9,6 +9,8 @@
 //! memory is read, and a frame longer than the call could use is answered unread. While
 //! the request is under way the guest holds no core ([`super::share`]).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use wasmtime::{Caller, Extern, Linker};
@@ -16,6 +18,33 @@ use wasmtime::{Caller, Extern, Linker};
 use super::guest::Guest;
 use super::share;
 use crate::outbound::Exchange;
+
+/// Who answers a call's frames: its [`Exchange`] when the call runs in this process; in
+/// a worker process, the server, asked over the worker's channel (`crate::worker`), so
+/// secrets and the network stay with the server.
+pub trait Door: Send + Sync + 'static {
+    /// The largest frame worth reading; a longer one is answered without being read.
+    fn max_frame(&self) -> u64;
+    /// The answer to a frame of `len` bytes, longer than [`Door::max_frame`].
+    fn oversized(&self, len: u64) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + '_>>;
+    /// The answer to one frame.
+    fn answer<'a>(&'a self, frame: &'a [u8]) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + 'a>>;
+}
+
+impl Door for Exchange {
+    fn max_frame(&self) -> u64 {
+        Exchange::max_frame(self)
+    }
+
+    fn oversized(&self, len: u64) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + '_>> {
+        let answer = Exchange::oversized(self, len);
+        Box::pin(async move { answer })
+    }
+
+    fn answer<'a>(&'a self, frame: &'a [u8]) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + 'a>> {
+        Box::pin(Exchange::answer(self, frame))
+    }
+}
 
 const ANSWERED: i32 = 0;
 const NO_HOST: i32 = -1;
@@ -49,7 +78,7 @@ fn fits(size: usize, at: usize, n: usize) -> bool {
 
 async fn call(
     caller: &mut Caller<'_, Guest>,
-    exchange: &Arc<Exchange>,
+    exchange: &Arc<dyn Door>,
     [ptr, len, out_ptr, out_len]: [i32; 4],
 ) -> wasmtime::Result<i32> {
     let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
@@ -69,13 +98,19 @@ async fn call(
         return Ok(FAULT);
     }
     let answer = if len as u64 > exchange.max_frame() {
-        exchange.oversized(len as u64)
+        exchange.oversized(len as u64).await
     } else {
         let frame = memory.data(&*caller)[ptr..ptr + len].to_vec();
         // The request waits on the network: the guest waits without its core.
         let seat = caller.data().seat.clone();
         share::without_core(seat.as_deref(), exchange.answer(&frame)).await
     };
+    // The deadline passed while the host answered (a worker learns the answer from its
+    // server, which stops waiting at about the same time): the call ends here, not with
+    // the guest carrying on past its deadline.
+    if std::time::Instant::now() >= caller.data().deadline {
+        return Err(wasmtime::Error::new(super::guest::DeadlineHit));
+    }
     let Ok(answer_len) = i32::try_from(answer.len()) else {
         return Ok(FAULT);
     };

@@ -38,12 +38,13 @@ pub(super) fn engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
     let mut pool = PoolingAllocationConfig::new();
     // A store also takes a memory slot for its GC heap (the runtime uses wasm
     // exceptions, whose objects live there): two memories per instance, or the pool
-    // runs out of memories at half its instances.
+    // runs out of memories at half its instances. Likewise two stacks: a host call
+    // (the door) calls back into the guest (`host_alloc`) on a fiber of its own.
     pool.total_core_instances(instances)
         .total_memories(instances.saturating_mul(2))
         .total_gc_heaps(instances)
         .total_tables(instances)
-        .total_stacks(instances)
+        .total_stacks(instances.saturating_mul(2))
         .max_memory_size(to_usize(config.max_memory.as_u64()))
         // The runtime's function table has ~47,000 entries and its instance state is
         // ~1.6 MB: both beyond the pool's defaults.

@@ -11,12 +11,12 @@ use wasmtime::{
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::door::Door;
 use super::ending::TrapKind;
 use super::protocol::CALL;
-use super::share::Seat;
+use super::share::CoreSeat;
 use super::{SandboxError, syscalls, to_usize};
 use crate::limits::Limits;
-use crate::outbound::Exchange;
 
 /// The per-call store data.
 pub(super) struct Guest {
@@ -25,10 +25,12 @@ pub(super) struct Guest {
     files: syscalls::FileLedger,
     /// The call's outbound requests, answered through the runtime's door
     /// ([`super::door`]); `None` while a warm state is prepared.
-    pub(super) door: Option<Arc<Exchange>>,
+    pub(super) door: Option<Arc<dyn Door>>,
     /// The call's place at the cores ([`super::share`]); `None` while a warm state is
     /// prepared (on a thread of its own, outside the calls' shares).
-    pub(super) seat: Option<Arc<Seat>>,
+    pub(super) seat: Option<Arc<dyn CoreSeat>>,
+    /// When the call's wall-clock deadline passes.
+    pub(super) deadline: Instant,
 }
 
 impl syscalls::Checked for Guest {
@@ -36,7 +38,7 @@ impl syscalls::Checked for Guest {
         (&mut self.wasi, &mut self.files)
     }
 
-    fn seat(&self) -> Option<Arc<Seat>> {
+    fn seat(&self) -> Option<Arc<dyn CoreSeat>> {
         self.seat.clone()
     }
 }
@@ -77,7 +79,7 @@ impl ResourceLimiter for MemoryCap {
 /// The deadline passed while the guest was running.
 #[derive(Debug, thiserror::Error)]
 #[error("the wall-clock deadline passed")]
-pub(super) struct DeadlineHit;
+pub(crate) struct DeadlineHit;
 
 pub(super) enum Failure {
     Instantiate(wasmtime::Error),
@@ -89,8 +91,8 @@ pub(super) fn new_store(
     wasi: WasiP1Ctx,
     limits: &Limits,
     deadline: Instant,
-    door: Option<Arc<Exchange>>,
-    seat: Option<Arc<Seat>>,
+    door: Option<Arc<dyn Door>>,
+    seat: Option<Arc<dyn CoreSeat>>,
 ) -> Result<Store<Guest>, SandboxError> {
     let memory = MemoryCap {
         cap: to_usize(limits.memory.as_u64()),
@@ -106,6 +108,7 @@ pub(super) fn new_store(
             files,
             door,
             seat,
+            deadline,
         },
     );
     store.limiter(|g| &mut g.memory);
@@ -120,9 +123,10 @@ pub(super) fn new_store(
         match &store.data().seat {
             // Other calls wait for a core: this one queues for the next and gives its
             // own to the call whose turn it is (possibly itself).
-            Some(seat) if seat.contended() => {
-                Ok(UpdateDeadline::YieldCustom(1, Box::pin(seat.yield_core())))
-            }
+            Some(seat) if seat.contended() => Ok(UpdateDeadline::YieldCustom(
+                1,
+                Arc::clone(seat).yield_core(),
+            )),
             // No one waits: keep the core, and let the executor run other tasks.
             _ => Ok(UpdateDeadline::Yield(1)),
         }
@@ -220,6 +224,6 @@ pub(super) fn trap_kind(e: &wasmtime::Error) -> TrapKind {
         Some(Trap::OutOfFuel) => TrapKind::OutOfFuel,
         Some(Trap::Interrupt) => TrapKind::Deadline,
         Some(trap) => TrapKind::Other(trap.to_string()),
-        None => TrapKind::Other(format!("{e}")),
+        None => TrapKind::Other(format!("{e:#}")),
     }
 }

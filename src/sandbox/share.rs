@@ -499,11 +499,52 @@ impl fmt::Debug for Seat {
     }
 }
 
-/// [`Seat::without_core`] for a call that may have no seat (a warm state being
-/// prepared): then `wait` is simply awaited.
-pub async fn without_core<F: Future>(seat: Option<&Seat>, wait: F) -> F::Output {
+/// A boxed future, as the seat trait's methods return.
+pub type SeatFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// What a running guest needs of its place at the cores. [`Seat`] is the seat of a call
+/// run in this process; a worker process's seat asks the server's seat over its
+/// channel (`crate::worker`), so every guest, wherever it runs, shares the same cores.
+pub trait CoreSeat: Send + Sync + 'static {
+    /// Waits for a core, unless the seat holds one.
+    fn acquire(&self) -> SeatFuture<'_>;
+    /// Gives the seat's core back, if it holds one.
+    fn release(&self);
+    /// Whether the guest should offer its core at this tick ([`CoreSeat::yield_core`]).
+    fn contended(&self) -> bool;
+    /// Gives the core to the call whose turn it is and waits for one again.
+    fn yield_core(self: Arc<Self>) -> SeatFuture<'static>;
+}
+
+impl CoreSeat for Seat {
+    fn acquire(&self) -> SeatFuture<'_> {
+        Box::pin(Seat::acquire(self))
+    }
+
+    fn release(&self) {
+        Seat::release(self);
+    }
+
+    fn contended(&self) -> bool {
+        Seat::contended(self)
+    }
+
+    fn yield_core(self: Arc<Self>) -> SeatFuture<'static> {
+        Box::pin(Seat::yield_core(&self))
+    }
+}
+
+/// Awaits `wait` (a host call waiting on something other than the CPU) without a core,
+/// then waits for one again; for a call that has no seat (a warm state being prepared),
+/// `wait` is simply awaited.
+pub async fn without_core<F: Future>(seat: Option<&dyn CoreSeat>, wait: F) -> F::Output {
     match seat {
-        Some(seat) => seat.without_core(wait).await,
+        Some(seat) => {
+            seat.release();
+            let out = wait.await;
+            seat.acquire().await;
+            out
+        }
         None => wait.await,
     }
 }

@@ -38,7 +38,7 @@ use wasmtime_wasi::p1::types::{self, Errno, Filetype};
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1};
 use wiggle::{GuestMemory, GuestPtr};
 
-use super::share::{self, Seat};
+use super::share::{self, CoreSeat};
 use crate::limits::Limits;
 
 /// What one call has used of its file limits.
@@ -88,7 +88,7 @@ pub trait Checked: Send + 'static {
 
     /// The call's place at the cores, given up while the guest waits in `poll_oneoff`;
     /// `None` for a store outside the calls' shares (a warm state being prepared).
-    fn seat(&self) -> Option<Arc<Seat>>;
+    fn seat(&self) -> Option<Arc<dyn CoreSeat>>;
 }
 
 /// Most buffers one `fd_write` or `fd_pwrite` may pass, as POSIX's `IOV_MAX`.

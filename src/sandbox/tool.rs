@@ -45,7 +45,8 @@ impl ToolFolder {
         }
     }
 
-    pub(super) fn host_dir(&self) -> &Path {
+    /// The folder on the host.
+    pub fn host_dir(&self) -> &Path {
         match &self.dir {
             ToolDir::Owned(t) => t.path(),
             ToolDir::Borrowed(p) => p,

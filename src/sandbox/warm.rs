@@ -35,10 +35,9 @@
 
 mod prepare;
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytesize::ByteSize;
@@ -100,28 +99,64 @@ impl std::fmt::Display for ColdReason {
     }
 }
 
-/// A loaded warm state: a module sharing Warden's compiled code, linked once.
+/// A tool's warm state, as prepared and stored under Warden's home: plain data naming
+/// it. A [`super::Sandbox`] loads the module it stands for (sharing Warden's compiled
+/// code) on the first call that starts from it, in whichever process runs that call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WarmState {
-    pub(super) pre: InstancePre<Guest>,
-    pub(super) exports: Exports,
     key: String,
     /// Bytes of the image on disk (its non-zero pages).
     pub disk_bytes: u64,
-}
-
-impl std::fmt::Debug for WarmState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WarmState")
-            .field("key", &self.key)
-            .field("disk_bytes", &self.disk_bytes)
-            .finish_non_exhaustive()
-    }
 }
 
 impl WarmState {
     /// The key the state is stored under.
     pub fn key(&self) -> &str {
         &self.key
+    }
+}
+
+/// A warm state's module, linked once, in the process that runs its calls.
+pub(super) struct Loaded {
+    pub(super) pre: InstancePre<Guest>,
+    pub(super) exports: Exports,
+}
+
+/// A preparation's outcome, as it crosses from the process that ran the tool's
+/// module-level code to the one that stores it: the record, and the image when warm.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Prepared {
+    record: Record,
+    /// The saved memory, when the record is warm.
+    #[serde(skip)]
+    pub image: Option<SavedImage>,
+    /// Where each run of the image's non-zero pages starts and how long it is, in bytes.
+    runs: Vec<(u64, u64)>,
+    /// Bytes of the image file that are memory; the trailer follows.
+    memory_len: u64,
+}
+
+/// The bytes of a saved memory: its runs of non-zero pages one after the other, then
+/// the module's trailer ([`Prepared`] says where each run goes).
+#[derive(Debug, Default)]
+pub struct SavedImage {
+    /// The runs' bytes, concatenated, followed by the trailer.
+    pub bytes: Vec<u8>,
+}
+
+impl Prepared {
+    fn cold(reason: ColdReason) -> Prepared {
+        Prepared {
+            record: Record::Cold(reason),
+            image: None,
+            runs: Vec::new(),
+            memory_len: 0,
+        }
+    }
+
+    /// Bytes the image takes on the wire.
+    pub fn image_len(&self) -> u64 {
+        self.image.as_ref().map_or(0, |i| i.bytes.len() as u64)
     }
 }
 
@@ -178,15 +213,26 @@ enum GlobalType {
     V128,
 }
 
+/// Most warm states a process keeps loaded; the least recently used goes first.
+const MAX_LOADED: usize = 64;
+
 /// Where warm states live and how they are made, for one [`super::Sandbox`].
 pub(super) struct WarmStates {
+    store: WarmStore,
+    /// States loaded in this process, most recently used last.
+    loaded: Mutex<Vec<(String, Arc<Loaded>)>>,
+    /// One preparation at a time: each takes a core for seconds.
+    preparing: Mutex<()>,
+}
+
+/// The warm states on disk under Warden's home: keys, records and images. Needs no
+/// engine: the server of worker processes uses it to know which state a call starts
+/// from, and to store the states workers prepare.
+#[derive(Debug, Clone)]
+pub struct WarmStore {
     dir: PathBuf,
     /// Names what the states are built from: the compiled snapshot's identity.
     base_identity: String,
-    /// States loaded in this process, shared by every version with the same key.
-    loaded: Mutex<HashMap<String, Weak<WarmState>>>,
-    /// One preparation at a time: each takes a core for seconds.
-    preparing: Mutex<()>,
 }
 
 /// What a preparation needs from the sandbox.
@@ -203,19 +249,23 @@ pub(super) struct Base<'a> {
     pub(super) stdlib: PathBuf,
 }
 
-impl WarmStates {
-    pub(super) fn new(home: &Path, base_identity: String) -> WarmStates {
-        WarmStates {
+impl WarmStore {
+    /// The states under `home` built from the compiled snapshot named `base_identity`.
+    pub fn new(home: &Path, base_identity: String) -> WarmStore {
+        WarmStore {
             dir: home.join("warm"),
             base_identity,
-            loaded: Mutex::new(HashMap::new()),
-            preparing: Mutex::new(()),
         }
+    }
+
+    /// The folder the states live in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The key of a tool's state: Warden's snapshot, the tool's file name and source,
     /// and its package site.
-    fn key(&self, tool: &ToolFolder, packages: Option<&Path>) -> Result<String, SandboxError> {
+    pub fn key(&self, tool: &ToolFolder, packages: Option<&Path>) -> Result<String, SandboxError> {
         let path = tool.host_dir().join(tool.file_name());
         let source = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let site = packages
@@ -236,46 +286,38 @@ impl WarmStates {
         Ok(hex::encode(h.finalize()))
     }
 
-    /// The tool's warm state if it is prepared already (on disk or loaded), without
-    /// preparing it.
-    pub(super) fn cached(
+    /// The tool's warm state if it was prepared before, without preparing it.
+    pub fn cached(
         &self,
-        base: &Base<'_>,
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Option<Warmth>, SandboxError> {
         let key = self.key(tool, packages)?;
-        self.lookup(base, &key)
+        Ok(self.record(&key)?.map(|record| warmth(&key, record)))
     }
 
-    /// The tool's warm state: loaded, read from disk, or prepared now (seconds).
-    pub(super) fn get_or_prepare(
-        &self,
-        base: &Base<'_>,
-        tool: &ToolFolder,
-        packages: Option<&Path>,
-    ) -> Result<Warmth, SandboxError> {
-        let key = self.key(tool, packages)?;
-        if let Some(found) = self.lookup(base, &key)? {
-            return Ok(found);
-        }
-        let _one_at_a_time = self
-            .preparing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Prepared by another caller while this one waited.
-        if let Some(found) = self.lookup(base, &key)? {
-            return Ok(found);
-        }
+    /// Stores what a preparation made under `key`: the image first, then the record
+    /// that names it. Returns what calls start from.
+    pub fn store(&self, key: &str, prepared: Prepared) -> Result<Warmth, SandboxError> {
         std::fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
-        let record = prepare(base, tool, packages, &self.dir, &key)?;
-        let json = serde_json::to_vec_pretty(&record)
+        if let (Record::Warm { .. }, Some(image)) = (&prepared.record, &prepared.image) {
+            prepare::write_image(
+                &self.dir,
+                &self.image_path(key),
+                &prepared.runs,
+                prepared.memory_len,
+                &image.bytes,
+            )?;
+        } else if matches!(prepared.record, Record::Warm { .. }) {
+            return Err(SandboxError::Warm(wasmtime::Error::msg(
+                "a warm state arrived without its image",
+            )));
+        }
+        let json = serde_json::to_vec_pretty(&prepared.record)
             .map_err(|e| SandboxError::Harness(format!("cannot encode a warm record: {e}")))?;
-        write_atomically(&self.dir, &self.record_path(&key), &json)?;
-        match &record {
-            Record::Cold(reason) => {
-                tracing::info!("tool runs cold: {reason}");
-            }
+        write_atomically(&self.dir, &self.record_path(key), &json)?;
+        match &prepared.record {
+            Record::Cold(reason) => tracing::info!("tool runs cold: {reason}"),
             Record::Warm {
                 disk_bytes,
                 prepared_ms,
@@ -285,7 +327,7 @@ impl WarmStates {
                 ByteSize(*disk_bytes)
             ),
         }
-        self.load(base, &key, record)
+        Ok(warmth(key, prepared.record))
     }
 
     fn record_path(&self, key: &str) -> PathBuf {
@@ -296,16 +338,8 @@ impl WarmStates {
         self.dir.join(format!("{key}.mem"))
     }
 
-    fn lookup(&self, base: &Base<'_>, key: &str) -> Result<Option<Warmth>, SandboxError> {
-        if let Some(state) = self
-            .loaded
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(key)
-            .and_then(Weak::upgrade)
-        {
-            return Ok(Some(Warmth::Warm(state)));
-        }
+    /// The record stored under `key`, if any (an unreadable one counts as none).
+    fn record(&self, key: &str) -> Result<Option<Record>, SandboxError> {
         let path = self.record_path(key);
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
@@ -313,30 +347,110 @@ impl WarmStates {
             Err(e) => return Err(io_error(&path, e)),
         };
         // Marks the state as used: `warden runtime prune` removes the long unused ones.
+        // (A confined worker may not write here; the server that sent it the call did.)
         if let Ok(file) = File::options().write(true).open(&path) {
             let _ = file.set_modified(std::time::SystemTime::now());
         }
         match serde_json::from_slice::<Record>(&bytes) {
-            Ok(record) => self.load(base, key, record).map(Some),
+            Ok(record) => Ok(Some(record)),
             Err(e) => {
                 tracing::warn!("discarding unreadable warm record {}: {e}", path.display());
                 Ok(None)
             }
         }
     }
+}
 
-    fn load(&self, base: &Base<'_>, key: &str, record: Record) -> Result<Warmth, SandboxError> {
-        let (memory_pages, memory_len, globals, disk_bytes) = match record {
-            Record::Cold(reason) => return Ok(Warmth::Cold(reason)),
-            Record::Warm {
-                memory_pages,
-                memory_len,
-                globals,
-                disk_bytes,
-                ..
-            } => (memory_pages, memory_len, globals, disk_bytes),
+fn warmth(key: &str, record: Record) -> Warmth {
+    match record {
+        Record::Cold(reason) => Warmth::Cold(reason),
+        Record::Warm { disk_bytes, .. } => Warmth::Warm(Arc::new(WarmState {
+            key: key.to_owned(),
+            disk_bytes,
+        })),
+    }
+}
+
+impl WarmStates {
+    pub(super) fn new(home: &Path, base_identity: String) -> WarmStates {
+        WarmStates {
+            store: WarmStore::new(home, base_identity),
+            loaded: Mutex::new(Vec::new()),
+            preparing: Mutex::new(()),
+        }
+    }
+
+    pub(super) fn store(&self) -> &WarmStore {
+        &self.store
+    }
+
+    /// The tool's warm state: read from disk, or prepared now in this process (seconds).
+    pub(super) fn get_or_prepare(
+        &self,
+        base: &Base<'_>,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Warmth, SandboxError> {
+        let key = self.store.key(tool, packages)?;
+        if let Some(record) = self.store.record(&key)? {
+            return Ok(warmth(&key, record));
+        }
+        let _one_at_a_time = self
+            .preparing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Prepared by another caller while this one waited.
+        if let Some(record) = self.store.record(&key)? {
+            return Ok(warmth(&key, record));
+        }
+        let prepared = self.prepare(base, tool, packages)?;
+        self.store.store(&key, prepared)
+    }
+
+    /// Runs the tool's module-level code and saves the instance, without storing it.
+    pub(super) fn prepare(
+        &self,
+        base: &Base<'_>,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Prepared, SandboxError> {
+        prepare(base, tool, packages)
+    }
+
+    /// The module of the state stored under `key`, loaded once per process.
+    pub(super) fn load(
+        &self,
+        base: &Base<'_>,
+        state: &WarmState,
+    ) -> Result<Arc<Loaded>, SandboxError> {
+        let key = state.key();
+        {
+            let mut loaded = self.loaded();
+            if let Some(i) = loaded.iter().position(|(k, _)| k == key) {
+                let entry = loaded.remove(i);
+                let found = Arc::clone(&entry.1);
+                loaded.push(entry);
+                return Ok(found);
+            }
+        }
+        let Some(record) = self.store.record(key)? else {
+            return Err(SandboxError::Warm(wasmtime::Error::msg(format!(
+                "the warm state {key} is gone from {}",
+                self.store.dir.display()
+            ))));
         };
-        let path = self.image_path(key);
+        let Record::Warm {
+            memory_pages,
+            memory_len,
+            globals,
+            ..
+        } = record
+        else {
+            return Err(SandboxError::Warm(wasmtime::Error::msg(format!(
+                "the warm state {key} is recorded cold"
+            ))));
+        };
+        let path = self.store.image_path(key);
         let file = File::open(&path).map_err(|e| io_error(&path, e))?;
         let globals: Vec<(u32, Val)> = globals.iter().map(|g| (g.index, g.value())).collect();
         let module = base
@@ -348,19 +462,20 @@ impl WarmStates {
             .instantiate_pre(&module)
             .map_err(SandboxError::Warm)?;
         let exports = Exports::of(&module)?;
-        let state = Arc::new(WarmState {
-            pre,
-            exports,
-            key: key.to_owned(),
-            disk_bytes,
-        });
-        let mut loaded = self
-            .loaded
+        let state = Arc::new(Loaded { pre, exports });
+        let mut loaded = self.loaded();
+        loaded.retain(|(k, _)| k != key);
+        if loaded.len() >= MAX_LOADED {
+            loaded.remove(0);
+        }
+        loaded.push((key.to_owned(), Arc::clone(&state)));
+        Ok(state)
+    }
+
+    fn loaded(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<Loaded>)>> {
+        self.loaded
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        loaded.retain(|_, weak| weak.strong_count() > 0);
-        loaded.insert(key.to_owned(), Arc::downgrade(&state));
-        Ok(Warmth::Warm(state))
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

@@ -26,10 +26,10 @@ use tower::ServiceExt;
 use warden::app::{App, AppConfig};
 use warden::http::router;
 use warden::registry::Registry;
-use warden::sandbox::Sandbox;
 use warden::tenant::TenantId;
+use warden::worker::Workers;
 
-use crate::support::shared_sandbox;
+use crate::support::shared_workers;
 
 pub const OPERATOR_KEY: &str = "test-operator-key";
 
@@ -64,20 +64,20 @@ impl Service {
         Service::with(dir, false)
     }
 
-    /// A service running its calls in `sandbox` instead of the shared one.
-    pub fn on(sandbox: Arc<Sandbox>) -> Service {
-        Service::in_sandbox(tempfile::tempdir().unwrap(), false, sandbox)
+    /// A service running its calls in `workers` instead of the shared pool.
+    pub fn on(workers: Arc<Workers>) -> Service {
+        Service::in_pool(tempfile::tempdir().unwrap(), false, workers)
     }
 
     fn with(dir: tempfile::TempDir, warm_start: bool) -> Service {
-        Service::in_sandbox(dir, warm_start, Arc::clone(shared_sandbox()))
+        Service::in_pool(dir, warm_start, Arc::clone(shared_workers()))
     }
 
-    fn in_sandbox(dir: tempfile::TempDir, warm_start: bool, sandbox: Arc<Sandbox>) -> Service {
+    fn in_pool(dir: tempfile::TempDir, warm_start: bool, workers: Arc<Workers>) -> Service {
         let registry = Arc::new(Registry::open(dir.path().join("warden.db")).unwrap());
         let app = App::new(
             Arc::clone(&registry),
-            sandbox,
+            workers,
             AppConfig {
                 tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),

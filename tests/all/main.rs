@@ -15,6 +15,9 @@
 mod audit;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
+/// The second wall: an escaped tool, confined by its worker process.
+#[cfg(feature = "escape-hatch")]
+mod escape;
 /// A hostile guest: blocking calls, file ceilings, special files, forged answers.
 mod hostile;
 /// The HTTP service through its router and on a real socket: lifecycle, tenancy, load.
@@ -41,3 +44,5 @@ mod support;
 mod tenant;
 /// Warm states: imports once per tool version, a fresh instance per call.
 mod warm;
+/// Worker processes: one per tenant, a crash fails one call.
+mod workers;

@@ -590,7 +590,7 @@ mod libraries {
             )
             .unwrap()
             .with_compiler(warden::app::bytecode::compiler(std::sync::Arc::clone(
-                shared_sandbox(),
+                crate::support::shared_workers(),
             )));
             let requirements: Vec<Requirement> =
                 vec!["requests".parse().unwrap(), "httpx".parse().unwrap()];

@@ -539,7 +539,7 @@ fn pip_requirements_and_a_pep723_block_install_through_the_service() {
         );
         let app = warden::app::App::new(
             registry,
-            std::sync::Arc::clone(shared_sandbox()),
+            std::sync::Arc::clone(crate::support::shared_workers()),
             warden::app::AppConfig {
                 tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),
@@ -912,7 +912,7 @@ async fn a_letta_tool_with_nested_pydantic_models_runs() {
     )
     .unwrap()
     .with_compiler(warden::app::bytecode::compiler(std::sync::Arc::clone(
-        shared_sandbox(),
+        crate::support::shared_workers(),
     )));
     let source = std::fs::read_to_string(crate::support::fixture("letta_pydantic.py")).unwrap();
     let declared = warden::packages::script::read(&source)

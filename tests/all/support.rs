@@ -12,6 +12,7 @@ use warden::outcome::CallResult;
 use warden::packages::{Packages, Pip};
 use warden::sandbox::artifacts::Role;
 use warden::sandbox::{Call, Outbound, Progress, Sandbox, SandboxConfig, ToolFolder, Warmth};
+use warden::worker::{Workers, WorkersConfig};
 
 /// Warden's home for this run: `$WARDEN_HOME`, or the per-user cache folder.
 pub fn home() -> PathBuf {
@@ -53,6 +54,38 @@ pub fn sandbox_with_cores(cores: usize) -> Arc<Sandbox> {
     Arc::clone(sandbox)
 }
 
+/// The worker pool every `App` of this run shares: workers are started from the
+/// `warden` binary this run built.
+pub fn shared_workers() -> &'static Arc<Workers> {
+    static WORKERS: OnceLock<Arc<Workers>> = OnceLock::new();
+    WORKERS.get_or_init(|| {
+        shared_sandbox();
+        Arc::new(workers(SandboxConfig::new(home())))
+    })
+}
+
+/// A worker pool of its own with `cores` cores, opened once per run for each count.
+pub fn workers_with_cores(cores: usize) -> Arc<Workers> {
+    static POOLS: Mutex<BTreeMap<usize, Arc<Workers>>> = Mutex::new(BTreeMap::new());
+    shared_sandbox();
+    let mut pools = POOLS.lock().unwrap();
+    let pool = pools.entry(cores).or_insert_with(|| {
+        let mut config = SandboxConfig::new(home());
+        config.cores = NonZeroUsize::new(cores).expect("at least one core");
+        Arc::new(workers(config))
+    });
+    Arc::clone(pool)
+}
+
+/// A worker pool over `config`, its workers started from this run's `warden` binary.
+pub fn workers(config: SandboxConfig) -> Workers {
+    let config = WorkersConfig {
+        sandbox: config,
+        binary: PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+    };
+    Workers::open(&config).unwrap_or_else(|e| panic!("cannot open the worker pool: {e}"))
+}
+
 /// A package store rooted in `home` (its `packages/` folder) for the shared sandbox's
 /// runtime that never reaches a package index: tests install only wheels they build.
 pub fn package_store(home: &Path) -> Packages {
@@ -73,7 +106,7 @@ pub fn package_store_with(home: &Path, find_links: Vec<PathBuf>) -> Packages {
     )
     .expect("the runtime lists its bundled packages")
     .with_compiler(warden::app::bytecode::compiler(
-        Arc::clone(shared_sandbox()),
+        Arc::clone(shared_workers()),
     ))
 }
 
@@ -186,31 +219,35 @@ impl Run {
             Value::Object(m) => m,
             other => panic!("arguments must be an object, got {other}"),
         };
+        let call = Call {
+            tool: &tool,
+            function: self.function,
+            arguments: &arguments,
+            none_if_omitted: &self.none_if_omitted,
+            grants: &self.grants,
+            limits: &self.limits,
+            packages: self.packages.as_deref(),
+        };
+        // A sandbox of the test's own runs in this process; otherwise the call runs in
+        // a worker process, confined, as every call of Warden's commands does.
+        if let Some(sandbox) = &self.sandbox {
+            assert!(!self.warm, "a sandbox of a test's own runs cold");
+            return sandbox.call_with(call, None, &self.outbound).await;
+        }
+        let workers = shared_workers();
         let warm = match self.warm {
             false => None,
-            true => match sandbox()
-                .warm_state(&tool, self.packages.as_deref())
+            true => match workers
+                .warm_state(&tool, self.packages.as_deref(), &Default::default())
+                .await
                 .expect("the warm state was prepared")
             {
                 Warmth::Warm(state) => Some(state),
                 Warmth::Cold(reason) => panic!("{} has no warm state: {reason}", self.file),
             },
         };
-        let sandbox = self.sandbox.as_deref().unwrap_or(sandbox());
-        sandbox
-            .call_with(
-                Call {
-                    tool: &tool,
-                    function: self.function,
-                    arguments: &arguments,
-                    none_if_omitted: &self.none_if_omitted,
-                    grants: &self.grants,
-                    limits: &self.limits,
-                    packages: self.packages.as_deref(),
-                },
-                warm.as_deref(),
-                &self.outbound,
-            )
+        workers
+            .call_with(call, warm.as_deref(), &self.outbound)
             .await
     }
 }

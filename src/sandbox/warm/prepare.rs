@@ -10,8 +10,8 @@ use bytesize::ByteSize;
 use wasmtime::{Instance, Module, Store};
 
 use super::{
-    Base, ColdReason, MAX_STATE_DISK, PAGE, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, Record,
-    SavedGlobal, WASM_PAGE,
+    Base, ColdReason, MAX_STATE_DISK, PAGE, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY,
+    Prepared, Record, SavedGlobal, SavedImage, WASM_PAGE,
 };
 use crate::grants::Grants;
 use crate::limits::Limits;
@@ -19,18 +19,17 @@ use crate::sandbox::guest::{Guest, new_store, turn};
 use crate::sandbox::pipe::CappedPipe;
 use crate::sandbox::protocol::{self, Answer, PREPARE, Response};
 use crate::sandbox::{
-    SandboxError, ToolFolder, io_error, on_own_thread, snapshot, state_exports, wasi,
+    SandboxError, ToolFolder, io_error, on_own_thread, snapshot, state_exports, to_usize, wasi,
 };
 
 /// Prepares a tool's state: runs its module-level code in an instance with no grants
-/// and saves the instance, or says why it cannot be saved.
+/// and saves the instance in memory, or says why it cannot be saved. Writes nothing:
+/// [`super::WarmStore::store`] does, in the process that owns Warden's home.
 pub(super) fn prepare(
     base: &Base<'_>,
     tool: &ToolFolder,
     packages: Option<&Path>,
-    dir: &Path,
-    key: &str,
-) -> Result<Record, SandboxError> {
+) -> Result<Prepared, SandboxError> {
     let started = Instant::now();
     let nonce = format!("{:032x}", rand::random::<u128>());
     let request = serde_json::json!({
@@ -77,7 +76,7 @@ pub(super) fn prepare(
         let fuel = PREPARE_FUEL.0.saturating_sub(store.get_fuel().unwrap_or(0));
         let memory_hit = store.data().memory.hit;
         let cold = |message: String| {
-            Ok(Record::Cold(ColdReason {
+            Ok(Prepared::cold(ColdReason {
                 message,
                 error: None,
             }))
@@ -123,7 +122,7 @@ pub(super) fn prepare(
                 } else {
                     "its module-level code raised an exception".to_owned()
                 };
-                return Ok(Record::Cold(ColdReason {
+                return Ok(Prepared::cold(ColdReason {
                     message,
                     error: (error.kind != "ReadsEnvironment").then_some(error),
                 }));
@@ -162,15 +161,28 @@ pub(super) fn prepare(
             .module
             .initial_state_trailer()
             .map_err(SandboxError::Warm)?;
-        let (memory_len, disk_bytes) =
-            write_image(dir, &dir.join(format!("{key}.mem")), &image, trailer)?;
-        Ok(Record::Warm {
-            memory_pages,
+        let memory_len = image.len() as u64;
+        let mut bytes = Vec::with_capacity(to_usize(image.non_zero()) + trailer.len());
+        for run in &image.runs {
+            bytes.extend_from_slice(&image.memory[run.clone()]);
+        }
+        bytes.extend_from_slice(trailer);
+        Ok(Prepared {
+            record: Record::Warm {
+                memory_pages,
+                memory_len,
+                globals,
+                disk_bytes: image.non_zero() + trailer.len() as u64,
+                prepared_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                fuel,
+            },
+            image: Some(SavedImage { bytes }),
+            runs: image
+                .runs
+                .iter()
+                .map(|r| (r.start as u64, r.len() as u64))
+                .collect(),
             memory_len,
-            globals,
-            disk_bytes,
-            prepared_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            fuel,
         })
     })?
 }
@@ -239,28 +251,50 @@ impl<'a> Image<'a> {
     }
 }
 
-/// Writes `image` as a sparse file, in which only its non-zero pages take disk,
-/// followed by `trailer`. Returns the bytes of memory the file holds and the bytes
-/// written.
-fn write_image(
+/// Writes a saved image as a sparse file, in which only its non-zero pages take disk:
+/// each run of `bytes` at its offset, then the rest of `bytes` (the trailer) at
+/// `memory_len`. Refuses runs that do not fit what arrived (a worker's answer is
+/// checked like any input).
+pub(super) fn write_image(
     dir: &Path,
     path: &Path,
-    image: &Image<'_>,
-    trailer: &[u8],
-) -> Result<(u64, u64), SandboxError> {
-    let memory_len = image.len() as u64;
+    runs: &[(u64, u64)],
+    memory_len: u64,
+    bytes: &[u8],
+) -> Result<(), SandboxError> {
+    let bad = |what: &str| {
+        SandboxError::Warm(wasmtime::Error::msg(format!(
+            "a prepared warm state is malformed: {what}"
+        )))
+    };
+    // A 32-bit guest's memory is at most 4 GiB.
+    if memory_len > 1 << 32 {
+        return Err(bad("the memory is larger than a guest can have"));
+    }
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
     let file = tmp.as_file_mut();
-    for run in &image.runs {
-        file.write_all_at(&image.memory[run.clone()], run.start as u64)
+    let mut at = 0usize;
+    for &(offset, len) in runs {
+        let end = offset
+            .checked_add(len)
+            .ok_or_else(|| bad("a run overflows"))?;
+        if end > memory_len {
+            return Err(bad("a run ends past the memory"));
+        }
+        let len = usize::try_from(len).map_err(|_| bad("a run is too long"))?;
+        let run = bytes
+            .get(at..at.saturating_add(len))
+            .ok_or_else(|| bad("a run is longer than the bytes sent"))?;
+        file.write_all_at(run, offset)
             .map_err(|e| io_error(path, e))?;
+        at += len;
     }
     file.set_len(memory_len).map_err(|e| io_error(path, e))?;
-    file.write_all_at(trailer, memory_len)
+    file.write_all_at(&bytes[at..], memory_len)
         .map_err(|e| io_error(path, e))?;
     file.sync_all().map_err(|e| io_error(path, e))?;
     tmp.persist(path).map_err(|e| io_error(path, e.error))?;
-    Ok((memory_len, image.non_zero() + trailer.len() as u64))
+    Ok(())
 }
 
 pub(super) fn write_atomically(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), SandboxError> {

@@ -374,7 +374,7 @@ async fn only_the_operator_reads_or_changes_a_tenants_policy() {
     // A service without an operator key refuses with 403, as the other admin endpoints.
     let app = warden::app::App::new(
         std::sync::Arc::clone(&s.registry),
-        std::sync::Arc::clone(crate::support::shared_sandbox()),
+        std::sync::Arc::clone(crate::support::shared_workers()),
         warden::app::AppConfig {
             tools_dir: s.path().join("tools"),
             operator_key: None,

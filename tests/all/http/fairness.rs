@@ -14,7 +14,7 @@ use warden::registry::ToolId;
 use warden::tenant::TenantId;
 
 use super::{OPERATOR_KEY, SPIN, Service};
-use crate::support::sandbox_with_cores;
+use crate::support::workers_with_cores;
 
 /// A CPU-bound call whose length is set by `n`.
 const BURN: &str = "def burn(n: int) -> int:\n    \"\"\"Add up the first n numbers, one at a \
@@ -84,7 +84,7 @@ async fn two_flooding_tenants_leave_a_third_its_share_of_the_cores() {
     // instances ("maximum concurrent limit of 32 for memory stripe 0 reached"), below
     // its 32: a limit of its own, beyond this test.
     const FLOOD_WIDTH: usize = 7;
-    let sandbox = sandbox_with_cores(2);
+    let sandbox = workers_with_cores(2);
     let s = Service::on(sandbox.clone());
     let spin = json!({"source": SPIN, "limits": {"deadline_ms": 5000}});
     let mut flooders = Vec::new();
@@ -147,7 +147,7 @@ async fn two_flooding_tenants_leave_a_third_its_share_of_the_cores() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sleeping_call_leaves_its_core_to_another_tenant() {
-    let s = Service::on(sandbox_with_cores(1));
+    let s = Service::on(workers_with_cores(1));
     let (sleeper, _) = s.tenant_with_id(json!({})).await;
     let nap = s.register(&sleeper, json!({"source": NAP})).await;
     let (worker, _) = s.tenant_with_id(json!({})).await;

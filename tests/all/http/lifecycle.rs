@@ -438,7 +438,7 @@ async fn metrics_without_an_operator_key_configured_are_403() {
     let s = Service::start();
     let app = warden::app::App::new(
         std::sync::Arc::clone(&s.registry),
-        std::sync::Arc::clone(crate::support::shared_sandbox()),
+        std::sync::Arc::clone(crate::support::shared_workers()),
         warden::app::AppConfig {
             tools_dir: s.path().join("tools"),
             operator_key: None,

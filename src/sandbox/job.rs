@@ -1,0 +1,74 @@
+//! A call as the guest side runs it: plain data that crosses to a worker process.
+//!
+//! A [`Job`] is everything of a [`Call`] but the host's side of its outbound requests:
+//! the secrets' values and the network stay with whoever made the job (the server);
+//! the guest's environment holds each secret's placeholder only.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Call, SandboxError, ToolFolder, resolve, wasi};
+use crate::grants::{Grants, SecretValue};
+use crate::limits::Limits;
+use crate::outbound::CallSecrets;
+
+/// One call, ready to run in a fresh instance.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    /// The folder holding the tool's source, mounted read-only at `/tool`.
+    pub tool_dir: PathBuf,
+    /// The tool's file name in that folder.
+    pub file_name: String,
+    /// The function to call.
+    pub function: String,
+    /// Keyword arguments.
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// Parameters that get `None` when omitted.
+    pub none_if_omitted: Vec<String>,
+    /// Mounts (their host folders canonical) and environment, checked.
+    pub grants: Grants,
+    /// Limits.
+    pub limits: Limits,
+    /// The tool's installed packages, if any.
+    pub packages: Option<PathBuf>,
+    /// The guest's whole environment: the base variables, the granted ones and each
+    /// granted secret's placeholder.
+    pub env: Vec<(String, String)>,
+}
+
+impl Job {
+    /// The job of `call`, and the secrets its outbound requests may use (bound to
+    /// their placeholders), which stay with the caller.
+    pub fn of(
+        call: Call<'_>,
+        secrets: &std::collections::BTreeMap<String, SecretValue>,
+    ) -> Result<(Job, CallSecrets), SandboxError> {
+        let grants = resolve(call.grants)?;
+        let bound = CallSecrets::bind(&grants, secrets)?;
+        let mut env = wasi::environment(&grants);
+        // The guest sees each secret's placeholder, never its value.
+        for (name, placeholder) in bound.environment() {
+            env.retain(|(key, _)| key != name);
+            env.push((name.to_owned(), placeholder.to_owned()));
+        }
+        let job = Job {
+            tool_dir: call.tool.host_dir().to_owned(),
+            file_name: call.tool.file_name().to_owned(),
+            function: call.function.to_owned(),
+            arguments: call.arguments.clone(),
+            none_if_omitted: call.none_if_omitted.to_vec(),
+            grants,
+            limits: *call.limits,
+            packages: call.packages.map(ToOwned::to_owned),
+            env,
+        };
+        Ok((job, bound))
+    }
+
+    /// The tool's folder, borrowed.
+    pub fn tool(&self) -> ToolFolder {
+        ToolFolder::existing(self.tool_dir.clone(), &self.file_name)
+    }
+}

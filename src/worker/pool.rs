@@ -1,0 +1,769 @@
+//! The server's side: starting workers, lending them to calls of one key, and serving
+//! what a running guest asks (its outbound requests, its turns at the cores).
+
+use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytesize::ByteSize;
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
+
+use super::child::SOCKET_FD;
+use super::wire::{self, ToServer, ToWorker, WireError};
+use crate::grants::Access;
+use std::future::Future;
+
+use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
+use crate::outcome::{CallResult, Status, ToolError};
+use crate::sandbox::share::{Cores, Seat};
+use crate::sandbox::{
+    Call, CoreSeat, Job, Outbound, PREPARE_DEADLINE, RuntimeFiles, Sandbox, SandboxConfig,
+    SandboxError, ShareKey, ToolFolder, WarmState, WarmStore, Warmth,
+};
+
+/// How long a worker may take to load the runtime and confine itself.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long past its deadline a call's worker may take to answer before it is killed
+/// (its own deadline should have ended the guest long before).
+const GRACE: Duration = Duration::from_secs(2);
+/// How long after the call's deadline the server still waits for an outbound answer: the
+/// worker's own deadline passes first, so the call ends as `timeout` there.
+const DOOR_MARGIN: Duration = Duration::from_millis(100);
+/// Calls a worker runs before it is replaced (bounds what one process accumulates).
+const MAX_CALLS_PER_WORKER: u32 = 10_000;
+
+/// What a worker is confined to, and so which calls it may run: one share key's (a
+/// tenant's) calls of one tool with one set of folders. A worker never serves two keys.
+///
+/// Landlock holds on to the folders themselves, not their paths: a folder removed and
+/// made again at the same path (a tool's folder rewritten after a restart) is another
+/// folder, so the key names each folder by its device and inode too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkerKey {
+    share: ShareKey,
+    tool_dir: PathBuf,
+    packages: Option<PathBuf>,
+    mounts: Vec<(PathBuf, Access)>,
+    /// Device and inode of each folder above, in order (0, 0 where it cannot be read).
+    identities: Vec<(u64, u64)>,
+}
+
+fn identity(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).map_or((0, 0), |m| (m.dev(), m.ino()))
+}
+
+impl WorkerKey {
+    fn of(share: &ShareKey, tool_dir: &Path, packages: Option<&Path>, job: Option<&Job>) -> Self {
+        let mut mounts: Vec<(PathBuf, Access)> = job
+            .map(|j| {
+                j.grants
+                    .mounts
+                    .iter()
+                    .map(|m| (m.host.clone(), m.access))
+                    .collect()
+            })
+            .unwrap_or_default();
+        mounts.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then((a.1 == Access::Rw).cmp(&(b.1 == Access::Rw)))
+        });
+        mounts.dedup();
+        let identities = std::iter::once(tool_dir)
+            .chain(packages)
+            .chain(mounts.iter().map(|(host, _)| host.as_path()))
+            .map(identity)
+            .collect();
+        WorkerKey {
+            share: share.clone(),
+            tool_dir: tool_dir.to_owned(),
+            packages: packages.map(ToOwned::to_owned),
+            mounts,
+            identities,
+        }
+    }
+}
+
+/// One worker process and its socket.
+struct Worker {
+    child: Child,
+    stream: UnixStream,
+    calls: u32,
+}
+
+impl Worker {
+    async fn send(&mut self, message: &ToWorker, payload: &[u8]) -> Result<(), WireError> {
+        wire::send_async(&mut self.stream, message, payload).await
+    }
+
+    async fn receive(&mut self) -> Result<(ToServer, Vec<u8>), WireError> {
+        wire::receive_async(&mut self.stream).await
+    }
+
+    /// Why the process ended, once it has (killing it first if it has not).
+    async fn end(mut self) -> String {
+        let _ = self.child.start_kill();
+        match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
+            Ok(Ok(status)) => describe(status),
+            _ => "it did not exit".to_owned(),
+        }
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal() {
+        Some(libc::SIGSYS) => {
+            "it was killed by SIGSYS: it made a system call its confinement forbids".to_owned()
+        }
+        Some(libc::SIGKILL) => {
+            "it was killed by SIGKILL (out of memory, or killed by an operator)".to_owned()
+        }
+        Some(libc::SIGSEGV) => "it crashed with SIGSEGV".to_owned(),
+        Some(signal) => format!("it was killed by signal {signal}"),
+        None => format!("it exited with {status}"),
+    }
+}
+
+/// Settings of a [`Workers`] pool.
+#[derive(Debug, Clone)]
+pub struct WorkersConfig {
+    /// The sandbox settings: home, instances (the most calls running at once), memory
+    /// maximum, cores.
+    pub sandbox: SandboxConfig,
+    /// The `warden` binary workers are started from. Default: this process's own.
+    pub binary: PathBuf,
+}
+
+impl WorkersConfig {
+    /// Workers started from this process's own binary.
+    pub fn new(sandbox: SandboxConfig) -> Result<WorkersConfig, SandboxError> {
+        let binary = std::env::current_exe().map_err(|source| SandboxError::Start {
+            what: "worker (cannot find Warden's own binary)",
+            source,
+        })?;
+        Ok(WorkersConfig { sandbox, binary })
+    }
+}
+
+/// Worker processes that run every guest call of this process, pooled per key.
+///
+/// Workers' sockets and processes belong to a runtime of the pool's own (one thread),
+/// so the pool can be used from any runtime, or from blocking code, and a worker lent
+/// to a call made on one runtime can serve the next call made on another.
+pub struct Workers {
+    pool: Arc<Pool>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+struct Pool {
+    binary: PathBuf,
+    home: PathBuf,
+    max_memory: ByteSize,
+    /// Folders every worker may read: the runtime, warm states, package sites.
+    base_read_only: Vec<PathBuf>,
+    warm: WarmStore,
+    files: RuntimeFiles,
+    clients: Arc<Clients>,
+    cores: Cores,
+    /// Calls running at once (a worker each).
+    slots: tokio::sync::Semaphore,
+    /// Workers between calls, the least recently used first.
+    idle: Mutex<VecDeque<(WorkerKey, Worker)>>,
+    /// Most idle workers kept.
+    max_idle: usize,
+    /// A worker that has loaded the runtime but is not yet assigned to a key.
+    spare: tokio::sync::Mutex<Option<Worker>>,
+    /// One preparation at a time (each takes a core for seconds).
+    preparing: tokio::sync::Mutex<()>,
+    started: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workers")
+            .field("binary", &self.pool.binary)
+            .field("home", &self.pool.home)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is not allowed inside async code; its tasks
+        // end, and with them every worker (killed on drop).
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Aborts a task of the pool's runtime when the call that awaits it is dropped
+/// (cancelled, or past its deadline): its worker is then killed.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Workers {
+    /// Fetches and compiles the runtime if needed (slow the first time, with progress),
+    /// in this process: no tool's code runs here. Blocking.
+    pub fn open(config: &WorkersConfig) -> Result<Workers, SandboxError> {
+        let sandbox_config = &config.sandbox;
+        let (warm, files) = {
+            let sandbox = Sandbox::open(sandbox_config)?;
+            (sandbox.warm_store().clone(), sandbox.runtime().clone())
+        };
+        let runtime_dirs = vec![files.empty_root.clone(), files.stdlib_dir()];
+        let mut base_read_only = runtime_dirs;
+        for dir in [warm.dir().to_owned(), sandbox_config.home.join("packages")] {
+            std::fs::create_dir_all(&dir).map_err(|source| SandboxError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            base_read_only.push(dir);
+        }
+        let max = sandbox_config.max_instances as usize;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("warden-workers")
+            .enable_all()
+            .build()
+            .map_err(|source| SandboxError::Start {
+                what: "runtime of the worker pool",
+                source,
+            })?;
+        let pool = Pool {
+            binary: config.binary.clone(),
+            home: sandbox_config.home.clone(),
+            max_memory: sandbox_config.max_memory,
+            base_read_only,
+            warm,
+            files,
+            clients: Arc::new(Clients::default()),
+            cores: Cores::new(sandbox_config.cores),
+            slots: tokio::sync::Semaphore::new(max),
+            idle: Mutex::new(VecDeque::new()),
+            max_idle: max,
+            spare: tokio::sync::Mutex::new(None),
+            preparing: tokio::sync::Mutex::new(()),
+            started: std::sync::atomic::AtomicU64::new(0),
+        };
+        Ok(Workers {
+            pool: Arc::new(pool),
+            runtime: Some(runtime),
+        })
+    }
+
+    /// Runs `work` on the pool's runtime; dropping the returned future aborts it.
+    async fn on_pool<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, SandboxError>> + Send + 'static,
+    ) -> Result<T, SandboxError> {
+        let Some(runtime) = &self.runtime else {
+            return Err(worker_failed("the pool has shut down".into()));
+        };
+        let task = runtime.spawn(work);
+        let _abort = AbortOnDrop(task.abort_handle());
+        task.await
+            .map_err(|e| worker_failed(format!("the pool's task failed: {e}")))?
+    }
+
+    /// The cores calls share.
+    pub fn cores(&self) -> &Cores {
+        &self.pool.cores
+    }
+
+    /// Worker processes started so far.
+    pub fn started(&self) -> u64 {
+        self.pool.started.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Where warm states are stored.
+    pub fn warm_store(&self) -> &WarmStore {
+        &self.pool.warm
+    }
+
+    /// The runtime files in use.
+    pub fn runtime(&self) -> &RuntimeFiles {
+        &self.pool.files
+    }
+
+    /// The tool's warm state if it was prepared before, without preparing it.
+    pub fn cached_warm_state(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+    ) -> Result<Option<Warmth>, SandboxError> {
+        self.pool.warm.cached(tool, packages)
+    }
+
+    /// The tool's warm state: read from disk, or prepared now (seconds) in a worker of
+    /// `share`'s, since preparing runs the tool's module-level code.
+    pub async fn warm_state(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+        share: &ShareKey,
+    ) -> Result<Warmth, SandboxError> {
+        if let Some(found) = self.pool.warm.cached(tool, packages)? {
+            return Ok(found);
+        }
+        let pool = Arc::clone(&self.pool);
+        let tool = ToolFolder::existing(tool.host_dir().to_owned(), tool.file_name());
+        let packages = packages.map(ToOwned::to_owned);
+        let share = share.clone();
+        self.on_pool(async move { pool.warm_state(&tool, packages.as_deref(), &share).await })
+            .await
+    }
+
+    /// [`Workers::warm_state`] from blocking code.
+    pub fn warm_state_blocking(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+        share: &ShareKey,
+    ) -> Result<Warmth, SandboxError> {
+        crate::sandbox::on_own_thread(self.warm_state(tool, packages, share))?
+    }
+
+    /// Runs one call in a worker of its tenant's, with the host's side of its outbound
+    /// requests kept here.
+    pub async fn call_with(
+        &self,
+        call: Call<'_>,
+        warm: Option<&WarmState>,
+        outbound: &Outbound,
+    ) -> Result<CallResult, SandboxError> {
+        if call.limits.memory > self.pool.max_memory {
+            return Err(SandboxError::MemoryAboveMaximum {
+                asked: call.limits.memory,
+                max: self.pool.max_memory,
+            });
+        }
+        let (job, secrets) = Job::of(call, &outbound.secrets)?;
+        let pool = Arc::clone(&self.pool);
+        let warm = warm.cloned();
+        let (private, share) = (outbound.private_network, outbound.share.clone());
+        self.on_pool(async move { pool.call(job, secrets, warm, private, share).await })
+            .await
+    }
+
+    /// [`Workers::call_with`] with no secrets and the host's share, from blocking code.
+    pub fn call_blocking(&self, call: Call<'_>) -> Result<CallResult, SandboxError> {
+        crate::sandbox::on_own_thread(self.call_with(call, None, &Outbound::default()))?
+    }
+
+    /// Starts a spare worker, so the next call of a key with no idle worker does not
+    /// wait for a runtime to load.
+    pub async fn keep_spare(&self) -> Result<(), SandboxError> {
+        let pool = Arc::clone(&self.pool);
+        self.on_pool(async move { pool.keep_spare().await }).await
+    }
+}
+
+impl Pool {
+    async fn warm_state(
+        self: &Arc<Self>,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+        share: &ShareKey,
+    ) -> Result<Warmth, SandboxError> {
+        if let Some(found) = self.warm.cached(tool, packages)? {
+            return Ok(found);
+        }
+        let _one_at_a_time = self.preparing.lock().await;
+        if let Some(found) = self.warm.cached(tool, packages)? {
+            return Ok(found);
+        }
+        let key = self.warm.key(tool, packages)?;
+        let worker_key = WorkerKey::of(share, tool.host_dir(), packages, None);
+        let _slot = self.slots.acquire().await;
+        let mut worker = self.checkout(&worker_key).await?;
+        let asked = ToWorker::Prepare {
+            tool_dir: tool.host_dir().to_owned(),
+            file_name: tool.file_name().to_owned(),
+            packages: packages.map(ToOwned::to_owned),
+        };
+        let answered = tokio::time::timeout(PREPARE_DEADLINE + GRACE, async {
+            worker.send(&asked, &[]).await?;
+            worker.receive().await
+        })
+        .await;
+        let (prepared, image) = match answered {
+            Ok(Ok((ToServer::Prepared { prepared }, image))) => (prepared, image),
+            Ok(Ok((other, _))) => {
+                let why = worker.end().await;
+                return Err(worker_failed(format!(
+                    "it answered a preparation with {other:?}; {why}"
+                )));
+            }
+            Ok(Err(e)) => {
+                let why = worker.end().await;
+                return Err(worker_failed(format!("{e}; {why}")));
+            }
+            Err(_) => {
+                let _ = worker.end().await;
+                return Err(worker_failed(format!(
+                    "the preparation took longer than {}",
+                    humantime::format_duration(PREPARE_DEADLINE + GRACE)
+                )));
+            }
+        };
+        self.give_back(worker_key, worker);
+        let mut prepared =
+            prepared.map_err(|reason| SandboxError::Warm(wasmtime::Error::msg(reason)))?;
+        prepared.image = Some(crate::sandbox::SavedImage { bytes: image });
+        self.warm.store(&key, prepared)
+    }
+
+    async fn call(
+        self: &Arc<Self>,
+        job: Job,
+        secrets: CallSecrets,
+        warm: Option<WarmState>,
+        private: PrivateNetwork,
+        share: ShareKey,
+    ) -> Result<CallResult, SandboxError> {
+        let key = WorkerKey::of(&share, &job.tool_dir, job.packages.as_deref(), Some(&job));
+        let _slot = self.slots.acquire().await;
+        let started = Instant::now();
+        let deadline = started + job.limits.deadline;
+        let exchange = Exchange::new(
+            &job.grants,
+            secrets,
+            &job.limits,
+            private,
+            Arc::clone(&self.clients),
+            deadline + DOOR_MARGIN,
+        );
+        let seat = Arc::new(Seat::new(&self.cores, share));
+        let mut worker = self.checkout(&key).await?;
+        let budget = deadline.saturating_duration_since(Instant::now());
+        let run = ToWorker::Run {
+            job: Box::new(job),
+            warm,
+            budget_us: u64::try_from(budget.as_micros()).unwrap_or(u64::MAX),
+        };
+        let conversed = tokio::time::timeout_at(
+            (deadline + GRACE).into(),
+            converse(&mut worker, &run, &exchange, &seat, deadline),
+        )
+        .await;
+        seat.release();
+        let mut result = match conversed {
+            Ok(Ok(Ok(result))) => {
+                self.give_back(key, worker);
+                result
+            }
+            Ok(Ok(Err(reason))) => {
+                self.give_back(key, worker);
+                return Err(SandboxError::Harness(reason));
+            }
+            Ok(Err(e)) => {
+                let why = worker.end().await;
+                tracing::warn!("a worker failed its call: {e}; {why}");
+                crashed(&why, started)
+            }
+            Err(_) => {
+                let _ = worker.end().await;
+                timed_out(started)
+            }
+        };
+        result.requests = exchange.records();
+        Ok(result)
+    }
+
+    /// A worker for `key`: an idle one of that key, the spare assigned to it (a new
+    /// spare then starts in the background), or a new one.
+    async fn checkout(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
+        let found = {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            idle.iter()
+                .rposition(|(k, _)| k == key)
+                .and_then(|i| idle.remove(i))
+                .map(|(_, w)| w)
+        };
+        if let Some(worker) = found {
+            return Ok(worker);
+        }
+        let spare = self.spare.lock().await.take();
+        if let Some(spare) = spare {
+            let pool = Arc::clone(self);
+            tokio::spawn(async move {
+                if let Err(e) = pool.keep_spare().await {
+                    tracing::warn!("cannot start a spare worker: {e}");
+                }
+            });
+            match self.assign(spare, key).await {
+                Ok(worker) => return Ok(worker),
+                // A spare that died while it waited: start another.
+                Err(e) => tracing::warn!("a spare worker failed: {e}"),
+            }
+        }
+        let worker = self.spawn().await?;
+        self.assign(worker, key).await
+    }
+
+    async fn assign(&self, mut worker: Worker, key: &WorkerKey) -> Result<Worker, SandboxError> {
+        let mut read_only = self.base_read_only.clone();
+        read_only.push(key.tool_dir.clone());
+        read_only.extend(key.packages.iter().cloned());
+        let mut read_write = Vec::new();
+        for (host, access) in &key.mounts {
+            match access {
+                Access::Ro => read_only.push(host.clone()),
+                Access::Rw => read_write.push(host.clone()),
+            }
+        }
+        let assigned = tokio::time::timeout(START_TIMEOUT, async {
+            worker
+                .send(
+                    &ToWorker::Assign {
+                        read_only,
+                        read_write,
+                    },
+                    &[],
+                )
+                .await?;
+            worker.receive().await
+        })
+        .await;
+        match assigned {
+            Ok(Ok((ToServer::Ready, _))) => Ok(worker),
+            Ok(Ok((ToServer::Unusable { reason }, _))) => {
+                let _ = worker.end().await;
+                Err(worker_failed(reason))
+            }
+            Ok(Ok((other, _))) => {
+                let _ = worker.end().await;
+                Err(worker_failed(format!(
+                    "it answered `assign` with {other:?}"
+                )))
+            }
+            Ok(Err(e)) => {
+                let why = worker.end().await;
+                Err(worker_failed(format!("{e}; {why}")))
+            }
+            Err(_) => {
+                let _ = worker.end().await;
+                Err(worker_failed("it did not confine itself in time".into()))
+            }
+        }
+    }
+
+    /// Starts a worker and has it load the runtime.
+    async fn spawn(&self) -> Result<Worker, SandboxError> {
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Start {
+                what: "worker's socket",
+                source,
+            })?;
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("__worker")
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if let Some(log) = std::env::var_os("WARDEN_LOG") {
+            command.env("WARDEN_LOG", log);
+        }
+        place_socket(&mut command, theirs.as_raw_fd());
+        let child = command.spawn().map_err(|source| SandboxError::Start {
+            what: "worker process",
+            source,
+        })?;
+        drop(theirs);
+        self.started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        ours.set_nonblocking(true)
+            .and_then(|()| UnixStream::from_std(ours))
+            .map_err(|source| SandboxError::Start {
+                what: "worker's socket",
+                source,
+            })
+            .map(|stream| Worker {
+                child,
+                stream,
+                calls: 0,
+            })?
+            .load(&self.home, self.max_memory)
+            .await
+    }
+
+    /// Puts a worker back among the idle ones, unless it has run its share of calls;
+    /// the least recently used idle workers beyond the pool's size end.
+    fn give_back(&self, key: WorkerKey, mut worker: Worker) {
+        worker.calls += 1;
+        if worker.calls >= MAX_CALLS_PER_WORKER {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        idle.push_back((key, worker));
+        while idle.len() > self.max_idle {
+            idle.pop_front();
+        }
+    }
+
+    async fn keep_spare(&self) -> Result<(), SandboxError> {
+        let mut spare = self.spare.lock().await;
+        if spare.is_none() {
+            *spare = Some(self.spawn().await?);
+        }
+        Ok(())
+    }
+}
+
+impl Worker {
+    async fn load(mut self, home: &Path, max_memory: ByteSize) -> Result<Worker, SandboxError> {
+        let loaded = tokio::time::timeout(START_TIMEOUT, async {
+            self.send(
+                &ToWorker::Load {
+                    home: home.to_owned(),
+                    max_memory_bytes: max_memory.as_u64(),
+                },
+                &[],
+            )
+            .await?;
+            self.receive().await
+        })
+        .await;
+        match loaded {
+            Ok(Ok((ToServer::Loaded, _))) => Ok(self),
+            Ok(Ok((ToServer::Unusable { reason }, _))) => {
+                let _ = self.end().await;
+                Err(worker_failed(reason))
+            }
+            Ok(Ok((other, _))) => {
+                let _ = self.end().await;
+                Err(worker_failed(format!("it answered `load` with {other:?}")))
+            }
+            Ok(Err(e)) => {
+                let why = self.end().await;
+                Err(worker_failed(format!("{e}; {why}")))
+            }
+            Err(_) => {
+                let _ = self.end().await;
+                Err(worker_failed("it did not load the runtime in time".into()))
+            }
+        }
+    }
+}
+
+/// Sends the call and serves the worker's questions until its answer: `Ok(Ok)` the
+/// result, `Ok(Err)` the worker's reason it could not run the call, `Err` a worker that
+/// broke the protocol or died.
+async fn converse(
+    worker: &mut Worker,
+    run: &ToWorker,
+    exchange: &Exchange,
+    seat: &Arc<Seat>,
+    deadline: Instant,
+) -> Result<Result<CallResult, String>, WireError> {
+    worker.send(run, &[]).await?;
+    loop {
+        let (message, payload) = worker.receive().await?;
+        match message {
+            ToServer::Acquire => {
+                // By the deadline at the latest: the guest then stops at its next tick.
+                let _ = tokio::time::timeout_at(deadline.into(), seat.acquire()).await;
+                worker.send(&ToWorker::Go, &[]).await?;
+            }
+            ToServer::Release => CoreSeat::release(&**seat),
+            ToServer::Tick => {
+                if seat.contended() {
+                    let _ = tokio::time::timeout_at(deadline.into(), Arc::clone(seat).yield_core())
+                        .await;
+                }
+                worker.send(&ToWorker::Go, &[]).await?;
+            }
+            ToServer::Door { len } => {
+                let answer = if len > exchange.max_frame() || payload.len() as u64 != len {
+                    exchange.oversized(len)
+                } else {
+                    exchange.answer(&payload).await
+                };
+                worker.send(&ToWorker::DoorAnswer, &answer).await?;
+            }
+            ToServer::Done { result } => return Ok(result),
+            other => {
+                return Err(WireError::Io(std::io::Error::other(format!(
+                    "unexpected message during a call: {other:?}"
+                ))));
+            }
+        }
+    }
+}
+
+fn worker_failed(reason: String) -> SandboxError {
+    SandboxError::Worker(reason)
+}
+
+/// The result of a call whose worker died under it.
+fn crashed(why: &str, started: Instant) -> CallResult {
+    let message = format!("the worker process running the call died: {why}");
+    let error = ToolError {
+        kind: "WorkerCrashed".into(),
+        message: message.clone(),
+        traceback: String::new(),
+    };
+    ended(Status::Crashed, message, Some(error), started)
+}
+
+/// The result of a call whose worker did not answer by the deadline (and was killed).
+fn timed_out(started: Instant) -> CallResult {
+    let message = "the call did not finish within its deadline".to_owned();
+    ended(Status::Timeout, message, None, started)
+}
+
+fn ended(
+    status: Status,
+    message: String,
+    error: Option<ToolError>,
+    started: Instant,
+) -> CallResult {
+    CallResult {
+        status,
+        value: None,
+        truncated: None,
+        error,
+        message: Some(message),
+        stdout: String::new(),
+        stderr: String::new(),
+        fuel_used: crate::limits::Fuel(0),
+        wall_time: started.elapsed(),
+        peak_memory_bytes: 0,
+        requests: Vec::new(),
+    }
+}
+
+#[expect(
+    unsafe_code,
+    reason = "placing the worker's socket at a fixed descriptor between fork and exec"
+)]
+fn place_socket(command: &mut Command, fd: i32) {
+    // SAFETY: the hook runs in the child between fork and exec and calls only
+    // async-signal-safe functions (dup2, fcntl) on descriptors it owns.
+    unsafe {
+        command.pre_exec(move || {
+            if fd == SOCKET_FD {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, SOCKET_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,118 @@
+//! Worker processes: every guest call of an `App` runs in one; a worker serves one
+//! tenant only; a worker that dies fails only its call.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::http::Service;
+
+const NAP: &str = "import time\n\ndef nap() -> int:\n    time.sleep(8)\n    return 1\n";
+const ADD: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
+
+/// The `warden __worker` processes that are children of this test process.
+fn workers() -> Vec<i32> {
+    let me = std::process::id().to_string();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if ppid == Some(me.as_str()) && cmdline.windows(8).any(|w| w == b"__worker") {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_under_a_call_fails_that_call_only() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let nap = s
+        .register(
+            &key,
+            json!({"source": NAP, "limits": {"deadline_ms": 10000}}),
+        )
+        .await;
+    let add = s.register(&key, json!({"source": ADD})).await;
+    let before = workers();
+    let call = {
+        let (router, key, nap) = (s.router.clone(), key.clone(), nap.clone());
+        tokio::spawn(async move {
+            crate::http::send_to(
+                &router,
+                axum::http::Method::POST,
+                &format!("/v1/tools/{nap}/run"),
+                Some(&key),
+                Some(json!({"arguments": {}})),
+            )
+            .await
+        })
+    };
+    // The sleeping call's worker is among the children that appear (with, maybe, a
+    // new spare): kill them all, as the kernel's OOM killer or an operator could.
+    let started = Instant::now();
+    let victims = loop {
+        let now: Vec<i32> = workers()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if !now.is_empty() {
+            break now;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no worker started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for victim in victims {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &victim.to_string()])
+            .status();
+    }
+    let r = call.await.unwrap();
+    assert_eq!(r.json["status"], "crashed", "{}", r.json);
+    let message = r.json["message"].as_str().unwrap();
+    assert!(message.contains("SIGKILL"), "{message}");
+    // The service goes on, in a new worker.
+    let next = s.run(&key, &add, json!({"a": 2, "b": 3})).await;
+    assert_eq!(next.json["status"], "ok", "{}", next.json);
+    assert_eq!(next.json["value"], 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_never_share_a_worker() {
+    // A pool of its own: other tests' calls must not count.
+    let workers = std::sync::Arc::new(crate::support::workers(
+        warden::sandbox::SandboxConfig::new(crate::support::home()),
+    ));
+    let s = Service::on(workers.clone());
+    let (a, b) = (s.tenant(json!({})).await, s.tenant(json!({})).await);
+    let tool_a = s.register(&a, json!({"source": ADD})).await;
+    let tool_b = s.register(&b, json!({"source": ADD})).await;
+    let first = workers.started();
+    for _ in 0..3 {
+        for (key, tool) in [(&a, &tool_a), (&b, &tool_b)] {
+            let r = s.run(key, tool, json!({"a": 1, "b": 1})).await;
+            assert_eq!(r.json["status"], "ok", "{}", r.json);
+        }
+    }
+    // Each tenant's calls reuse its own worker; neither ever gets the other's.
+    let started = workers.started() - first;
+    assert!(
+        (2..=4).contains(&started),
+        "{started} workers for 6 alternating calls of two tenants"
+    );
+}
