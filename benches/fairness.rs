@@ -2,7 +2,7 @@
 //! `warden serve` (workers, default `--cores`), two tenants flooding at their
 //! concurrency ceilings with spinning tools, and a third tenant's trivial call, whose
 //! p99 is compared with its p99 on the idle server. Also the cost of a worker for a
-//! new key (a tenant's first call: a spare worker assigned, or a new one started).
+//! new key (a new tenant's first call: the spare worker assigned to it).
 //!
 //! Run with `make bench` (or `cargo bench --bench fairness`); writes
 //! `target/bench-fairness.json`. Uses `$WARDEN_HOME`'s runtime (fetched and compiled
@@ -21,6 +21,8 @@ const OPERATOR_KEY: &str = "bench-operator-key";
 const FLOOD_WIDTH: usize = 4;
 /// Calls the measured tenant makes, one at a time, idle and flooded.
 const SAMPLES: usize = 300;
+/// New tenants whose first call is timed.
+const SWITCHES: usize = 10;
 const SPIN: &str = "def spin() -> int:\n    n = 0\n    while True:\n        n += 1\n";
 const ADD: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
 
@@ -156,14 +158,24 @@ fn main() -> anyhow::Result<()> {
         let add = register(&client, &base, &polite, json!({"source": ADD})).await?;
         let url = format!("{base}/v1/tools/{add}/run");
 
-        // A tenant's first call: its worker is assigned (a spare, or a new process).
-        let started = Instant::now();
+        // The first call prepares the tool's warm state; then the idle figures.
         latencies(&client, &url, &polite, 1).await?;
-        let first_call = started.elapsed();
-        // Warm state prepared in the background: wait for it, then measure idle.
         tokio::time::sleep(Duration::from_secs(3)).await;
         latencies(&client, &url, &polite, 20).await?;
         let idle = latencies(&client, &url, &polite, SAMPLES).await?;
+
+        // Switching tenants: a new tenant's first call (same tool, warm state ready)
+        // gets a worker of its own, the spare assigned to it; its later calls reuse it.
+        let mut first_calls = Vec::new();
+        for _ in 0..SWITCHES {
+            let key = tenant(&client, &base, json!({})).await?;
+            let tool = register(&client, &base, &key, json!({"source": ADD})).await?;
+            // Let the spare that the previous switch used be replaced.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let url = format!("{base}/v1/tools/{tool}/run");
+            first_calls.extend(latencies(&client, &url, &key, 1).await?);
+        }
+        first_calls.sort();
 
         let stop = Arc::new(AtomicBool::new(false));
         let spins = Arc::new(AtomicU64::new(0));
@@ -187,9 +199,11 @@ fn main() -> anyhow::Result<()> {
         for task in tasks {
             let _ = task.await;
         }
-        anyhow::Ok((first_call, idle, flooded, spins.load(Ordering::Relaxed)))
+        anyhow::Ok((first_calls, idle, flooded, spins.load(Ordering::Relaxed)))
     })?;
-    let (first_call, idle, flooded, spins) = figures;
+    let (first_calls, idle, flooded, spins) = figures;
+    let first_call = percentile(&first_calls, 0.5);
+    let switch = first_call.saturating_sub(percentile(&idle, 0.5));
     let ratio = ms(percentile(&flooded, 0.99)) / ms(percentile(&idle, 0.99));
     println!("fairness (warden serve, default --cores, workers; client on the same machine):");
     println!(
@@ -212,7 +226,8 @@ fn main() -> anyhow::Result<()> {
         "flooded_p50_ms": ms(percentile(&flooded, 0.5)),
         "flooded_p99_ms": ms(percentile(&flooded, 0.99)),
         "p99_ratio": ratio,
-        "first_call_ms": ms(first_call),
+        "first_call_p50_ms": ms(first_call),
+        "tenant_switch_ms": ms(switch),
     });
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)

@@ -255,19 +255,8 @@ impl Sandbox {
         let engine = engine(config)?;
         let (module, pending) =
             compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
-        let compiled_name = compiled::path(&engine, &files, &config.home)?
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let exports = Exports::of(&module)?;
-        let mut linker: Linker<Guest> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
-            .map_err(SandboxError::Engine)?;
-        syscalls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
-        door::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
-        let pre = linker
-            .instantiate_pre(&module)
-            .map_err(SandboxError::Engine)?;
+        let compiled_name = compiled::name(&engine, &files, &config.home)?;
+        let (linker, pre, exports) = link(&engine, &module)?;
         let ticker = Ticker::start(engine.clone())?;
         let sandbox = Sandbox {
             engine,
@@ -302,19 +291,8 @@ impl Sandbox {
         }
         let engine = engine(config)?;
         let module = compiled::load_existing(&engine, &files, &config.home)?;
-        let compiled_name = compiled::path(&engine, &files, &config.home)?
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let exports = Exports::of(&module)?;
-        let mut linker: Linker<Guest> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
-            .map_err(SandboxError::Engine)?;
-        syscalls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
-        door::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
-        let pre = linker
-            .instantiate_pre(&module)
-            .map_err(SandboxError::Engine)?;
+        let compiled_name = compiled::name(&engine, &files, &config.home)?;
+        let (linker, pre, exports) = link(&engine, &module)?;
         Ok(Sandbox {
             engine,
             module,
@@ -419,7 +397,9 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Option<Warmth>, SandboxError> {
-        self.warm.store().cached(tool, packages)
+        self.warm
+            .store()
+            .cached(tool, packages, &ShareKey::default())
     }
 
     fn base(&self) -> Base<'_> {
@@ -509,12 +489,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         seat: Option<Arc<dyn CoreSeat>>,
     ) -> Result<CallResult, SandboxError> {
         let limits = &job.limits;
-        if limits.memory > self.max_memory {
-            return Err(SandboxError::MemoryAboveMaximum {
-                asked: limits.memory,
-                max: self.max_memory,
-            });
-        }
+        check_memory(limits, self.max_memory)?;
         let loaded = match warm {
             Some(state) => Some(self.warm.load(&self.base(), state)?),
             None => None,
@@ -639,6 +614,24 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     }
 }
 
+/// The linker of every instance (WASI preview 1, Warden's checked calls, the door) and
+/// the module's instance-pre and exports.
+fn link(
+    engine: &Engine,
+    module: &Module,
+) -> Result<(Linker<Guest>, InstancePre<Guest>, Exports), SandboxError> {
+    let exports = Exports::of(module)?;
+    let mut linker: Linker<Guest> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
+        .map_err(SandboxError::Engine)?;
+    syscalls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
+    door::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
+    let pre = linker
+        .instantiate_pre(module)
+        .map_err(SandboxError::Engine)?;
+    Ok((linker, pre, exports))
+}
+
 /// Runs `work` to completion on a thread of its own with a runtime of its own: blocking
 /// code (`open`, a package install) may run inside another async runtime, which cannot
 /// be blocked on.
@@ -662,6 +655,17 @@ where
             .join()
             .unwrap_or_else(|_| Err(SandboxError::Harness("its thread panicked".into())))
     })
+}
+
+/// Refuses a call whose memory cap is above what the sandbox was sized for.
+pub(crate) fn check_memory(limits: &Limits, max: ByteSize) -> Result<(), SandboxError> {
+    if limits.memory > max {
+        return Err(SandboxError::MemoryAboveMaximum {
+            asked: limits.memory,
+            max,
+        });
+    }
+    Ok(())
 }
 
 fn resolve(grants: &Grants) -> Result<Grants, SandboxError> {

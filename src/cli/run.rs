@@ -283,7 +283,9 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
 /// The tool's warm state: cached, or prepared now (once per tool version, with
 /// progress). A tool that cannot have one runs cold, and the first run says why.
 fn warmth(config: &SandboxConfig, workers: &Workers, tool: &PreparedTool) -> Result<Warmth> {
-    if let Some(known) = workers.cached_warm_state(tool.folder(), tool.packages())? {
+    if let Some(known) =
+        workers.cached_warm_state(tool.folder(), tool.packages(), &ShareKey::default())?
+    {
         return Ok(known);
     }
     // Seconds at most: a spinner on a terminal, and nothing in logs or pipes.

@@ -181,7 +181,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     let packages = args.pip.store(config, &workers)?;
     let app = App::new(
         registry,
-        workers,
+        Arc::clone(&workers),
         AppConfig {
             tools_dir: config.home.join("tools"),
             operator_key,
@@ -199,6 +199,12 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        // A worker that has loaded the runtime, ready for the first tenant's call.
+        tokio::spawn(async move {
+            if let Err(e) = workers.keep_spare().await {
+                tracing::warn!("cannot start a spare worker: {e}");
+            }
+        });
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -65,6 +65,14 @@ impl Pending {
     }
 }
 
+/// The compiled snapshot's file name: its identity, which warm states are keyed by.
+pub fn name(engine: &Engine, files: &RuntimeFiles, home: &Path) -> Result<String, SandboxError> {
+    Ok(path(engine, files, home)?
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default())
+}
+
 /// Loads the compiled snapshot, which must exist: a worker process never compiles (the
 /// server that started it did, before).
 #[expect(

@@ -30,8 +30,9 @@
 //! call does is seen by the next.
 //!
 //! States are keyed by what determines them: Warden's compiled snapshot, the tool's file
-//! name and source, and its package site. Two versions or tenants with the same source
-//! and packages share one state.
+//! name and source, and its package site; and by whose workers prepared them (a
+//! tenant's), so two versions of a tenant with the same source and packages share one
+//! state, and two tenants never do.
 
 mod prepare;
 
@@ -46,7 +47,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::{InstancePre, Linker, Module, Val};
 
 use super::guest::{Exports, Guest};
-use super::{SandboxError, ToolFolder, io_error};
+use super::{SandboxError, ShareKey, ToolFolder, io_error};
 use crate::limits::Fuel;
 use crate::outcome::ToolError;
 use prepare::{prepare, write_atomically};
@@ -264,14 +265,22 @@ impl WarmStore {
     }
 
     /// The key of a tool's state: Warden's snapshot, the tool's file name and source,
-    /// and its package site.
-    pub fn key(&self, tool: &ToolFolder, packages: Option<&Path>) -> Result<String, SandboxError> {
+    /// its package site, and whose workers prepared it (`owner`, a tenant's share key;
+    /// empty for states prepared in this process). A state is never shared between
+    /// owners: one a breached worker made is used by its own tenant's calls only.
+    pub fn key(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+        owner: &ShareKey,
+    ) -> Result<String, SandboxError> {
         let path = tool.host_dir().join(tool.file_name());
         let source = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
         let site = packages
             .and_then(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let owner = owner.to_string();
         let mut h = Sha256::new();
         for part in [
             FORMAT.as_bytes(),
@@ -279,6 +288,7 @@ impl WarmStore {
             tool.file_name().as_bytes(),
             &source,
             site.as_bytes(),
+            owner.as_bytes(),
         ] {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part);
@@ -286,13 +296,15 @@ impl WarmStore {
         Ok(hex::encode(h.finalize()))
     }
 
-    /// The tool's warm state if it was prepared before, without preparing it.
+    /// The tool's warm state if `owner`'s workers prepared it before, without
+    /// preparing it.
     pub fn cached(
         &self,
         tool: &ToolFolder,
         packages: Option<&Path>,
+        owner: &ShareKey,
     ) -> Result<Option<Warmth>, SandboxError> {
-        let key = self.key(tool, packages)?;
+        let key = self.key(tool, packages, owner)?;
         Ok(self.record(&key)?.map(|record| warmth(&key, record)))
     }
 
@@ -391,7 +403,7 @@ impl WarmStates {
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Warmth, SandboxError> {
-        let key = self.store.key(tool, packages)?;
+        let key = self.store.key(tool, packages, &ShareKey::default())?;
         if let Some(record) = self.store.record(&key)? {
             return Ok(warmth(&key, record));
         }

@@ -296,13 +296,15 @@ impl Workers {
         &self.pool.files
     }
 
-    /// The tool's warm state if it was prepared before, without preparing it.
+    /// The tool's warm state if `share`'s workers prepared it before, without
+    /// preparing it.
     pub fn cached_warm_state(
         &self,
         tool: &ToolFolder,
         packages: Option<&Path>,
+        share: &ShareKey,
     ) -> Result<Option<Warmth>, SandboxError> {
-        self.pool.warm.cached(tool, packages)
+        self.pool.warm.cached(tool, packages, share)
     }
 
     /// The tool's warm state: read from disk, or prepared now (seconds) in a worker of
@@ -313,7 +315,7 @@ impl Workers {
         packages: Option<&Path>,
         share: &ShareKey,
     ) -> Result<Warmth, SandboxError> {
-        if let Some(found) = self.pool.warm.cached(tool, packages)? {
+        if let Some(found) = self.pool.warm.cached(tool, packages, share)? {
             return Ok(found);
         }
         let pool = Arc::clone(&self.pool);
@@ -342,12 +344,7 @@ impl Workers {
         warm: Option<&WarmState>,
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
-        if call.limits.memory > self.pool.max_memory {
-            return Err(SandboxError::MemoryAboveMaximum {
-                asked: call.limits.memory,
-                max: self.pool.max_memory,
-            });
-        }
+        crate::sandbox::check_memory(call.limits, self.pool.max_memory)?;
         let (job, secrets) = Job::of(call, &outbound.secrets)?;
         let pool = Arc::clone(&self.pool);
         let warm = warm.cloned();
@@ -376,14 +373,14 @@ impl Pool {
         packages: Option<&Path>,
         share: &ShareKey,
     ) -> Result<Warmth, SandboxError> {
-        if let Some(found) = self.warm.cached(tool, packages)? {
+        if let Some(found) = self.warm.cached(tool, packages, share)? {
             return Ok(found);
         }
         let _one_at_a_time = self.preparing.lock().await;
-        if let Some(found) = self.warm.cached(tool, packages)? {
+        if let Some(found) = self.warm.cached(tool, packages, share)? {
             return Ok(found);
         }
-        let key = self.warm.key(tool, packages)?;
+        let key = self.warm.key(tool, packages, share)?;
         let worker_key = WorkerKey::of(share, tool.host_dir(), packages, None);
         let _slot = self.slots.acquire().await;
         let mut worker = self.checkout(&worker_key).await?;
@@ -512,7 +509,7 @@ impl Pool {
         self.assign(worker, key).await
     }
 
-    async fn assign(&self, mut worker: Worker, key: &WorkerKey) -> Result<Worker, SandboxError> {
+    async fn assign(&self, worker: Worker, key: &WorkerKey) -> Result<Worker, SandboxError> {
         let mut read_only = self.base_read_only.clone();
         read_only.push(key.tool_dir.clone());
         read_only.extend(key.packages.iter().cloned());
@@ -523,40 +520,13 @@ impl Pool {
                 Access::Rw => read_write.push(host.clone()),
             }
         }
-        let assigned = tokio::time::timeout(START_TIMEOUT, async {
-            worker
-                .send(
-                    &ToWorker::Assign {
-                        read_only,
-                        read_write,
-                    },
-                    &[],
-                )
-                .await?;
-            worker.receive().await
-        })
-        .await;
-        match assigned {
-            Ok(Ok((ToServer::Ready, _))) => Ok(worker),
-            Ok(Ok((ToServer::Unusable { reason }, _))) => {
-                let _ = worker.end().await;
-                Err(worker_failed(reason))
-            }
-            Ok(Ok((other, _))) => {
-                let _ = worker.end().await;
-                Err(worker_failed(format!(
-                    "it answered `assign` with {other:?}"
-                )))
-            }
-            Ok(Err(e)) => {
-                let why = worker.end().await;
-                Err(worker_failed(format!("{e}; {why}")))
-            }
-            Err(_) => {
-                let _ = worker.end().await;
-                Err(worker_failed("it did not confine itself in time".into()))
-            }
-        }
+        let assign = ToWorker::Assign {
+            read_only,
+            read_write,
+        };
+        worker
+            .step(&assign, "assign", |m| matches!(m, ToServer::Ready))
+            .await
     }
 
     /// Starts a worker and has it load the runtime.
@@ -624,38 +594,41 @@ impl Pool {
 }
 
 impl Worker {
-    async fn load(mut self, home: &Path, max_memory: ByteSize) -> Result<Worker, SandboxError> {
-        let loaded = tokio::time::timeout(START_TIMEOUT, async {
-            self.send(
-                &ToWorker::Load {
-                    home: home.to_owned(),
-                    max_memory_bytes: max_memory.as_u64(),
-                },
-                &[],
-            )
-            .await?;
+    async fn load(self, home: &Path, max_memory: ByteSize) -> Result<Worker, SandboxError> {
+        let load = ToWorker::Load {
+            home: home.to_owned(),
+            max_memory_bytes: max_memory.as_u64(),
+        };
+        self.step(&load, "load", |m| matches!(m, ToServer::Loaded))
+            .await
+    }
+
+    /// One step of a worker's start (`load`, `assign`): the message, and the answer
+    /// that means it went well, within [`START_TIMEOUT`]. A worker that answers
+    /// anything else, or nothing, is ended.
+    async fn step(
+        mut self,
+        message: &ToWorker,
+        what: &str,
+        done: impl Fn(&ToServer) -> bool,
+    ) -> Result<Worker, SandboxError> {
+        let answered = tokio::time::timeout(START_TIMEOUT, async {
+            self.send(message, &[]).await?;
             self.receive().await
         })
         .await;
-        match loaded {
-            Ok(Ok((ToServer::Loaded, _))) => Ok(self),
-            Ok(Ok((ToServer::Unusable { reason }, _))) => {
-                let _ = self.end().await;
-                Err(worker_failed(reason))
-            }
-            Ok(Ok((other, _))) => {
-                let _ = self.end().await;
-                Err(worker_failed(format!("it answered `load` with {other:?}")))
-            }
-            Ok(Err(e)) => {
-                let why = self.end().await;
-                Err(worker_failed(format!("{e}; {why}")))
-            }
-            Err(_) => {
-                let _ = self.end().await;
-                Err(worker_failed("it did not load the runtime in time".into()))
-            }
-        }
+        let failed = match answered {
+            Ok(Ok((answer, _))) if done(&answer) => return Ok(self),
+            Ok(Ok((ToServer::Unusable { reason }, _))) => reason,
+            Ok(Ok((other, _))) => format!("it answered `{what}` with {other:?}"),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!(
+                "it did not answer `{what}` within {}",
+                humantime::format_duration(START_TIMEOUT)
+            ),
+        };
+        let why = self.end().await;
+        Err(worker_failed(format!("{failed}; {why}")))
     }
 }
 

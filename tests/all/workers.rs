@@ -116,3 +116,31 @@ async fn two_tenants_never_share_a_worker() {
         "{started} workers for 6 alternating calls of two tenants"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_never_share_a_warm_state() {
+    use warden::sandbox::{ShareKey, ToolFolder, Warmth};
+    let workers = crate::support::shared_workers();
+    let tool = ToolFolder::temporary("add.py", ADD).unwrap();
+    let key = |warmth: Warmth| match warmth {
+        Warmth::Warm(state) => state.key().to_owned(),
+        Warmth::Cold(reason) => panic!("no warm state: {reason}"),
+    };
+    let a = key(workers
+        .warm_state(&tool, None, &ShareKey::new("tenant-a"))
+        .await
+        .unwrap());
+    let a_again = key(workers
+        .warm_state(&tool, None, &ShareKey::new("tenant-a"))
+        .await
+        .unwrap());
+    let b = key(workers
+        .warm_state(&tool, None, &ShareKey::new("tenant-b"))
+        .await
+        .unwrap());
+    assert_eq!(a, a_again);
+    assert_ne!(
+        a, b,
+        "a state one tenant's worker made reached another tenant"
+    );
+}
