@@ -108,6 +108,10 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     let mut sandbox = Sandbox::load(&config).map_err(|e| format!("{e:#}"))?;
     // Guest code runs behind the server's request path.
     let _ = rustix::process::setpriority_process(None, NICENESS);
+    // A worker outlives no server: when the thread that started it ends (the pool's,
+    // with the server, even by SIGKILL), so does the worker, at once rather than at its
+    // call's end.
+    let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
     channel
         .tell(&ToServer::Loaded, &[])
         .map_err(|e| e.to_string())?;

@@ -12,7 +12,12 @@ const ADD: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
 
 /// The `warden __worker` processes that are children of this test process.
 fn workers() -> Vec<i32> {
-    let me = std::process::id().to_string();
+    workers_of(std::process::id())
+}
+
+/// The `warden __worker` processes that are children of process `parent`.
+fn workers_of(parent: u32) -> Vec<i32> {
+    let me = parent.to_string();
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -143,4 +148,44 @@ async fn tenants_never_share_a_warm_state() {
         a, b,
         "a state one tenant's worker made reached another tenant"
     );
+}
+
+#[test]
+fn a_killed_server_takes_its_workers_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("nap.py");
+    std::fs::write(&tool, NAP).unwrap();
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["run", "--cold", "--quiet"])
+        .arg(&tool)
+        .env("WARDEN_HOME", crate::support::home())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let worker = loop {
+        if let Some(&pid) = workers_of(server.id()).first() {
+            break pid;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no worker started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    server.kill().unwrap();
+    server.wait().unwrap();
+    // The worker sleeps in its call for 8 s; it must not outlive its server that long.
+    let killed = Instant::now();
+    while std::path::Path::new(&format!("/proc/{worker}/cmdline")).exists()
+        && std::fs::read(format!("/proc/{worker}/cmdline"))
+            .is_ok_and(|c| c.windows(8).any(|w| w == b"__worker"))
+    {
+        assert!(
+            killed.elapsed() < Duration::from_secs(3),
+            "the worker outlived its server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
