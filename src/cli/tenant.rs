@@ -19,13 +19,35 @@ pub(super) fn database(home: &Path) -> PathBuf {
     home.join("warden.db")
 }
 
-/// Opens the registry database, creating it and its folder if needed.
+/// Opens the registry database, creating it and its folder if needed. A value that
+/// looks like a URL (`postgresql://...`, `sqlite:...`) is refused, never taken as a
+/// path: it would silently make a folder named after the scheme.
 pub(super) fn open_registry(path: &Path) -> Result<Registry> {
+    if let Some(scheme) = url_scheme(path) {
+        return Err(usage(format!(
+            "--db {}: a `{scheme}:` URL, but --db takes the path of a SQLite file (this \
+             Warden has no other database); give a path, e.g. ./warden.db (write ./{} for a \
+             file whose name has a colon)",
+            path.display(),
+            path.display()
+        )));
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the folder {}", dir.display()))?;
     }
     Ok(Registry::open(path)?)
+}
+
+/// The scheme of a `--db` value that looks like a URL: letters, digits, `+`, `-` or `.`
+/// starting with a letter, then a colon, as in `postgresql://` or `sqlite:`.
+fn url_scheme(path: &Path) -> Option<&str> {
+    let text = path.to_str()?;
+    let (scheme, _) = text.split_once(':')?;
+    let mut chars = scheme.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    (starts_with_letter && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
+        .then_some(scheme)
 }
 
 /// `warden tenant`.

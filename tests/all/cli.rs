@@ -382,3 +382,23 @@ fn zero_output_and_disk_caps_mean_none_allowed() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("below the minimum"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_database_url_is_refused_never_taken_as_a_path() {
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "postgresql://warden@localhost:5432/warden",
+        "sqlite:warden.db",
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+            .current_dir(dir.path())
+            .args(["serve", "--listen", "127.0.0.1:0", "--db", url])
+            .env("WARDEN_HOME", crate::support::home())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{url}: {}", stderr(&o));
+        assert!(stderr(&o).contains("SQLite"), "{}", stderr(&o));
+        // Nothing was made in its name: no `postgresql:` folder, no `sqlite:` file.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{url}");
+    }
+}
