@@ -255,23 +255,8 @@ impl Sandbox {
         let engine = engine(config)?;
         let (module, pending) =
             compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
-        let compiled_name = compiled::name(&engine, &files, &config.home)?;
-        let (linker, pre, exports) = link(&engine, &module)?;
-        let ticker = Ticker::start(engine.clone())?;
-        let sandbox = Sandbox {
-            engine,
-            module,
-            linker,
-            pre,
-            exports,
-            files,
-            warm: WarmStates::new(&config.home, compiled_name),
-            clients: Arc::new(Clients::default()),
-            max_memory: config.max_memory,
-            slots: tokio::sync::Semaphore::new(config.max_instances as usize),
-            cores: Cores::new(config.cores),
-            ticker: Some(ticker),
-        };
+        let mut sandbox = Sandbox::assemble(config, files, engine, module)?;
+        sandbox.start()?;
         if let Some(pending) = pending {
             sandbox.check_new_snapshot()?;
             pending.keep()?;
@@ -291,6 +276,16 @@ impl Sandbox {
         }
         let engine = engine(config)?;
         let module = compiled::load_existing(&engine, &files, &config.home)?;
+        Sandbox::assemble(config, files, engine, module)
+    }
+
+    /// A sandbox over a loaded module, linked, its ticker not started yet.
+    fn assemble(
+        config: &SandboxConfig,
+        files: RuntimeFiles,
+        engine: Engine,
+        module: Module,
+    ) -> Result<Sandbox, SandboxError> {
         let compiled_name = compiled::name(&engine, &files, &config.home)?;
         let (linker, pre, exports) = link(&engine, &module)?;
         Ok(Sandbox {

@@ -122,11 +122,11 @@ pub(super) fn new_store(
         }
         match &store.data().seat {
             // Other calls wait for a core: this one queues for the next and gives its
-            // own to the call whose turn it is (possibly itself).
-            Some(seat) if seat.contended() => Ok(UpdateDeadline::YieldCustom(
-                1,
-                Arc::clone(seat).yield_core(),
-            )),
+            // own to the call whose turn it is (possibly itself), once it has held it a
+            // whole tick (the first tick after a wait comes at once: the epoch moved on).
+            Some(seat) if seat.contended() && seat.held_for() >= super::TICK => Ok(
+                UpdateDeadline::YieldCustom(1, Arc::clone(seat).yield_core()),
+            ),
             // No one waits: keep the core, and let the executor run other tasks.
             _ => Ok(UpdateDeadline::Yield(1)),
         }

@@ -423,6 +423,8 @@ pub struct Seat {
     cores: Cores,
     key: ShareKey,
     core: Mutex<Option<Core>>,
+    /// When the seat was given the core it holds.
+    granted: Mutex<Option<std::time::Instant>>,
 }
 
 impl Seat {
@@ -432,6 +434,7 @@ impl Seat {
             cores: cores.clone(),
             key,
             core: Mutex::new(None),
+            granted: Mutex::new(None),
         }
     }
 
@@ -442,7 +445,7 @@ impl Seat {
             return;
         }
         let core = self.cores.acquire(&self.key).await;
-        *self.slot() = Some(core);
+        self.hold(core);
     }
 
     /// Gives the seat's core back, if it holds one.
@@ -462,7 +465,7 @@ impl Seat {
                 Some(waiting) => waiting.await,
                 None => seat.cores.acquire(&seat.key).await,
             };
-            *seat.slot() = Some(core);
+            seat.hold(core);
         }
     }
 
@@ -483,6 +486,23 @@ impl Seat {
         let out = wait.await;
         self.acquire().await;
         out
+    }
+
+    fn hold(&self, core: Core) {
+        *self.slot() = Some(core);
+        *self.granted.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(std::time::Instant::now());
+    }
+
+    /// How long the seat has held its core (zero when it holds none).
+    pub fn held_for(&self) -> std::time::Duration {
+        if !self.holds_core() {
+            return std::time::Duration::ZERO;
+        }
+        self.granted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map_or(std::time::Duration::ZERO, |at| at.elapsed())
     }
 
     fn slot(&self) -> MutexGuard<'_, Option<Core>> {
@@ -512,6 +532,10 @@ pub trait CoreSeat: Send + Sync + 'static {
     fn release(&self);
     /// Whether the guest should offer its core at this tick ([`CoreSeat::yield_core`]).
     fn contended(&self) -> bool;
+    /// How long the guest has held its current core. A guest offers its core only once
+    /// it has held it a whole tick: a tick that comes just after a wait for a core (the
+    /// epoch moved on meanwhile) must not give the core straight back.
+    fn held_for(&self) -> std::time::Duration;
     /// Gives the core to the call whose turn it is and waits for one again.
     fn yield_core(self: Arc<Self>) -> SeatFuture<'static>;
 }
@@ -527,6 +551,10 @@ impl CoreSeat for Seat {
 
     fn contended(&self) -> bool {
         Seat::contended(self)
+    }
+
+    fn held_for(&self) -> std::time::Duration {
+        Seat::held_for(self)
     }
 
     fn yield_core(self: Arc<Self>) -> SeatFuture<'static> {

@@ -132,6 +132,9 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the worker's async runtime: {e}"))?;
+    // The first instance in a process faults in the runtime's memory image; a spare
+    // worker pays for that with a call of Warden's own, before any tenant's call does.
+    prime(&sandbox, &runtime);
     // Before any second thread: the confinement covers every thread made afterwards.
     let applied = confinement::apply(&read_only, &read_write).map_err(|e| format!("{e:#}"))?;
     tracing::debug!("worker confined: {applied}");
@@ -162,6 +165,7 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
                 let seat: Arc<dyn CoreSeat> = Arc::new(RemoteSeat {
                     channel: Arc::clone(channel),
                     holds: AtomicBool::new(false),
+                    granted: Mutex::new(None),
                 });
                 let result = runtime
                     .block_on(sandbox.run_job(
@@ -195,6 +199,34 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
             }
             other => return Err(format!("unexpected message from the server: {other:?}")),
         }
+    }
+}
+
+/// Runs one trivial call of Warden's own (no tenant's code, no grant), so that the
+/// runtime's pages are resident before the worker is given to a tenant. Best effort: a
+/// failure only costs the first call its speed.
+fn prime(sandbox: &Sandbox, runtime: &tokio::runtime::Runtime) {
+    const SOURCE: &str = "def prime() -> int:\n    return 1\n";
+    let Ok(tool) = ToolFolder::temporary("prime.py", SOURCE) else {
+        return;
+    };
+    let (grants, limits) = (
+        crate::grants::Grants::default(),
+        crate::limits::Limits::default(),
+    );
+    let call = crate::sandbox::Call {
+        tool: &tool,
+        function: "prime",
+        arguments: &serde_json::Map::new(),
+        none_if_omitted: &[],
+        grants: &grants,
+        limits: &limits,
+        packages: None,
+    };
+    match runtime.block_on(sandbox.call(call)) {
+        Ok(result) if result.status == crate::outcome::Status::Ok => {}
+        Ok(result) => tracing::warn!("a worker's priming call ended {}", result.status),
+        Err(e) => tracing::warn!("a worker's priming call failed: {e}"),
     }
 }
 
@@ -246,6 +278,8 @@ impl Door for RemoteDoor {
 struct RemoteSeat {
     channel: Arc<Channel>,
     holds: AtomicBool,
+    /// When the server last said the guest may go on.
+    granted: Mutex<Option<std::time::Instant>>,
 }
 
 impl RemoteSeat {
@@ -253,6 +287,8 @@ impl RemoteSeat {
         // A server that does not answer has killed or will kill this worker.
         let _ = self.channel.ask(message, &[]);
         self.holds.store(true, Ordering::Release);
+        *self.granted.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(std::time::Instant::now());
     }
 }
 
@@ -273,6 +309,16 @@ impl CoreSeat for RemoteSeat {
     /// Whether others wait is the server's to know: every tick asks it.
     fn contended(&self) -> bool {
         true
+    }
+
+    fn held_for(&self) -> std::time::Duration {
+        if !self.holds.load(Ordering::Acquire) {
+            return std::time::Duration::ZERO;
+        }
+        self.granted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map_or(std::time::Duration::ZERO, |at| at.elapsed())
     }
 
     fn yield_core(self: Arc<Self>) -> SeatFuture<'static> {
