@@ -14,16 +14,21 @@
 //! - `child.rs`: the worker's side: load, confine, then run calls until the server hangs
 //!   up. A guest's outbound requests and its turns at the cores become questions to
 //!   the server, which checks and answers them exactly as for a call in its own process.
+//! - `process.rs`: a worker process as the server sees it (start, `load`, `assign`,
+//!   end); `call.rs`: one call served (the worker's questions answered, its death
+//!   turned into the call's `crashed` or `timeout` result).
 //! - [`pool`]: the server's side: [`Workers`] starts workers, lends each to calls of one
 //!   key only (a tenant, a tool, a set of folders: a worker never serves two tenants),
 //!   keeps a spare that has loaded the runtime, and turns a worker that dies under a
 //!   call into that call's `crashed` result.
 
+mod call;
 mod child;
 mod confinement;
 #[cfg(feature = "escape-hatch")]
 mod escape;
 pub mod pool;
+mod process;
 pub mod wire;
 
 pub use child::main;

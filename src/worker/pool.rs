@@ -2,31 +2,25 @@
 //! what a running guest asks (its outbound requests, its turns at the cores).
 
 use std::collections::VecDeque;
-use std::os::fd::AsRawFd;
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytesize::ByteSize;
-use tokio::net::UnixStream;
-use tokio::process::{Child, Command};
 
-use super::child::SOCKET_FD;
-use super::wire::{self, ToServer, ToWorker, WireError};
+use super::call::{converse, crashed, timed_out};
+use super::process::{Worker, worker_failed};
+use super::wire::{ToServer, ToWorker};
 use crate::grants::Access;
-use std::future::Future;
-
 use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
-use crate::outcome::{CallResult, Status, ToolError};
+use crate::outcome::CallResult;
 use crate::sandbox::share::{Cores, Seat};
 use crate::sandbox::{
-    Call, CoreSeat, Job, Outbound, PREPARE_DEADLINE, RuntimeFiles, Sandbox, SandboxConfig,
-    SandboxError, ShareKey, ToolFolder, WarmState, WarmStore, Warmth,
+    Call, Job, Outbound, PREPARE_DEADLINE, RuntimeFiles, Sandbox, SandboxConfig, SandboxError,
+    ShareKey, ToolFolder, WarmState, WarmStore, Warmth,
 };
 
-/// How long a worker may take to load the runtime and confine itself.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long past its deadline a call's worker may take to answer before it is killed
 /// (its own deadline should have ended the guest long before).
 const GRACE: Duration = Duration::from_secs(2);
@@ -85,47 +79,6 @@ impl WorkerKey {
             mounts,
             identities,
         }
-    }
-}
-
-/// One worker process and its socket.
-struct Worker {
-    child: Child,
-    stream: UnixStream,
-    calls: u32,
-}
-
-impl Worker {
-    async fn send(&mut self, message: &ToWorker, payload: &[u8]) -> Result<(), WireError> {
-        wire::send_async(&mut self.stream, message, payload).await
-    }
-
-    async fn receive(&mut self) -> Result<(ToServer, Vec<u8>), WireError> {
-        wire::receive_async(&mut self.stream).await
-    }
-
-    /// Why the process ended, once it has (killing it first if it has not).
-    async fn end(mut self) -> String {
-        let _ = self.child.start_kill();
-        match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
-            Ok(Ok(status)) => describe(status),
-            _ => "it did not exit".to_owned(),
-        }
-    }
-}
-
-fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match status.signal() {
-        Some(libc::SIGSYS) => {
-            "it was killed by SIGSYS: it made a system call its confinement forbids".to_owned()
-        }
-        Some(libc::SIGKILL) => {
-            "it was killed by SIGKILL (out of memory, or killed by an operator)".to_owned()
-        }
-        Some(libc::SIGSEGV) => "it crashed with SIGSEGV".to_owned(),
-        Some(signal) => format!("it was killed by signal {signal}"),
-        None => format!("it exited with {status}"),
     }
 }
 
@@ -531,43 +484,10 @@ impl Pool {
 
     /// Starts a worker and has it load the runtime.
     async fn spawn(&self) -> Result<Worker, SandboxError> {
-        let (ours, theirs) =
-            std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Start {
-                what: "worker's socket",
-                source,
-            })?;
-        let mut command = Command::new(&self.binary);
-        command
-            .arg("__worker")
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        if let Some(log) = std::env::var_os("WARDEN_LOG") {
-            command.env("WARDEN_LOG", log);
-        }
-        place_socket(&mut command, theirs.as_raw_fd());
-        let child = command.spawn().map_err(|source| SandboxError::Start {
-            what: "worker process",
-            source,
-        })?;
-        drop(theirs);
+        let worker = Worker::start(&self.binary).await?;
         self.started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ours.set_nonblocking(true)
-            .and_then(|()| UnixStream::from_std(ours))
-            .map_err(|source| SandboxError::Start {
-                what: "worker's socket",
-                source,
-            })
-            .map(|stream| Worker {
-                child,
-                stream,
-                calls: 0,
-            })?
-            .load(&self.home, self.max_memory)
-            .await
+        worker.load(&self.home, self.max_memory).await
     }
 
     /// Puts a worker back among the idle ones, unless it has run its share of calls;
@@ -590,153 +510,5 @@ impl Pool {
             *spare = Some(self.spawn().await?);
         }
         Ok(())
-    }
-}
-
-impl Worker {
-    async fn load(self, home: &Path, max_memory: ByteSize) -> Result<Worker, SandboxError> {
-        let load = ToWorker::Load {
-            home: home.to_owned(),
-            max_memory_bytes: max_memory.as_u64(),
-        };
-        self.step(&load, "load", |m| matches!(m, ToServer::Loaded))
-            .await
-    }
-
-    /// One step of a worker's start (`load`, `assign`): the message, and the answer
-    /// that means it went well, within [`START_TIMEOUT`]. A worker that answers
-    /// anything else, or nothing, is ended.
-    async fn step(
-        mut self,
-        message: &ToWorker,
-        what: &str,
-        done: impl Fn(&ToServer) -> bool,
-    ) -> Result<Worker, SandboxError> {
-        let answered = tokio::time::timeout(START_TIMEOUT, async {
-            self.send(message, &[]).await?;
-            self.receive().await
-        })
-        .await;
-        let failed = match answered {
-            Ok(Ok((answer, _))) if done(&answer) => return Ok(self),
-            Ok(Ok((ToServer::Unusable { reason }, _))) => reason,
-            Ok(Ok((other, _))) => format!("it answered `{what}` with {other:?}"),
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => format!(
-                "it did not answer `{what}` within {}",
-                humantime::format_duration(START_TIMEOUT)
-            ),
-        };
-        let why = self.end().await;
-        Err(worker_failed(format!("{failed}; {why}")))
-    }
-}
-
-/// Sends the call and serves the worker's questions until its answer: `Ok(Ok)` the
-/// result, `Ok(Err)` the worker's reason it could not run the call, `Err` a worker that
-/// broke the protocol or died.
-async fn converse(
-    worker: &mut Worker,
-    run: &ToWorker,
-    exchange: &Exchange,
-    seat: &Arc<Seat>,
-    deadline: Instant,
-) -> Result<Result<CallResult, String>, WireError> {
-    worker.send(run, &[]).await?;
-    loop {
-        let (message, payload) = worker.receive().await?;
-        match message {
-            ToServer::Acquire => {
-                // By the deadline at the latest: the guest then stops at its next tick.
-                let _ = tokio::time::timeout_at(deadline.into(), seat.acquire()).await;
-                worker.send(&ToWorker::Go, &[]).await?;
-            }
-            ToServer::Release => CoreSeat::release(&**seat),
-            ToServer::Tick => {
-                if seat.contended() {
-                    let _ = tokio::time::timeout_at(deadline.into(), Arc::clone(seat).yield_core())
-                        .await;
-                }
-                worker.send(&ToWorker::Go, &[]).await?;
-            }
-            ToServer::Door { len } => {
-                let answer = if len > exchange.max_frame() || payload.len() as u64 != len {
-                    exchange.oversized(len)
-                } else {
-                    exchange.answer(&payload).await
-                };
-                worker.send(&ToWorker::DoorAnswer, &answer).await?;
-            }
-            ToServer::Done { result } => return Ok(result),
-            other => {
-                return Err(WireError::Io(std::io::Error::other(format!(
-                    "unexpected message during a call: {other:?}"
-                ))));
-            }
-        }
-    }
-}
-
-fn worker_failed(reason: String) -> SandboxError {
-    SandboxError::Worker(reason)
-}
-
-/// The result of a call whose worker died under it.
-fn crashed(why: &str, started: Instant) -> CallResult {
-    let message = format!("the worker process running the call died: {why}");
-    let error = ToolError {
-        kind: "WorkerCrashed".into(),
-        message: message.clone(),
-        traceback: String::new(),
-    };
-    ended(Status::Crashed, message, Some(error), started)
-}
-
-/// The result of a call whose worker did not answer by the deadline (and was killed).
-fn timed_out(started: Instant) -> CallResult {
-    let message = "the call did not finish within its deadline".to_owned();
-    ended(Status::Timeout, message, None, started)
-}
-
-fn ended(
-    status: Status,
-    message: String,
-    error: Option<ToolError>,
-    started: Instant,
-) -> CallResult {
-    CallResult {
-        status,
-        value: None,
-        truncated: None,
-        error,
-        message: Some(message),
-        stdout: String::new(),
-        stderr: String::new(),
-        fuel_used: crate::limits::Fuel(0),
-        wall_time: started.elapsed(),
-        peak_memory_bytes: 0,
-        requests: Vec::new(),
-    }
-}
-
-#[expect(
-    unsafe_code,
-    reason = "placing the worker's socket at a fixed descriptor between fork and exec"
-)]
-fn place_socket(command: &mut Command, fd: i32) {
-    // SAFETY: the hook runs in the child between fork and exec and calls only
-    // async-signal-safe functions (dup2, fcntl) on descriptors it owns.
-    unsafe {
-        command.pre_exec(move || {
-            if fd == SOCKET_FD {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(fd, SOCKET_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
     }
 }

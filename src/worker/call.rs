@@ -1,0 +1,96 @@
+//! One call in a worker, as the server serves it: the call sent, then the worker's
+//! questions (cores, door frames) answered until its result, or its death turned into
+//! the call's result.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::process::Worker;
+use super::wire::{ToServer, ToWorker, WireError};
+use crate::outbound::Exchange;
+use crate::outcome::{CallResult, Status, ToolError};
+use crate::sandbox::CoreSeat;
+use crate::sandbox::share::Seat;
+
+/// Sends the call and serves the worker's questions until its answer: `Ok(Ok)` the
+/// result, `Ok(Err)` the worker's reason it could not run the call, `Err` a worker that
+/// broke the protocol or died.
+pub(super) async fn converse(
+    worker: &mut Worker,
+    run: &ToWorker,
+    exchange: &Exchange,
+    seat: &Arc<Seat>,
+    deadline: Instant,
+) -> Result<Result<CallResult, String>, WireError> {
+    worker.send(run, &[]).await?;
+    loop {
+        let (message, payload) = worker.receive().await?;
+        match message {
+            ToServer::Acquire => {
+                // By the deadline at the latest: the guest then stops at its next tick.
+                let _ = tokio::time::timeout_at(deadline.into(), seat.acquire()).await;
+                worker.send(&ToWorker::Go, &[]).await?;
+            }
+            ToServer::Release => CoreSeat::release(&**seat),
+            ToServer::Tick => {
+                if seat.contended() {
+                    let _ = tokio::time::timeout_at(deadline.into(), Arc::clone(seat).yield_core())
+                        .await;
+                }
+                worker.send(&ToWorker::Go, &[]).await?;
+            }
+            ToServer::Door { len } => {
+                let answer = if len > exchange.max_frame() || payload.len() as u64 != len {
+                    exchange.oversized(len)
+                } else {
+                    exchange.answer(&payload).await
+                };
+                worker.send(&ToWorker::DoorAnswer, &answer).await?;
+            }
+            ToServer::Done { result } => return Ok(result),
+            other => {
+                return Err(WireError::Io(std::io::Error::other(format!(
+                    "unexpected message during a call: {other:?}"
+                ))));
+            }
+        }
+    }
+}
+
+/// The result of a call whose worker died under it.
+pub(super) fn crashed(why: &str, started: Instant) -> CallResult {
+    let message = format!("the worker process running the call died: {why}");
+    let error = ToolError {
+        kind: "WorkerCrashed".into(),
+        message: message.clone(),
+        traceback: String::new(),
+    };
+    ended(Status::Crashed, message, Some(error), started)
+}
+
+/// The result of a call whose worker did not answer by the deadline (and was killed).
+pub(super) fn timed_out(started: Instant) -> CallResult {
+    let message = "the call did not finish within its deadline".to_owned();
+    ended(Status::Timeout, message, None, started)
+}
+
+fn ended(
+    status: Status,
+    message: String,
+    error: Option<ToolError>,
+    started: Instant,
+) -> CallResult {
+    CallResult {
+        status,
+        value: None,
+        truncated: None,
+        error,
+        message: Some(message),
+        stdout: String::new(),
+        stderr: String::new(),
+        fuel_used: crate::limits::Fuel(0),
+        wall_time: started.elapsed(),
+        peak_memory_bytes: 0,
+        requests: Vec::new(),
+    }
+}

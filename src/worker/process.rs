@@ -1,0 +1,171 @@
+//! A worker process as the server sees it: started from Warden's binary with its socket
+//! in place, taken through its start (`load`, `assign`), ended with the reason it died.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bytesize::ByteSize;
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
+
+use super::child::SOCKET_FD;
+use super::wire::{self, ToServer, ToWorker, WireError};
+use crate::sandbox::SandboxError;
+
+/// How long a worker may take to load the runtime and confine itself.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One worker process and its socket.
+pub(super) struct Worker {
+    child: Child,
+    stream: UnixStream,
+    /// Calls it has run.
+    pub(super) calls: u32,
+}
+
+impl Worker {
+    /// Starts a worker process from `binary`, its socket at [`SOCKET_FD`].
+    pub(super) async fn start(binary: &Path) -> Result<Worker, SandboxError> {
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Start {
+                what: "worker's socket",
+                source,
+            })?;
+        let mut command = Command::new(binary);
+        command
+            .arg("__worker")
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        if let Some(log) = std::env::var_os("WARDEN_LOG") {
+            command.env("WARDEN_LOG", log);
+        }
+        place_socket(&mut command, theirs.as_raw_fd());
+        let child = command.spawn().map_err(|source| SandboxError::Start {
+            what: "worker process",
+            source,
+        })?;
+        drop(theirs);
+        ours.set_nonblocking(true)
+            .and_then(|()| UnixStream::from_std(ours))
+            .map_err(|source| SandboxError::Start {
+                what: "worker's socket",
+                source,
+            })
+            .map(|stream| Worker {
+                child,
+                stream,
+                calls: 0,
+            })
+    }
+
+    pub(super) async fn send(
+        &mut self,
+        message: &ToWorker,
+        payload: &[u8],
+    ) -> Result<(), WireError> {
+        wire::send_async(&mut self.stream, message, payload).await
+    }
+
+    pub(super) async fn receive(&mut self) -> Result<(ToServer, Vec<u8>), WireError> {
+        wire::receive_async(&mut self.stream).await
+    }
+
+    /// Why the process ended, once it has (killing it first if it has not).
+    pub(super) async fn end(mut self) -> String {
+        let _ = self.child.start_kill();
+        match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
+            Ok(Ok(status)) => describe(status),
+            _ => "it did not exit".to_owned(),
+        }
+    }
+}
+
+fn describe(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status.signal() {
+        Some(libc::SIGSYS) => {
+            "it was killed by SIGSYS: it made a system call its confinement forbids".to_owned()
+        }
+        Some(libc::SIGKILL) => {
+            "it was killed by SIGKILL (out of memory, or killed by an operator)".to_owned()
+        }
+        Some(libc::SIGSEGV) => "it crashed with SIGSEGV".to_owned(),
+        Some(signal) => format!("it was killed by signal {signal}"),
+        None => format!("it exited with {status}"),
+    }
+}
+
+impl Worker {
+    pub(super) async fn load(
+        self,
+        home: &Path,
+        max_memory: ByteSize,
+    ) -> Result<Worker, SandboxError> {
+        let load = ToWorker::Load {
+            home: home.to_owned(),
+            max_memory_bytes: max_memory.as_u64(),
+        };
+        self.step(&load, "load", |m| matches!(m, ToServer::Loaded))
+            .await
+    }
+
+    /// One step of a worker's start (`load`, `assign`): the message, and the answer
+    /// that means it went well, within [`START_TIMEOUT`]. A worker that answers
+    /// anything else, or nothing, is ended.
+    pub(super) async fn step(
+        mut self,
+        message: &ToWorker,
+        what: &str,
+        done: impl Fn(&ToServer) -> bool,
+    ) -> Result<Worker, SandboxError> {
+        let answered = tokio::time::timeout(START_TIMEOUT, async {
+            self.send(message, &[]).await?;
+            self.receive().await
+        })
+        .await;
+        let failed = match answered {
+            Ok(Ok((answer, _))) if done(&answer) => return Ok(self),
+            Ok(Ok((ToServer::Unusable { reason }, _))) => reason,
+            Ok(Ok((other, _))) => format!("it answered `{what}` with {other:?}"),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!(
+                "it did not answer `{what}` within {}",
+                humantime::format_duration(START_TIMEOUT)
+            ),
+        };
+        let why = self.end().await;
+        Err(worker_failed(format!("{failed}; {why}")))
+    }
+}
+
+/// A worker that could not be started or broke its protocol.
+pub(super) fn worker_failed(reason: String) -> SandboxError {
+    SandboxError::Worker(reason)
+}
+
+#[expect(
+    unsafe_code,
+    reason = "placing the worker's socket at a fixed descriptor between fork and exec"
+)]
+fn place_socket(command: &mut Command, fd: i32) {
+    // SAFETY: the hook runs in the child between fork and exec and calls only
+    // async-signal-safe functions (dup2, fcntl) on descriptors it owns.
+    unsafe {
+        command.pre_exec(move || {
+            if fd == SOCKET_FD {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, SOCKET_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
