@@ -112,6 +112,16 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     // with the server, even by SIGKILL), so does the worker, at once rather than at its
     // call's end.
     let _ = rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL));
+    // A current-thread runtime starts no thread, but its drivers open descriptors (a
+    // socket pair for signals) that the confinement would refuse afterwards.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the worker's async runtime: {e}"))?;
+    // The first instance in a process faults in the runtime's memory image; a spare
+    // worker pays for that with a call of Warden's own, while it waits
+    // for a tenant, before any tenant's call does.
+    prime(&sandbox, &runtime);
     channel
         .tell(&ToServer::Loaded, &[])
         .map_err(|e| e.to_string())?;
@@ -126,15 +136,6 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     else {
         return Err("the server's second message was not `assign`".into());
     };
-    // A current-thread runtime starts no thread, but its drivers open descriptors (a
-    // socket pair for signals) that the confinement would refuse afterwards.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the worker's async runtime: {e}"))?;
-    // The first instance in a process faults in the runtime's memory image; a spare
-    // worker pays for that with a call of Warden's own, before any tenant's call does.
-    prime(&sandbox, &runtime);
     // Before any second thread: the confinement covers every thread made afterwards.
     let applied = confinement::apply(&read_only, &read_write).map_err(|e| format!("{e:#}"))?;
     tracing::debug!("worker confined: {applied}");
