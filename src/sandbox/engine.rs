@@ -12,7 +12,7 @@ use super::{SandboxConfig, SandboxError, to_usize};
 
 /// How often the engine's epoch advances: the deadline's resolution and the longest a
 /// guest runs without yielding to the executor.
-pub const TICK: Duration = Duration::from_millis(1);
+pub const TICK: Duration = Duration::from_micros(500);
 
 /// Bytes of a pool slot's dirty memory, table and stack reset in place rather than
 /// unmapped when the slot is reused (see [`engine`]). A call of a small tool dirties a
