@@ -383,6 +383,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Warmth, SandboxError> {
+        let _ticking = self.ticker.as_ref().map(Ticker::ticking);
         self.warm.get_or_prepare(&self.base(), tool, packages)
     }
 
@@ -526,6 +527,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             .map_err(SandboxError::Instantiate)?;
 
         let _slot = self.slots.acquire().await;
+        let _ticking = self.ticker.as_ref().map(Ticker::ticking);
         let started = Instant::now();
         let deadline = started + budget.unwrap_or(limits.deadline).min(limits.deadline);
         let door = door(deadline);
@@ -600,6 +602,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Prepared, SandboxError> {
+        let _ticking = self.ticker.as_ref().map(Ticker::ticking);
         self.warm.prepare(&self.base(), tool, packages)
     }
 

@@ -71,19 +71,39 @@ pub(super) fn engine(config: &SandboxConfig) -> Result<Engine, SandboxError> {
     Engine::new(&c).map_err(SandboxError::Engine)
 }
 
-/// Advances the engine's epoch every [`TICK`] until dropped.
+/// How long an idle ticker sleeps between looks (it is woken at once when a call starts).
+const IDLE_PARK: Duration = Duration::from_millis(100);
+
+/// Advances the engine's epoch every [`TICK`] while any instance runs, until dropped. An
+/// idle sandbox's ticker sleeps: a pool of idle worker processes costs no wake-ups.
 pub(super) struct Ticker {
     stop: Arc<AtomicBool>,
+    busy: Arc<std::sync::atomic::AtomicUsize>,
+    thread: thread::Thread,
+}
+
+/// Keeps the ticker ticking while alive: held around every run of guest code.
+pub(super) struct Ticking<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Ticking<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Ticker {
     pub(super) fn start(engine: Engine) -> Result<Ticker, SandboxError> {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        thread::Builder::new()
+        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (flag, running) = (stop.clone(), busy.clone());
+        let handle = thread::Builder::new()
             .name("warden-epoch".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
+                    if running.load(Ordering::Acquire) == 0 {
+                        thread::park_timeout(IDLE_PARK);
+                        continue;
+                    }
                     thread::sleep(TICK);
                     engine.increment_epoch();
                 }
@@ -92,12 +112,25 @@ impl Ticker {
                 what: "epoch ticker thread",
                 source,
             })?;
-        Ok(Ticker { stop })
+        Ok(Ticker {
+            stop,
+            busy,
+            thread: handle.thread().clone(),
+        })
+    }
+
+    /// Ticks until the returned guard is dropped (waking the thread if it slept).
+    pub(super) fn ticking(&self) -> Ticking<'_> {
+        if self.busy.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.thread.unpark();
+        }
+        Ticking(&self.busy)
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.thread.unpark();
     }
 }
