@@ -35,6 +35,7 @@ pub mod compiled;
 pub mod door;
 mod ending;
 mod engine;
+mod error;
 mod guest;
 mod job;
 mod pipe;
@@ -62,6 +63,7 @@ pub use door::Door;
 use ending::{Ended, Observed, TrapKind};
 pub use engine::TICK;
 use engine::{Ticker, engine};
+pub use error::SandboxError;
 use guest::{Exports, Failure, Guest, new_store, run_call, trap_kind};
 pub use job::Job;
 use pipe::CappedPipe;
@@ -76,9 +78,9 @@ pub use warm::{
     SavedImage, WarmState, WarmStore, Warmth, prune as prune_warm_states,
 };
 
-use crate::grants::{GrantError, Grants, SecretValue, canonical_host_folder};
+use crate::grants::{Grants, SecretValue, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
-use crate::outbound::{Clients, Exchange, MissingSecret, PrivateNetwork};
+use crate::outbound::{Clients, Exchange, PrivateNetwork};
 use crate::outcome::{CallResult, Status};
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
@@ -120,77 +122,6 @@ impl SandboxConfig {
             progress: Progress::Show,
         }
     }
-}
-
-/// The host could not run a call (as opposed to a call that ran and failed, which is a
-/// [`CallResult`]).
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    /// The runtime could not be fetched or verified.
-    #[error(transparent)]
-    Artifact(#[from] ArtifactError),
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A thread or async runtime the sandbox needs could not be started.
-    #[error("cannot start the {what}: {source}; the host may be out of threads or memory")]
-    Start {
-        /// What could not be started.
-        what: &'static str,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// Compiling the runtime failed.
-    #[error("compiling the Python runtime failed: {0:#}")]
-    Compile(wasmtime::Error),
-    /// Building Warden's snapshot of the runtime failed.
-    #[error(
-        "pre-initializing the Python runtime with Warden's harness failed: {0:#}; \
-         run `warden runtime verify`, and report it if the runtime is intact"
-    )]
-    Snapshot(wasmtime::Error),
-    /// The engine or linker could not be set up.
-    #[error("setting up the WebAssembly engine failed: {0:#}")]
-    Engine(wasmtime::Error),
-    /// A grant cannot be honoured.
-    #[error(transparent)]
-    Grant(#[from] GrantError),
-    /// The call asks for more memory than the sandbox was sized for.
-    #[error("a memory cap of {asked} exceeds this sandbox's maximum of {max}: ask for less")]
-    MemoryAboveMaximum {
-        /// The call's cap.
-        asked: ByteSize,
-        /// The sandbox's maximum.
-        max: ByteSize,
-    },
-    /// The harness could not be prepared: a packaging problem.
-    #[error("the guest harness does not work with this runtime ({0}): reinstall warden")]
-    Harness(String),
-    /// The instance could not be created for a host-side reason.
-    #[error("could not start the guest: {0:#}")]
-    Instantiate(wasmtime::Error),
-    /// A worker process could not be started or broke its protocol (a call whose worker
-    /// died under it is a [`CallResult`] with status `crashed`, not this).
-    #[error(
-        "a worker process failed: {0}; check that the kernel offers Landlock and seccomp \
-         and that Warden's binary is intact"
-    )]
-    Worker(String),
-    /// A secret the tool is granted has no value on this host.
-    #[error(transparent)]
-    Secret(#[from] MissingSecret),
-    /// A tool's warm state could not be saved or loaded (a host-side fault; the tool
-    /// itself is fine and can run cold).
-    #[error(
-        "the tool's warm state could not be saved or loaded: {0:#}; remove the `warm` \
-         folder of Warden's home to rebuild it"
-    )]
-    Warm(wasmtime::Error),
 }
 
 /// One call: which tool and function, with what arguments, grants and limits.
