@@ -39,6 +39,7 @@
 mod audit;
 pub mod bytecode;
 mod changes;
+mod cluster;
 mod error;
 mod gate;
 mod journal;
@@ -61,7 +62,7 @@ use crate::manifest::{Manifest, VersionId};
 use crate::outbound::PrivateNetwork;
 use crate::packages::Packages;
 use crate::registry::{
-    AuditRecord, Page, Registry, Tenant, Tool, ToolId, ToolQuery, Update, VersionSummary,
+    AuditRecord, Change, Page, Registry, Tenant, Tool, ToolId, ToolQuery, Update, VersionSummary,
 };
 use crate::sandbox::ToolFolder;
 use crate::schema::{self, Diagnostic, Format, Health, LettaExtras};
@@ -69,6 +70,7 @@ use crate::tenant::{ApiKey, TenantId, TenantPolicy};
 use crate::worker::Workers;
 
 pub use audit::ExportStream;
+pub use cluster::SLOT_POLL;
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
 pub use listing::CallableTool;
 pub use prepare::{PreparedTool, Refusal};
@@ -76,6 +78,9 @@ pub use review::{version_capabilities, version_diff};
 pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
 pub use secrets::{SecretKey, SecretKeyError};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
+
+/// Longest `/readyz` waits for the registry to answer: 2 s.
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Settings of an [`App`].
 #[derive(Clone)]
@@ -128,6 +133,10 @@ struct Inner {
     audit_key: std::sync::OnceLock<crate::audit::AuditKey>,
     /// Runs' audit events, committed in groups ([`journal`]).
     journal: journal::Journal,
+    /// Set on SIGTERM: see [`App::drain`].
+    draining: std::sync::atomic::AtomicBool,
+    /// Whether the task renewing this node's cluster leases runs ([`cluster`]).
+    renewing: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for App {
@@ -160,7 +169,7 @@ pub struct ToolView {
 impl App {
     /// An app over `registry`, running every guest call in `workers`.
     pub fn new(registry: Arc<Registry>, workers: Arc<Workers>, config: AppConfig) -> App {
-        App {
+        let app = App {
             inner: Arc::new(Inner {
                 journal: journal::Journal::new(Arc::clone(&registry)),
                 registry,
@@ -178,8 +187,22 @@ impl App {
                 secret_key: std::sync::OnceLock::new(),
                 changes: Default::default(),
                 audit_key: std::sync::OnceLock::new(),
+                draining: std::sync::atomic::AtomicBool::new(false),
+                renewing: std::sync::atomic::AtomicBool::new(false),
             }),
-        }
+        };
+        // Other nodes' tool changes reach this node's MCP sessions too. Weak: the
+        // registry's listener must not keep the app alive.
+        let inner = Arc::downgrade(&app.inner);
+        app.inner.registry.follow(move |change| {
+            if let Some(inner) = inner.upgrade() {
+                match change {
+                    Change::Tools(tenant) => inner.changes.notify(&tenant),
+                    Change::Resync => inner.changes.notify_all(),
+                }
+            }
+        });
+        app
     }
 
     /// Gives each tool version a warm state (its imports done once; see
@@ -257,6 +280,33 @@ impl App {
     /// Whether the registry answers.
     pub async fn health(&self) -> Result<(), AppError> {
         self.blocking(|r| Ok(r.schema_version().map(|_| ())?)).await
+    }
+
+    /// Whether this node should get new requests: not draining, and its registry
+    /// answers within [`READY_TIMEOUT`]. `Err` says why not, for `/readyz`.
+    pub async fn readiness(&self) -> Result<(), String> {
+        if self
+            .inner
+            .draining
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Err("draining: this node is shutting down".into());
+        }
+        match tokio::time::timeout(READY_TIMEOUT, self.health()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("the registry database does not answer: {e}")),
+            Err(_) => Err(format!(
+                "the registry database did not answer within {READY_TIMEOUT:?}"
+            )),
+        }
+    }
+
+    /// Marks this node as draining (on SIGTERM): `/readyz` answers 503 from now on,
+    /// while the calls in flight finish.
+    pub fn drain(&self) {
+        self.inner
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The metrics in the Prometheus text format.

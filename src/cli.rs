@@ -5,6 +5,7 @@
 //! its own file under `cli/`.
 
 mod audit;
+mod db;
 mod mcp;
 mod packages;
 mod review;
@@ -53,14 +54,14 @@ pub enum Command {
     /// Manage the pinned Python runtime (fetched and compiled on first use anyway).
     #[command(subcommand)]
     Runtime(runtime::RuntimeCommand),
-    /// Serve the multi-tenant HTTP API (registry under $WARDEN_HOME/warden.db).
+    /// Serve the multi-tenant HTTP API (registry in $WARDEN_HOME/warden.db, or on a
+    /// PostgreSQL server several nodes share: --db postgresql://...).
     Serve(serve::ServeArgs),
     /// Serve a folder of tools to an MCP client (Claude Desktop, Cursor, an agent) over
     /// stdio.
     Mcp(Box<mcp::McpArgs>),
     /// Manage tenants, their policies and their API keys in the registry database.
-    #[command(subcommand)]
-    Tenant(tenant::TenantCommand),
+    Tenant(tenant::TenantArgs),
     /// For security reviewers: a tool's capabilities and what changed between versions;
     /// a tenant's audit trail exported with a signed head, checked offline, and the
     /// public key that checks it.
@@ -70,6 +71,9 @@ pub enum Command {
     /// an offline machine.
     #[command(subcommand)]
     Packages(packages::PackagesCommand),
+    /// The registry database: migrate its schema, or copy it into PostgreSQL.
+    #[command(subcommand)]
+    Db(db::DbCommand),
 }
 
 /// Exit codes: 0 for `ok`; one per other status; 1 when Warden could not run the call;
@@ -142,9 +146,10 @@ impl Cli {
             Command::Runtime(cmd) => runtime::runtime(&config, cmd),
             Command::Serve(args) => serve::serve(&config, args),
             Command::Mcp(args) => mcp::mcp(&config, *args),
-            Command::Tenant(cmd) => tenant::tenant(&config.home, cmd),
+            Command::Tenant(args) => tenant::tenant(&config.home, &args.db, args.command),
             Command::Audit(cmd) => audit::audit(&config.home, cmd),
             Command::Packages(cmd) => packages::packages(&config, cmd),
+            Command::Db(cmd) => db::db(&config.home, cmd, self.quiet),
         }
     }
 }

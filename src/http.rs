@@ -120,6 +120,8 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
     let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
     let router = Router::new()
         .route("/healthz", get(h::healthz))
+        .route("/livez", get(h::livez))
+        .route("/readyz", get(h::readyz))
         .route("/metrics", get(h::operator_metrics))
         .route("/openapi.json", get(h::openapi))
         .route(

@@ -5,18 +5,14 @@
 //! tenant's policy to a manifest (the app calls [`TenantPolicy::admit_grants`] and
 //! [`TenantPolicy::admit_limits`] before [`Registry::register`] and [`Registry::update`]).
 //!
-//! # Connection and durability
-//! One connection behind a mutex, so [`Registry`] is `Send + Sync` and the async service
-//! calls it through `tokio::task::spawn_blocking`. SQLite serialises writers anyway; reads
-//! are short. The database runs in WAL mode with foreign keys on, a
-//! [`BUSY_TIMEOUT`] for other processes holding a lock, and `synchronous = FULL`, so a
-//! committed audit event survives a power cut. Every write is one transaction: a crash
-//! leaves either all of a registration (tool, first version, tags, audit event) or none.
-//!
-//! # Migrations
-//! `registry/migrations/NNNN_*.sql`, compiled in, applied in order at [`Registry::open`],
-//! each in its own transaction together with `PRAGMA user_version = NNNN`. A database
-//! from a newer Warden is refused rather than guessed at.
+//! # Databases
+//! The embedded SQLite file is the default ([`sqlite`]: one box, the edge); several
+//! nodes share a PostgreSQL server ([`postgres`]). Both sit behind one seam ([`db`]):
+//! the logic below is written once, and one test suite runs against both. Every write
+//! is one transaction: a crash leaves either all of a registration (tool, first version,
+//! tags, audit event) or none. Migrations are versioned, compiled in and applied when
+//! the database is opened ([`migrations`]); a database from a newer Warden is refused
+//! rather than guessed at.
 //!
 //! # Tenancy
 //! Every tool operation takes the tenant and filters on it in SQL. Another tenant's tool
@@ -35,21 +31,31 @@
 //!   Until deletion, every version stays readable through [`Registry::version`].
 
 mod audit;
+mod ceilings;
+mod copy;
+pub(crate) mod db;
 mod export;
+mod keys;
 mod migrations;
+mod postgres;
 pub mod secrets;
+mod sqlite;
 mod tenants;
 mod tools;
 
 use std::fmt;
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, Transaction};
 use serde::{Deserialize, Serialize};
 
+use db::Tx;
+pub use postgres::{CONNECT_TIMEOUT, POOL_SIZE, POOL_WAIT};
+
 pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH, ToolLabels};
+pub use ceilings::{LEASE, SlotId};
+pub use copy::Copied;
+pub use db::Dialect;
 pub use export::{AuditExport, EXPORT_PAGE};
 pub use tenants::Tenant;
 pub use tools::{Tool, ToolQuery, Update, Version, VersionSummary};
@@ -58,9 +64,9 @@ use crate::id::{Id, IdKind};
 #[cfg(doc)]
 use crate::manifest::VersionId;
 use crate::manifest::{ManifestError, ToolName};
-use crate::tenant::TenantError;
 #[cfg(doc)]
 use crate::tenant::TenantPolicy;
+use crate::tenant::{TenantError, TenantId};
 
 /// How long a write waits for another process's lock before failing. Default: 5 s.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,79 +75,169 @@ pub const DEFAULT_PAGE_SIZE: u32 = 50;
 /// Most items one page returns, whatever a query asks: 500.
 pub const MAX_PAGE_SIZE: u32 = 500;
 
+/// Where the registry lives: a SQLite file, or a PostgreSQL server several nodes share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// The embedded database in this file (created when missing).
+    Sqlite(PathBuf),
+    /// A PostgreSQL server: `postgresql://user[:password]@host[:port]/database[?...]`.
+    Postgres(String),
+}
+
+impl Location {
+    /// What `--db` (or `$WARDEN_DATABASE_URL`) names: a `postgres://` or `postgresql://`
+    /// URL is a server; any other URL is refused ([`RegistryError::BadUrl`]), never taken
+    /// for a file name; anything else is a SQLite file.
+    pub fn parse(value: &str) -> Result<Location, RegistryError> {
+        match url_scheme(value) {
+            Some(scheme)
+                if scheme.eq_ignore_ascii_case("postgres")
+                    || scheme.eq_ignore_ascii_case("postgresql") =>
+            {
+                Ok(Location::Postgres(value.to_owned()))
+            }
+            Some(scheme) => Err(RegistryError::BadUrl {
+                url: postgres::redact(value),
+                reason: format!(
+                    "a `{scheme}:` URL, but the registry is a SQLite file (give its path; \
+                     write ./{value} for a file whose name has a colon) or a PostgreSQL \
+                     server (postgresql://user@host/database)"
+                ),
+            }),
+            None => Ok(Location::Sqlite(PathBuf::from(value))),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Sqlite(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => f.write_str(&postgres::redact(url)),
+        }
+    }
+}
+
+/// The scheme of a value that looks like a URL: letters, digits, `+`, `-` or `.`
+/// starting with a letter, then a colon, as in `postgresql://` or `sqlite:`.
+fn url_scheme(value: &str) -> Option<&str> {
+    let (scheme, _) = value.split_once(':')?;
+    let mut chars = scheme.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    (starts_with_letter && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
+        .then_some(scheme)
+}
+
+/// A change made through another node, heard through [`Registry::follow`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The tenant's tools changed: one registered, updated, enabled, disabled or deleted.
+    Tools(TenantId),
+    /// The connection that hears changes was lost and made again: anything may have
+    /// changed meanwhile.
+    Resync,
+}
+
 /// The registry database. Cheap to share behind an `Arc`.
 pub struct Registry {
-    conn: Mutex<Connection>,
+    db: Backend,
+}
+
+enum Backend {
+    Sqlite(sqlite::Sqlite),
+    Postgres(Box<postgres::Postgres>),
 }
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Registry").finish_non_exhaustive()
+        f.debug_struct("Registry")
+            .field("database", &self.dialect())
+            .finish_non_exhaustive()
     }
 }
 
 impl Registry {
-    /// Opens (or creates) the database at `path` and brings its schema up to date.
+    /// Opens (or creates) the SQLite database at `path` and brings its schema up to date.
     pub fn open(path: impl AsRef<Path>) -> Result<Registry, RegistryError> {
-        let path = path.as_ref();
-        let conn = Connection::open(path).map_err(|source| RegistryError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        Registry::with_connection(conn)
-    }
-
-    /// A fresh database in memory, gone when dropped: for tests.
-    pub fn open_in_memory() -> Result<Registry, RegistryError> {
-        Registry::with_connection(Connection::open_in_memory()?)
-    }
-
-    fn with_connection(mut conn: Connection) -> Result<Registry, RegistryError> {
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        // In memory the journal mode stays "memory"; WAL applies to files.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.pragma_update(None, "foreign_keys", true)?;
-        migrations::apply(&mut conn)?;
         Ok(Registry {
-            conn: Mutex::new(conn),
+            db: Backend::Sqlite(sqlite::Sqlite::open(path.as_ref())?),
         })
     }
 
-    /// The schema version of the open database (`PRAGMA user_version`).
+    /// Opens the registry at `location`, migrating its schema (on PostgreSQL under an
+    /// advisory lock, so nodes starting together do not race).
+    pub fn connect(location: &Location) -> Result<Registry, RegistryError> {
+        match location {
+            Location::Sqlite(path) => Registry::open(path),
+            Location::Postgres(url) => Ok(Registry {
+                db: Backend::Postgres(Box::new(postgres::Postgres::connect(url)?)),
+            }),
+        }
+    }
+
+    /// A fresh SQLite database in memory, gone when dropped: for tests.
+    pub fn open_in_memory() -> Result<Registry, RegistryError> {
+        Ok(Registry {
+            db: Backend::Sqlite(sqlite::Sqlite::in_memory()?),
+        })
+    }
+
+    /// This node's id when the registry is shared with other nodes (PostgreSQL); `None`
+    /// for the embedded database, whose one node keeps cluster-wide state in memory.
+    pub fn node(&self) -> Option<&str> {
+        match &self.db {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(db) => Some(db.node()),
+        }
+    }
+
+    /// Which database this is: `SQLite` or `PostgreSQL`.
+    pub fn dialect(&self) -> db::Dialect {
+        match &self.db {
+            Backend::Sqlite(_) => db::Dialect::Sqlite,
+            Backend::Postgres(_) => db::Dialect::Postgres,
+        }
+    }
+
+    /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<u32, RegistryError> {
-        let conn = self.lock();
-        Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+        match &self.db {
+            Backend::Sqlite(db) => db.schema_version(),
+            Backend::Postgres(db) => db.schema_version(),
+        }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
-        // A panic while holding the lock dropped its transaction, which rolled back:
-        // the connection is consistent, so poisoning carries no information here.
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Calls `on_change` for every change another node makes, from now on, until the
+    /// registry is dropped: the node's MCP sessions hear of other nodes' tool changes
+    /// this way. PostgreSQL's LISTEN, on a connection of its own, made again when lost
+    /// (then [`Change::Resync`]); nothing to hear on SQLite, where this node is the only
+    /// one.
+    pub fn follow(&self, on_change: impl Fn(Change) + Send + Sync + 'static) {
+        if let Backend::Postgres(db) = &self.db {
+            db.follow(std::sync::Arc::new(on_change));
+        }
     }
 
-    /// Runs `f` in one immediate transaction, committed when `f` succeeds.
+    /// Runs `f` in one write transaction, committed when `f` succeeds.
     fn write<T>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, RegistryError>,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
-        let mut conn = self.lock();
-        // IMMEDIATE takes the write lock up front, so two processes cannot both read
-        // the same audit head and then race to extend it.
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        match &self.db {
+            Backend::Sqlite(db) => db.transaction(true, f),
+            Backend::Postgres(db) => db.transaction(true, f),
+        }
     }
 
     /// Runs `f` in one read transaction, for a consistent view across queries.
     fn read<T>(
         &self,
-        f: impl FnOnce(&Transaction<'_>) -> Result<T, RegistryError>,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
-        f(&tx)
+        match &self.db {
+            Backend::Sqlite(db) => db.transaction(false, f),
+            Backend::Postgres(db) => db.transaction(false, f),
+        }
     }
 }
 
@@ -268,6 +364,51 @@ pub enum RegistryError {
     /// SQLite failed.
     #[error("the registry database failed: {0}; retry, and check the disk if it persists")]
     Sqlite(#[from] rusqlite::Error),
+    /// `--db` names something that is neither a file nor a PostgreSQL URL, or a URL that
+    /// does not parse.
+    #[error("cannot use {url} as the registry database: {reason}")]
+    BadUrl {
+        /// The value given (its password hidden).
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The PostgreSQL server cannot be reached or went away: nothing was written.
+    #[error(
+        "the registry database is unreachable ({reason}): retry shortly; if it persists, check that PostgreSQL is running and reachable from this node"
+    )]
+    Unavailable {
+        /// What the client saw.
+        reason: String,
+    },
+    /// This node was started with another key than the one the database's first node
+    /// recorded.
+    #[error(
+        "this node's {key} (fingerprint {given}) is not the one this registry was first used with (fingerprint {recorded}): start every node with the same {key} (the same file or environment variable)"
+    )]
+    KeyMismatch {
+        /// Which key.
+        key: String,
+        /// The fingerprint the database records.
+        recorded: String,
+        /// This node's key's fingerprint.
+        given: String,
+    },
+    /// A copy's target already holds a registry.
+    #[error(
+        "the target database already holds tenants: copy into an empty database (a new one, or drop its tables first)"
+    )]
+    NotEmpty,
+    /// PostgreSQL refused a statement.
+    #[error(
+        "the registry database failed: {message}; retry, and check the server's log if it persists"
+    )]
+    Postgres {
+        /// The SQLSTATE, when the server sent one.
+        code: Option<String>,
+        /// The server's message.
+        message: String,
+    },
 }
 
 impl RegistryError {
@@ -296,13 +437,15 @@ fn page_size(limit: u32) -> u32 {
 }
 
 /// Whether `e` is a violated UNIQUE or PRIMARY KEY constraint.
-fn is_unique_violation(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+fn is_unique_violation(e: &RegistryError) -> bool {
+    match e {
+        RegistryError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => {
+            f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
                 || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
-    )
+        }
+        RegistryError::Postgres { code, .. } => code.as_deref() == Some("23505"),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,13 @@ impl ToolChanges {
             .subscribe()
     }
 
-    fn notify(&self, tenant: &TenantId) {
+    /// Tells every tenant's listeners: after a gap in what this node heard.
+    pub(super) fn notify_all(&self) {
+        let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
+        channels.retain(|_, sender| sender.send(()).is_ok());
+    }
+
+    pub(super) fn notify(&self, tenant: &TenantId) {
         let mut channels = self.channels.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(sender) = channels.get(tenant) {
             // No listener left: forget the channel rather than keep one per tenant ever

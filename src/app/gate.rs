@@ -45,6 +45,11 @@ impl Gate {
         }
     }
 
+    /// How many calls the tenant may run at once.
+    pub(super) fn max_concurrent_calls(&self) -> u32 {
+        self.max_concurrent_calls.max(1)
+    }
+
     /// Takes one call's token, or says how long until one is available.
     pub(super) fn take(&self) -> Result<(), Duration> {
         let capacity = f64::from(self.calls_per_minute.max(1));

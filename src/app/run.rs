@@ -168,7 +168,7 @@ impl App {
         };
         // Last: a call refused above (disabled tool, bad arguments) spends no token.
         let gate = self.inner.gates.get(tenant, &policy);
-        if let Err(retry_after) = gate.take() {
+        if let Err(retry_after) = self.take_token(tenant, &policy, &gate).await? {
             self.inner.metrics.rate_limited(tenant);
             return Err(AppError::RateLimited { retry_after });
         }
@@ -287,6 +287,10 @@ impl App {
             permit = permit => permit.map_err(|e| AppError::Task(e.to_string()))?,
             () = cancel.cancelled() => return Err(AppError::Cancelled),
         };
+        // Several nodes: the tenant's ceiling across all of them too.
+        let _slot = self
+            .cluster_slot(&a.tenant, a.gate.max_concurrent_calls(), &cancel)
+            .await?;
         let (warm, start) = a.prepared.warm_state();
         let started = std::time::Instant::now();
         let outcome = {

@@ -13,7 +13,7 @@ use warden::audit::{AuditKey, PublicKey, Verification};
 
 use super::review::{self, CapabilitiesArgs, DiffArgs};
 use super::serve::write_private;
-use super::tenant::{database, open_registry, tenant_id};
+use super::tenant::tenant_id;
 use super::{ExitCode, usage};
 
 /// The audit signing key's file under Warden's home.
@@ -58,9 +58,9 @@ pub struct ExportArgs {
     /// Write the export to this file instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// The registry database. Default: $WARDEN_HOME/warden.db.
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    /// Where the registry is.
+    #[command(flatten)]
+    pub db: super::tenant::DbArgs,
     /// The signing key.
     #[command(flatten)]
     pub key: KeyArgs,
@@ -100,14 +100,7 @@ pub(super) fn audit(home: &Path, cmd: AuditCommand) -> Result<ExitCode> {
 fn export(home: &Path, args: ExportArgs) -> Result<ExitCode> {
     let tenant = tenant_id(&args.tenant)?;
     let key = audit_key(home, args.key.audit_key_file.as_deref())?;
-    let db = args.db.unwrap_or_else(|| database(home));
-    if !db.exists() {
-        return Err(usage(format!(
-            "no registry database at {}: pass --db, or set WARDEN_HOME to the service's home",
-            db.display()
-        )));
-    }
-    let registry = open_registry(&db)?;
+    let registry = args.db.open_existing(home)?;
     match &args.out {
         Some(path) => {
             let file = std::fs::File::create(path)

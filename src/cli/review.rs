@@ -14,7 +14,6 @@ use warden::schema::{self, DeriveOptions};
 use warden::tenant::TenantId;
 
 use super::run::GrantArgs;
-use super::tenant::{database, open_registry};
 use super::{ExitCode, file_stem, read_tool, usage};
 
 /// `warden audit capabilities`.
@@ -48,9 +47,9 @@ pub struct DiffArgs {
     pub from: String,
     /// The newer version: its number or id.
     pub to: String,
-    /// The registry database. Default: $WARDEN_HOME/warden.db.
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    /// Where the registry is.
+    #[command(flatten)]
+    pub db: super::tenant::DbArgs,
     /// Print the diff as JSON (format `warden.capabilities.diff.v1`).
     #[arg(long)]
     pub json: bool,
@@ -110,8 +109,7 @@ pub(super) fn diff(home: &Path, args: DiffArgs) -> Result<ExitCode> {
         .tool
         .parse()
         .map_err(|e| usage(format!("{}: {e}", args.tool)))?;
-    let db = args.db.clone().unwrap_or_else(|| database(home));
-    let registry = open_registry(&db)?;
+    let (registry, _) = args.db.open(home)?;
     let diff = warden::app::version_diff(&registry, &tenant, &tool, &args.from, &args.to)
         .map_err(|e| usage(e.to_string()))?;
     if args.json {

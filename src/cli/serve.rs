@@ -16,7 +16,6 @@ use warden::sandbox::{DEFAULT_MAX_INSTANCES, SandboxConfig};
 use warden::worker::{Workers, WorkersConfig};
 
 use super::packages::PipArgs;
-use super::tenant::{database, open_registry};
 use super::{ExitCode, duration};
 
 /// `warden serve`.
@@ -37,9 +36,9 @@ pub struct ServeArgs {
     /// reads /metrics over HTTP. Unset or empty: those endpoints are disabled.
     #[arg(long, value_name = "VAR", default_value = "WARDEN_OPERATOR_KEY")]
     pub operator_key_env: String,
-    /// The registry database. Default: $WARDEN_HOME/warden.db.
-    #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    /// Where the registry is.
+    #[command(flatten)]
+    pub db: super::tenant::DbArgs,
     /// Longest a request may take (e.g. 120s).
     #[arg(long, value_name = "DURATION", default_value_t = http::DEFAULT_REQUEST_TIMEOUT.into(), value_parser = duration)]
     pub request_timeout: humantime::Duration,
@@ -52,8 +51,10 @@ pub struct ServeArgs {
     pub body_read_timeout: humantime::Duration,
     /// On SIGTERM or Ctrl-C, longest the requests in flight get to finish; connections
     /// still open then are closed and the server exits.
-    #[arg(long, value_name = "DURATION", default_value_t = http::DEFAULT_SHUTDOWN_GRACE.into(), value_parser = duration)]
-    pub shutdown_grace: humantime::Duration,
+    /// /readyz answers 503 `draining` from the signal on, so a load balancer sends new
+    /// requests to other nodes. (`--shutdown-grace` is the same flag's older name.)
+    #[arg(long, alias = "shutdown-grace", value_name = "DURATION", default_value_t = http::DEFAULT_SHUTDOWN_GRACE.into(), value_parser = duration)]
+    pub drain_timeout: humantime::Duration,
     /// Most sandbox instances alive at once, over all tenants.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
@@ -155,7 +156,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         request_timeout: args.request_timeout.into(),
         header_read_timeout: args.header_read_timeout.into(),
         body_read_timeout: args.body_read_timeout.into(),
-        shutdown_grace: args.shutdown_grace.into(),
+        shutdown_grace: args.drain_timeout.into(),
         ..HttpConfig::default()
     };
     let operator_key = std::env::var(&args.operator_key_env)
@@ -170,8 +171,12 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     let secret_key = secret_key(&args, &config.home)?;
     let mcp = mcp_access(&args);
     let audit_key = super::audit::audit_key(&config.home, args.audit_key_file.as_deref())?;
-    let db = args.db.unwrap_or_else(|| database(&config.home));
-    let registry = Arc::new(open_registry(&db)?);
+    let (registry, db) = args.db.open(&config.home)?;
+    // Every node of a cluster seals and signs with the same keys, or secrets sealed by
+    // one would not open on another: the database records them on first use.
+    registry.check_key("secret-sealing key", secret_key.fingerprint())?;
+    registry.check_key("audit signing key", &audit_key.public_key().to_string())?;
+    let registry = Arc::new(registry);
     let mut sandbox_config = config.clone();
     sandbox_config.max_instances = args.max_instances;
     if let Some(cores) = args.cores {
@@ -215,10 +220,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         };
         // Before the address line, which scripts wait for and may stop reading after.
         eprintln!("warden: MCP at /mcp for {hosts}");
-        eprintln!(
-            "warden listening on http://{addr} (registry {})",
-            db.display()
-        );
+        eprintln!("warden listening on http://{addr} (registry {db})");
         let metrics_listener = match args.metrics_listen {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr)
@@ -234,8 +236,10 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         };
         // One signal stops both servers.
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let draining = app.clone();
         tokio::spawn(async move {
             shutdown_signal().await;
+            draining.drain();
             let _ = stop.send(true);
         });
         let until_stopped = move || {
@@ -254,6 +258,13 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             http::serve_with(listener, app.clone(), http_config, &mcp, until_stopped()),
             metrics
         );
+        // Calls still holding cluster slots were cut at the drain timeout: free them now
+        // rather than when their leases run out.
+        if let Err(e) = app.release_slots().await {
+            eprintln!(
+                "warden: cannot release this node's run slots (they expire by themselves): {e}"
+            );
+        }
         served?;
         metrics?;
         eprintln!("warden stopped");

@@ -1,53 +1,87 @@
 //! `warden tenant create|list|policy|set-policy|revoke-key|rotate-key`: tenant
-//! administration on the registry database (`$WARDEN_HOME/warden.db`) directly, for the
-//! operator.
+//! administration on the registry database (`$WARDEN_HOME/warden.db`, or `--db`)
+//! directly, for the operator.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use warden::grants::HostPattern;
 use warden::limits::{self, ByteSize, Fuel, Limits};
-use warden::registry::{Registry, Tenant};
+use warden::registry::{Location, Registry, Tenant};
 use warden::tenant::{AllowedFolder, TenantId, TenantPolicy};
 
 use super::{ExitCode, deadline, usage};
 
-/// The registry database under Warden's home.
-pub(super) fn database(home: &Path) -> PathBuf {
-    home.join("warden.db")
+/// Where the registry is, for every command that opens it: `--db`, else
+/// `$WARDEN_DATABASE_URL`, else `$WARDEN_HOME/warden.db`.
+#[derive(Debug, Clone, Args)]
+pub struct DbArgs {
+    /// The registry database: a SQLite file (default $WARDEN_HOME/warden.db), or a
+    /// PostgreSQL server shared by several nodes
+    /// (postgresql://user[:password]@host[:port]/database; add ?sslmode=require for TLS).
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH|URL",
+        env = "WARDEN_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub db: Option<String>,
 }
 
-/// Opens the registry database, creating it and its folder if needed. A value that
-/// looks like a URL (`postgresql://...`, `sqlite:...`) is refused, never taken as a
-/// path: it would silently make a folder named after the scheme.
-pub(super) fn open_registry(path: &Path) -> Result<Registry> {
-    if let Some(scheme) = url_scheme(path) {
-        return Err(usage(format!(
-            "--db {}: a `{scheme}:` URL, but --db takes the path of a SQLite file (this \
-             Warden has no other database); give a path, e.g. ./warden.db (write ./{} for a \
-             file whose name has a colon)",
-            path.display(),
-            path.display()
-        )));
+impl DbArgs {
+    /// Where the registry is: `--db` parsed ([`Location::parse`]), or the home's file. A
+    /// value that looks like a URL but is not PostgreSQL's is a usage error.
+    pub(super) fn location(&self, home: &Path) -> Result<Location> {
+        match &self.db {
+            Some(value) => Location::parse(value).map_err(|e| usage(e.to_string())),
+            None => Ok(Location::Sqlite(home.join("warden.db"))),
+        }
     }
-    if let Some(dir) = path.parent() {
+
+    /// Opens the registry, creating a SQLite file and its folder if needed.
+    pub(super) fn open(&self, home: &Path) -> Result<(Registry, Location)> {
+        let location = self.location(home)?;
+        Ok((open_registry(&location)?, location))
+    }
+
+    /// Opens a registry that must already exist (a SQLite file is never created).
+    pub(super) fn open_existing(&self, home: &Path) -> Result<Registry> {
+        let location = self.location(home)?;
+        if let Location::Sqlite(path) = &location
+            && !path.exists()
+        {
+            return Err(usage(format!(
+                "no registry database at {}: pass --db, or set WARDEN_HOME to the service's home",
+                path.display()
+            )));
+        }
+        open_registry(&location)
+    }
+}
+
+/// Opens the registry at `location`, creating a SQLite file's folder if needed.
+pub(super) fn open_registry(location: &Location) -> Result<Registry> {
+    if let Location::Sqlite(path) = location
+        && let Some(dir) = path.parent()
+    {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the folder {}", dir.display()))?;
     }
-    Ok(Registry::open(path)?)
+    Registry::connect(location).with_context(|| format!("cannot open the registry {location}"))
 }
 
-/// The scheme of a `--db` value that looks like a URL: letters, digits, `+`, `-` or `.`
-/// starting with a letter, then a colon, as in `postgresql://` or `sqlite:`.
-fn url_scheme(path: &Path) -> Option<&str> {
-    let text = path.to_str()?;
-    let (scheme, _) = text.split_once(':')?;
-    let mut chars = scheme.chars();
-    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
-    (starts_with_letter && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)))
-        .then_some(scheme)
+/// `warden tenant [--db PATH|URL] COMMAND`.
+#[derive(Debug, Args)]
+pub struct TenantArgs {
+    /// Where the registry is.
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: TenantCommand,
 }
 
 /// `warden tenant`.
@@ -153,8 +187,8 @@ impl PolicyArgs {
     }
 }
 
-pub(super) fn tenant(home: &Path, cmd: TenantCommand) -> Result<ExitCode> {
-    let registry = open_registry(&database(home))?;
+pub(super) fn tenant(home: &Path, db: &DbArgs, cmd: TenantCommand) -> Result<ExitCode> {
+    let (registry, _) = db.open(home)?;
     match cmd {
         TenantCommand::Create(args) => {
             let (tenant, key) = registry.create_tenant(&args.name, &args.policy.policy()?)?;

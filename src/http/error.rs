@@ -242,6 +242,9 @@ impl ApiError {
         let wire = self.wire();
         let message = if wire.client {
             self.to_string()
+        } else if wire.code == "database_unavailable" {
+            // Where the database is and why it failed is the operator's business (logged).
+            "the service's database is unreachable: retry in a few seconds".to_owned()
         } else {
             "internal error: the service logged the details; retry, and report it if it persists"
                 .to_owned()
@@ -264,10 +267,20 @@ fn registry(e: &RegistryError) -> Wire {
         RegistryError::Rename { .. } => client(S::UNPROCESSABLE_ENTITY, "rename"),
         RegistryError::Manifest(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_manifest"),
         RegistryError::Tenant(t) => tenant(t),
+        // The service's own fault, but a passing one: 503 tells clients to retry.
+        RegistryError::Unavailable { .. } => Wire {
+            status: S::SERVICE_UNAVAILABLE,
+            code: "database_unavailable",
+            client: false,
+        },
         RegistryError::Open { .. }
         | RegistryError::TooNew { .. }
         | RegistryError::Corrupt { .. }
         | RegistryError::Export(_)
+        | RegistryError::BadUrl { .. }
+        | RegistryError::KeyMismatch { .. }
+        | RegistryError::NotEmpty
+        | RegistryError::Postgres { .. }
         | RegistryError::Sqlite(_) => SERVER,
     }
 }
@@ -312,6 +325,11 @@ impl IntoResponse for ApiError {
                 header::RETRY_AFTER,
                 HeaderValue::from(retry_after_secs(*retry_after)),
             );
+        }
+        if self.wire().code == "database_unavailable" {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(1u64));
         }
         if matches!(self, ApiError::App(AppError::Unauthorized)) {
             response

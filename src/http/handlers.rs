@@ -48,6 +48,49 @@ pub(super) async fn healthz(State(app): State<App>) -> Answer<Json<Liveness>> {
     Ok(Json(Liveness { status: "ok" }))
 }
 
+/// Liveness: the process is up (nothing else is checked: restart it only if this fails).
+#[utoipa::path(get, path = "/livez", tag = "service",
+    responses((status = 200, description = "The process is up.", body = Liveness)))]
+pub(super) async fn livez() -> Json<Liveness> {
+    Json(Liveness { status: "ok" })
+}
+
+/// The answer of `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Readiness {
+    /// `ready`, or `not_ready`.
+    #[schema(example = "ready")]
+    status: &'static str,
+    /// Why not, when not ready: draining, or the database unreachable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+/// Readiness: this node should get requests (its database answers, its runtime is
+/// loaded, it is not draining); 503 with the reason otherwise.
+#[utoipa::path(get, path = "/readyz", tag = "service",
+    responses(
+        (status = 200, description = "Ready.", body = Readiness),
+        (status = 503, description = "Not ready, and why.", body = Readiness)))]
+pub(super) async fn readyz(State(app): State<App>) -> (StatusCode, Json<Readiness>) {
+    match app.readiness().await {
+        Ok(()) => (
+            StatusCode::OK,
+            Json(Readiness {
+                status: "ready",
+                reason: None,
+            }),
+        ),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Readiness {
+                status: "not_ready",
+                reason: Some(reason),
+            }),
+        ),
+    }
+}
+
 /// Metrics in the Prometheus text format (they name every tenant).
 ///
 /// Without a key on a `--metrics-listen` address.

@@ -45,6 +45,8 @@ use crate::tenant::AllowedFolder;
     ),
     paths(
         h::healthz,
+        h::livez,
+        h::readyz,
         h::operator_metrics,
         h::openapi,
         h::create_tool,
@@ -79,7 +81,7 @@ use crate::tenant::AllowedFolder;
     components(schemas(ErrorBody, ErrorDetail, ErrorDetails, Format)),
     modifiers(&SecuritySchemes),
     tags(
-        (name = "service", description = "Liveness, metrics and this document."),
+        (name = "service", description = "Liveness, readiness, metrics and this document."),
         (name = "tools", description = "A tenant's tools and their versions."),
         (name = "runs", description = "Calling tools."),
         (name = "audit", description = "A tenant's hash-chained audit trail, and its signed export."),

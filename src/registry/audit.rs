@@ -13,10 +13,10 @@
 //! is signed with a key the database does not hold) or copy [`ChainCheck::Intact`]'s
 //! `head` somewhere the database's writers cannot reach, and compare later.
 
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
-use super::{Kind, Page, Registry, RegistryError, ToolId, now_ms, page_size};
+use super::db::{Tx, vals};
+use super::{Kind, Page, Registry, RegistryError, ToolId, page_size};
 pub use crate::audit::GENESIS_HASH;
 use crate::audit::event_hash;
 use crate::grants::Grants;
@@ -299,48 +299,66 @@ pub(super) fn to_u64(n: i64, what: &str) -> Result<u64, RegistryError> {
 }
 
 /// The newest sequence number and hash of `tenant`'s chain, kept on its row.
-pub(super) fn head(
-    tx: &Transaction<'_>,
-    tenant: &TenantId,
-) -> Result<(i64, String), RegistryError> {
-    tx.prepare_cached("SELECT audit_seq, audit_head FROM tenants WHERE id = ?1")?
-        .query_row([tenant.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?
+pub(super) fn head(tx: &mut Tx<'_>, tenant: &TenantId) -> Result<(i64, String), RegistryError> {
+    let row = tx
+        .query_opt(
+            "SELECT audit_seq, audit_head FROM tenants WHERE id = ?1",
+            vals![tenant.as_str()],
+        )?
         .ok_or_else(|| RegistryError::NotFound {
             kind: Kind::Tenant,
             id: tenant.to_string(),
-        })
+        })?;
+    Ok((row.get(0)?, row.get(1)?))
 }
 
-/// Appends `event` to `tenant`'s chain inside `tx`.
+/// Appends `event` to `tenant`'s chain inside `tx`. The chain's head row is locked until
+/// the transaction ends (on PostgreSQL; SQLite's writers exclude each other anyway), and
+/// the event is stamped with the database's clock, so appends from several nodes form
+/// one chain in one time order.
 pub(super) fn append(
-    tx: &Transaction<'_>,
+    tx: &mut Tx<'_>,
     tenant: &TenantId,
     event: &AuditEvent,
 ) -> Result<AuditRecord, RegistryError> {
-    let (last, prev_hash) = head(tx, tenant)?;
+    let dialect = tx.dialect();
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT audit_seq, audit_head, {} FROM tenants WHERE id = ?1{}",
+                dialect.now_ms(),
+                dialect.for_update()
+            ),
+            vals![tenant.as_str()],
+        )?
+        .ok_or_else(|| RegistryError::NotFound {
+            kind: Kind::Tenant,
+            id: tenant.to_string(),
+        })?;
+    let (last, prev_hash, at_ms): (i64, String, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
     let seq = to_u64(last, "audit head")? + 1;
-    let at_ms = now_ms();
     let event_json =
         serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
     let hash = event_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
     let seq_sql = last + 1;
-    tx.prepare_cached(
+    tx.execute(
         "INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )?
-    .execute(params![
-        tenant.as_str(),
-        seq_sql,
-        at_ms,
-        event.kind(),
-        event.tool().map(ToolId::as_str),
-        event_json,
-        prev_hash,
-        hash
-    ])?;
-    tx.prepare_cached("UPDATE tenants SET audit_seq = ?2, audit_head = ?3 WHERE id = ?1")?
-        .execute(params![tenant.as_str(), seq_sql, hash])?;
+        vals![
+            tenant.as_str(),
+            seq_sql,
+            at_ms,
+            event.kind(),
+            event.tool().map(ToolId::as_str),
+            event_json,
+            prev_hash.as_str(),
+            hash.as_str()
+        ],
+    )?;
+    tx.execute(
+        "UPDATE tenants SET audit_seq = ?2, audit_head = ?3 WHERE id = ?1",
+        vals![tenant.as_str(), seq_sql, hash.as_str()],
+    )?;
     Ok(AuditRecord {
         tenant: tenant.clone(),
         seq,
@@ -350,6 +368,9 @@ pub(super) fn append(
         hash,
     })
 }
+
+/// Events [`Registry::verify_chain`] reads at a time: 1000.
+const VERIFY_PAGE: u32 = 1000;
 
 /// A stored row, before its event is parsed.
 pub(super) struct Row {
@@ -364,7 +385,7 @@ pub(super) struct Row {
 
 pub(super) const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
 
-pub(super) fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+pub(super) fn read_row(r: &super::db::Row) -> Result<Row, RegistryError> {
     Ok(Row {
         seq: r.get(0)?,
         at_ms: r.get(1)?,
@@ -411,6 +432,14 @@ impl Registry {
         events: &[(TenantId, AuditEvent)],
     ) -> Result<Vec<AuditRecord>, RegistryError> {
         self.write(|tx| {
+            // Each tenant's head locked once, in one order on every node: two nodes'
+            // batches over the same tenants wait for each other instead of deadlocking.
+            let mut tenants: Vec<&TenantId> = events.iter().map(|(t, _)| t).collect();
+            tenants.sort();
+            tenants.dedup();
+            for tenant in tenants {
+                tx.lock_tenant(tenant)?;
+            }
             events
                 .iter()
                 .map(|(tenant, event)| append(tx, tenant, event))
@@ -430,16 +459,16 @@ impl Registry {
         let limit = page_size(limit);
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
         self.read(|tx| {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {ROW_COLUMNS} FROM audit_events
-                 WHERE tenant_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
-            ))?;
-            let rows = stmt
-                .query_map(params![tenant.as_str(), before, limit + 1], read_row)?
-                .collect::<Result<Vec<_>, _>>()?;
+            let rows = tx.query(
+                &format!(
+                    "SELECT {ROW_COLUMNS} FROM audit_events
+                     WHERE tenant_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
+                ),
+                vals![tenant.as_str(), before, limit + 1],
+            )?;
             let mut items = rows
-                .into_iter()
-                .map(|r| r.into_record(tenant))
+                .iter()
+                .map(|r| read_row(r)?.into_record(tenant))
                 .collect::<Result<Vec<_>, _>>()?;
             let next = if items.len() > limit as usize {
                 items.truncate(limit as usize);
@@ -459,43 +488,53 @@ impl Registry {
     pub fn verify_chain(&self, tenant: &TenantId) -> Result<ChainCheck, RegistryError> {
         self.read(|tx| {
             let (head_seq, head_hash) = head(tx, tenant)?;
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {ROW_COLUMNS} FROM audit_events WHERE tenant_id = ?1 ORDER BY seq"
-            ))?;
-            let mut rows = stmt.query([tenant.as_str()])?;
             let mut expected: i64 = 1;
             let mut prev = GENESIS_HASH.to_owned();
             let broken = |seq: i64, reason: &str| ChainCheck::Broken {
                 seq: u64::try_from(seq).unwrap_or(0),
                 reason: reason.to_owned(),
             };
-            while let Some(r) = rows.next()? {
-                let row = read_row(r)?;
-                if row.seq != expected {
-                    return Ok(broken(expected, "the event is missing"));
+            // A page at a time (one snapshot throughout), so a long trail is checked in
+            // bounded memory.
+            let mut after: i64 = 0;
+            loop {
+                let rows = tx.query(
+                    &format!(
+                        "SELECT {ROW_COLUMNS} FROM audit_events WHERE tenant_id = ?1 AND seq > ?2
+                     ORDER BY seq LIMIT ?3"
+                    ),
+                    vals![tenant.as_str(), after, VERIFY_PAGE],
+                )?;
+                let Some(last) = rows.last() else { break };
+                after = last.get(0)?;
+                for r in &rows {
+                    let row = read_row(r)?;
+                    if row.seq != expected {
+                        return Ok(broken(expected, "the event is missing"));
+                    }
+                    if row.prev_hash != prev {
+                        return Ok(broken(row.seq, "it does not follow the event before it"));
+                    }
+                    let hash = event_hash(
+                        tenant.as_str(),
+                        to_u64(row.seq, "audit event")?,
+                        row.at_ms,
+                        &row.prev_hash,
+                        &row.event,
+                    );
+                    if hash != row.hash {
+                        return Ok(broken(row.seq, "its content does not match its hash"));
+                    }
+                    // kind and tool_id are copies of the event for filtering, outside the hash.
+                    match serde_json::from_str::<AuditEvent>(&row.event) {
+                        Ok(e)
+                            if e.kind() == row.kind
+                                && e.tool().map(ToolId::as_str) == row.tool_id.as_deref() => {}
+                        _ => return Ok(broken(row.seq, "its columns disagree with its event")),
+                    }
+                    prev = row.hash;
+                    expected += 1;
                 }
-                if row.prev_hash != prev {
-                    return Ok(broken(row.seq, "it does not follow the event before it"));
-                }
-                let hash = event_hash(
-                    tenant.as_str(),
-                    to_u64(row.seq, "audit event")?,
-                    row.at_ms,
-                    &row.prev_hash,
-                    &row.event,
-                );
-                if hash != row.hash {
-                    return Ok(broken(row.seq, "its content does not match its hash"));
-                }
-                // kind and tool_id are copies of the event for filtering, outside the hash.
-                match serde_json::from_str::<AuditEvent>(&row.event) {
-                    Ok(e)
-                        if e.kind() == row.kind
-                            && e.tool().map(ToolId::as_str) == row.tool_id.as_deref() => {}
-                    _ => return Ok(broken(row.seq, "its columns disagree with its event")),
-                }
-                prev = row.hash;
-                expected += 1;
             }
             if expected - 1 != head_seq || prev != head_hash {
                 return Ok(broken(

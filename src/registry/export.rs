@@ -12,7 +12,7 @@ use super::{Registry, RegistryError, now_ms};
 use crate::audit::{AuditKey, ExportedEvent, SignedHead};
 use crate::tenant::TenantId;
 
-use rusqlite::params;
+use super::db::vals;
 
 /// Events one page of an export holds: 500.
 pub const EXPORT_PAGE: u32 = 500;
@@ -63,22 +63,21 @@ impl Registry {
             return Ok(Vec::new());
         }
         let rows = self.read(|tx| {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {ROW_COLUMNS} FROM audit_events
-                 WHERE tenant_id = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq LIMIT ?4"
-            ))?;
-            let rows = stmt
-                .query_map(
-                    params![
-                        export.tenant.as_str(),
-                        export.after,
-                        export.head_seq,
-                        EXPORT_PAGE
-                    ],
-                    read_row,
-                )?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+            tx.query(
+                &format!(
+                    "SELECT {ROW_COLUMNS} FROM audit_events
+                     WHERE tenant_id = ?1 AND seq > ?2 AND seq <= ?3 ORDER BY seq LIMIT ?4"
+                ),
+                vals![
+                    export.tenant.as_str(),
+                    export.after,
+                    export.head_seq,
+                    EXPORT_PAGE
+                ],
+            )?
+            .iter()
+            .map(read_row)
+            .collect::<Result<Vec<_>, _>>()
         })?;
         // No rows before the head: the newest events are gone, which the head shows.
         export.after = rows.last().map_or(export.head_seq, |r| r.seq);

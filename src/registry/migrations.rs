@@ -1,63 +1,29 @@
-//! Schema migrations: SQL files compiled in, applied in order, tracked by
-//! `PRAGMA user_version`.
+//! Schema migrations, one list per database, compiled in and applied in order.
 //!
-//! Migration `n` (1-based) moves the schema from version `n - 1` to `n`. Each runs in its
-//! own transaction with the `user_version` bump, so a crash mid-migration leaves the
-//! previous version intact. Never edit a released migration: add the next file.
+//! Migration `n` (1-based) moves the schema from version `n - 1` to `n`; both lists have
+//! the same length and the same meaning at each version, so a version number says the
+//! same thing in SQLite and in PostgreSQL (`warden db copy` relies on it). Never edit a
+//! released migration: add the next file to both lists.
 
-use rusqlite::Connection;
-
-use super::RegistryError;
-
-/// The migrations, in order; the schema version after all of them is `MIGRATIONS.len()`.
-const MIGRATIONS: &[&str] = &[
-    include_str!("migrations/0001_init.sql"),
-    include_str!("migrations/0002_secrets.sql"),
+/// SQLite's migrations (`migrations/sqlite/`), tracked by `PRAGMA user_version`.
+pub(super) const SQLITE: &[&str] = &[
+    include_str!("migrations/sqlite/0001_init.sql"),
+    include_str!("migrations/sqlite/0002_secrets.sql"),
+    include_str!("migrations/sqlite/0003_node_keys.sql"),
+    include_str!("migrations/sqlite/0004_shared_ceilings.sql"),
 ];
 
-/// Brings the schema of `conn` to the newest version.
-pub(super) fn apply(conn: &mut Connection) -> Result<(), RegistryError> {
-    let supported = u32::try_from(MIGRATIONS.len()).unwrap_or(u32::MAX);
-    let found: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if found > supported {
-        return Err(RegistryError::TooNew { found, supported });
-    }
-    for (version, sql) in (1u32..).zip(MIGRATIONS).skip(found as usize) {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        // Re-read inside the lock: another process may have migrated meanwhile.
-        let now: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if now >= version {
-            continue;
-        }
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", version)?;
-        tx.commit()?;
-    }
-    Ok(())
-}
+/// PostgreSQL's migrations (`migrations/postgres/`), tracked in `warden_schema` and
+/// applied under an advisory lock.
+pub(super) const POSTGRES: &[&str] = &[
+    include_str!("migrations/postgres/0001_init.sql"),
+    include_str!("migrations/postgres/0002_secrets.sql"),
+    include_str!("migrations/postgres/0003_node_keys.sql"),
+    include_str!("migrations/postgres/0004_shared_ceilings.sql"),
+];
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn migrating_twice_changes_nothing() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        apply(&mut conn).unwrap();
-        apply(&mut conn).unwrap();
-        let v: u32 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(v as usize, MIGRATIONS.len());
-    }
-
-    #[test]
-    fn a_newer_database_is_refused() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        conn.pragma_update(None, "user_version", 99).unwrap();
-        assert!(matches!(
-            apply(&mut conn),
-            Err(RegistryError::TooNew { found: 99, .. })
-        ));
-    }
+/// The schema version after every migration.
+pub(super) fn latest() -> u32 {
+    const { assert!(SQLITE.len() == POSTGRES.len()) };
+    u32::try_from(SQLITE.len()).unwrap_or(u32::MAX)
 }

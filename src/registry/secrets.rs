@@ -2,10 +2,10 @@
 //! with the server's key (`crate::app::secrets`) and never sees a value. Setting and
 //! deleting a secret are audited by name.
 
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use super::audit::{AuditEvent, append};
+use super::db::vals;
 use super::{Kind, Registry, RegistryError, now_ms};
 use crate::tenant::TenantId;
 
@@ -41,13 +41,12 @@ impl Registry {
     ) -> Result<bool, RegistryError> {
         let now = now_ms();
         self.write(|tx| {
-            let existed: bool = tx
-                .query_row(
+            tx.lock_tenant(tenant)?;
+            let existed = tx
+                .query_opt(
                     "SELECT 1 FROM secrets WHERE tenant_id = ?1 AND name = ?2",
-                    params![tenant.as_str(), name],
-                    |_| Ok(()),
-                )
-                .optional()?
+                    vals![tenant.as_str(), name],
+                )?
                 .is_some();
             tx.execute(
                 "INSERT INTO secrets
@@ -56,12 +55,12 @@ impl Registry {
                  ON CONFLICT (tenant_id, name) DO UPDATE SET
                      key_id = excluded.key_id, nonce = excluded.nonce,
                      ciphertext = excluded.ciphertext, updated_at_ms = excluded.updated_at_ms",
-                params![
+                vals![
                     tenant.as_str(),
                     name,
-                    sealed.key_id,
-                    sealed.nonce,
-                    sealed.ciphertext,
+                    sealed.key_id.as_str(),
+                    &sealed.nonce,
+                    &sealed.ciphertext,
                     now
                 ],
             )?;
@@ -79,9 +78,10 @@ impl Registry {
     /// Deletes the tenant's secret `name`.
     pub fn delete_secret(&self, tenant: &TenantId, name: &str) -> Result<(), RegistryError> {
         self.write(|tx| {
+            tx.lock_tenant(tenant)?;
             let changed = tx.execute(
                 "DELETE FROM secrets WHERE tenant_id = ?1 AND name = ?2",
-                params![tenant.as_str(), name],
+                vals![tenant.as_str(), name],
             )?;
             if changed == 0 {
                 return Err(RegistryError::NotFound {
@@ -103,20 +103,20 @@ impl Registry {
     /// The tenant's secrets by name, without values.
     pub fn secrets(&self, tenant: &TenantId) -> Result<Vec<SecretInfo>, RegistryError> {
         self.read(|tx| {
-            let mut stmt = tx.prepare(
+            tx.query(
                 "SELECT name, created_at_ms, updated_at_ms FROM secrets
                  WHERE tenant_id = ?1 ORDER BY name",
-            )?;
-            let rows = stmt
-                .query_map([tenant.as_str()], |r| {
-                    Ok(SecretInfo {
-                        name: r.get(0)?,
-                        created_at_ms: r.get(1)?,
-                        updated_at_ms: r.get(2)?,
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+                vals![tenant.as_str()],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(SecretInfo {
+                    name: r.get(0)?,
+                    created_at_ms: r.get(1)?,
+                    updated_at_ms: r.get(2)?,
+                })
+            })
+            .collect()
         })
     }
 
@@ -127,22 +127,19 @@ impl Registry {
         names: &[&str],
     ) -> Result<Vec<(String, Sealed)>, RegistryError> {
         self.read(|tx| {
-            let mut stmt = tx.prepare(
-                "SELECT key_id, nonce, ciphertext FROM secrets
-                 WHERE tenant_id = ?1 AND name = ?2",
-            )?;
             let mut found = Vec::new();
             for name in names {
-                let row = stmt
-                    .query_row(params![tenant.as_str(), name], |r| {
-                        Ok(Sealed {
-                            key_id: r.get(0)?,
-                            nonce: r.get(1)?,
-                            ciphertext: r.get(2)?,
-                        })
-                    })
-                    .optional()?;
-                if let Some(sealed) = row {
+                let row = tx.query_opt(
+                    "SELECT key_id, nonce, ciphertext FROM secrets
+                     WHERE tenant_id = ?1 AND name = ?2",
+                    vals![tenant.as_str(), *name],
+                )?;
+                if let Some(r) = row {
+                    let sealed = Sealed {
+                        key_id: r.get(0)?,
+                        nonce: r.get(1)?,
+                        ciphertext: r.get(2)?,
+                    };
                     found.push(((*name).to_owned(), sealed));
                 }
             }

@@ -5,10 +5,10 @@
 //! [`Registry::rotate_key`]. Tenants are never deleted: their audit trail must outlive
 //! them. Revoke the key instead.
 
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
 use super::audit::{AuditEvent, GENESIS_HASH, append};
+use super::db::{Row, Tx, vals};
 use super::{Kind, Registry, RegistryError, now_ms};
 use crate::tenant::{ApiKey, ApiKeyHash, TenantId, TenantPolicy, check_tenant_name};
 
@@ -29,15 +29,9 @@ pub struct Tenant {
 
 const COLUMNS: &str = "id, name, key_hint, policy, created_at_ms";
 
-fn read_tenant(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(String, String, Option<String>, String, i64)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-}
-
-fn into_tenant(
-    (id, name, key_hint, policy, created_at_ms): (String, String, Option<String>, String, i64),
-) -> Result<Tenant, RegistryError> {
+fn into_tenant(r: &Row) -> Result<Tenant, RegistryError> {
+    let (id, name, key_hint, policy, created_at_ms): (String, String, Option<String>, String, i64) =
+        (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
     let id: TenantId = id
         .parse()
         .map_err(|e| RegistryError::corrupt("tenant id", e))?;
@@ -56,16 +50,13 @@ fn encode_policy(policy: &TenantPolicy) -> Result<String, RegistryError> {
     serde_json::to_string(policy).map_err(|e| RegistryError::corrupt("policy", e))
 }
 
-fn load(tx: &Transaction<'_>, id: &TenantId) -> Result<Tenant, RegistryError> {
-    let row = tx
-        .query_row(
-            &format!("SELECT {COLUMNS} FROM tenants WHERE id = ?1"),
-            [id.as_str()],
-            read_tenant,
-        )
-        .optional()?;
+fn load(tx: &mut Tx<'_>, id: &TenantId) -> Result<Tenant, RegistryError> {
+    let row = tx.query_opt(
+        &format!("SELECT {COLUMNS} FROM tenants WHERE id = ?1"),
+        vals![id.as_str()],
+    )?;
     match row {
-        Some(row) => into_tenant(row),
+        Some(row) => into_tenant(&row),
         None => Err(RegistryError::NotFound {
             kind: Kind::Tenant,
             id: id.to_string(),
@@ -96,11 +87,11 @@ impl Registry {
             tx.execute(
                 "INSERT INTO tenants (id, name, key_hash, key_hint, policy, created_at_ms, audit_head)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
+                vals![
                     id.as_str(),
                     name,
                     key.hash().as_bytes().as_slice(),
-                    tenant.key_hint,
+                    tenant.key_hint.clone(),
                     encode_policy(policy)?,
                     tenant.created_at_ms,
                     GENESIS_HASH
@@ -128,13 +119,13 @@ impl Registry {
     /// Every tenant, oldest first.
     pub fn tenants(&self) -> Result<Vec<Tenant>, RegistryError> {
         self.read(|tx| {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {COLUMNS} FROM tenants ORDER BY created_at_ms, id"
-            ))?;
-            let rows = stmt
-                .query_map([], read_tenant)?
-                .collect::<Result<Vec<_>, _>>()?;
-            rows.into_iter().map(into_tenant).collect()
+            tx.query(
+                &format!("SELECT {COLUMNS} FROM tenants ORDER BY created_at_ms, id"),
+                &[],
+            )?
+            .iter()
+            .map(into_tenant)
+            .collect()
         })
     }
 
@@ -148,16 +139,14 @@ impl Registry {
         self.read(|tx| {
             // Looking up by hash leaks, through timing, at most which hashes exist, which
             // says nothing about any key. The match below is constant-time regardless.
-            let row: Option<(String, Vec<u8>)> = tx
-                .query_row(
-                    "SELECT id, key_hash FROM tenants WHERE key_hash = ?1",
-                    [hash.as_bytes().as_slice()],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            let Some((id, stored)) = row else {
+            let row = tx.query_opt(
+                "SELECT id, key_hash FROM tenants WHERE key_hash = ?1",
+                vals![hash.as_bytes().as_slice()],
+            )?;
+            let Some(row) = row else {
                 return Ok(None);
             };
+            let (id, stored): (String, Vec<u8>) = (row.get(0)?, row.get(1)?);
             let matches = ApiKeyHash::from_slice(&stored).is_some_and(|h| h.matches(&key));
             if !matches {
                 return Ok(None);
@@ -175,7 +164,7 @@ impl Registry {
         self.write(|tx| {
             let changed = tx.execute(
                 "UPDATE tenants SET key_hash = ?2, key_hint = ?3 WHERE id = ?1",
-                params![id.as_str(), key.hash().as_bytes().as_slice(), key.hint()],
+                vals![id.as_str(), key.hash().as_bytes().as_slice(), key.hint()],
             )?;
             if changed == 0 {
                 return Err(RegistryError::NotFound {
@@ -201,7 +190,7 @@ impl Registry {
         self.write(|tx| {
             let changed = tx.execute(
                 "UPDATE tenants SET key_hash = NULL, key_hint = NULL WHERE id = ?1",
-                [id.as_str()],
+                vals![id.as_str()],
             )?;
             if changed == 0 {
                 return Err(RegistryError::NotFound {
@@ -231,13 +220,14 @@ impl Registry {
     ) -> Result<Tenant, RegistryError> {
         policy.check()?;
         self.write(|tx| {
+            tx.lock_tenant(id)?;
             let current = load(tx, id)?;
             if current.policy == *policy {
                 return Ok(current);
             }
             tx.execute(
                 "UPDATE tenants SET policy = ?2 WHERE id = ?1",
-                params![id.as_str(), encode_policy(policy)?],
+                vals![id.as_str(), encode_policy(policy)?],
             )?;
             append(
                 tx,

@@ -5,10 +5,10 @@
 //! version's manifest is re-hashed when read, so a row edited behind Warden's back is
 //! [`RegistryError::Corrupt`], never run.
 
-use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
 use super::audit::{AuditEvent, ToolLabels, append};
+use super::db::{Row, Tx, vals};
 use super::{Kind, Page, Registry, RegistryError, ToolId, is_unique_violation, now_ms, page_size};
 use crate::manifest::{Manifest, Tag, ToolName, VersionId};
 use crate::tenant::TenantId;
@@ -90,9 +90,15 @@ pub struct ToolQuery {
     pub limit: u32,
 }
 
-const TOOL_COLUMNS: &str = "t.id, t.tenant_id, t.name, t.description, t.enabled, \
-     t.current_version, t.created_at_ms, t.updated_at_ms, \
-     (SELECT group_concat(g.tag, ',') FROM tool_tags g WHERE g.tool_id = t.id)";
+/// The columns [`read_tool`] reads, from `tools t`, in `tx`'s dialect.
+fn tool_columns(tx: &Tx<'_>) -> String {
+    format!(
+        "t.id, t.tenant_id, t.name, t.description, t.enabled, \
+         t.current_version, t.created_at_ms, t.updated_at_ms, \
+         (SELECT {} FROM tool_tags g WHERE g.tool_id = t.id)",
+        tx.dialect().join_commas("g.tag")
+    )
+}
 
 struct ToolRow {
     id: String,
@@ -106,7 +112,7 @@ struct ToolRow {
     tags: Option<String>,
 }
 
-fn read_tool(r: &rusqlite::Row<'_>) -> rusqlite::Result<ToolRow> {
+fn read_tool(r: &Row) -> Result<ToolRow, RegistryError> {
     Ok(ToolRow {
         id: r.get(0)?,
         tenant: r.get(1)?,
@@ -156,41 +162,36 @@ fn not_found(tool: &ToolId) -> RegistryError {
 }
 
 /// The tool, if it exists and belongs to `tenant`.
-fn load_tool(
-    tx: &Transaction<'_>,
-    tenant: &TenantId,
-    tool: &ToolId,
-) -> Result<Tool, RegistryError> {
-    tx.query_row(
-        &format!("SELECT {TOOL_COLUMNS} FROM tools t WHERE t.id = ?1 AND t.tenant_id = ?2"),
-        [tool.as_str(), tenant.as_str()],
-        read_tool,
-    )
-    .optional()?
-    .ok_or_else(|| not_found(tool))?
-    .into_tool()
+fn load_tool(tx: &mut Tx<'_>, tenant: &TenantId, tool: &ToolId) -> Result<Tool, RegistryError> {
+    let sql = format!(
+        "SELECT {} FROM tools t WHERE t.id = ?1 AND t.tenant_id = ?2",
+        tool_columns(tx)
+    );
+    let row = tx
+        .query_opt(&sql, vals![tool.as_str(), tenant.as_str()])?
+        .ok_or_else(|| not_found(tool))?;
+    read_tool(&row)?.into_tool()
 }
 
 /// A version of a tool already known to belong to the caller's tenant.
 fn load_version(
-    tx: &Transaction<'_>,
+    tx: &mut Tx<'_>,
     tool: &ToolId,
     version: &VersionId,
 ) -> Result<Version, RegistryError> {
-    let row: Option<(i64, String, i64)> = tx
-        .query_row(
-            "SELECT number, manifest, created_at_ms FROM versions
-             WHERE tool_id = ?1 AND version_id = ?2",
-            [tool.as_str(), version.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()?;
-    let Some((number, manifest, created_at_ms)) = row else {
+    let row = tx.query_opt(
+        "SELECT number, manifest, created_at_ms FROM versions
+         WHERE tool_id = ?1 AND version_id = ?2",
+        vals![tool.as_str(), version.as_str()],
+    )?;
+    let Some(row) = row else {
         return Err(RegistryError::NotFound {
             kind: Kind::Version,
             id: version.to_string(),
         });
     };
+    let (number, manifest, created_at_ms): (i64, String, i64) =
+        (row.get(0)?, row.get(1)?, row.get(2)?);
     let what = format!("version {version} of tool {tool}");
     let manifest: Manifest =
         serde_json::from_str(&manifest).map_err(|e| RegistryError::corrupt(&what, e))?;
@@ -210,7 +211,7 @@ fn load_version(
 }
 
 fn insert_version(
-    tx: &Transaction<'_>,
+    tx: &mut Tx<'_>,
     tool: &ToolId,
     version: &VersionId,
     number: i64,
@@ -222,32 +223,23 @@ fn insert_version(
     tx.execute(
         "INSERT INTO versions (tool_id, version_id, number, manifest, created_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![tool.as_str(), version.as_str(), number, json, at_ms],
+        vals![tool.as_str(), version.as_str(), number, json, at_ms],
     )?;
     Ok(())
 }
 
-fn replace_tags(tx: &Transaction<'_>, tool: &ToolId, tags: &[Tag]) -> Result<(), RegistryError> {
-    tx.execute("DELETE FROM tool_tags WHERE tool_id = ?1", [tool.as_str()])?;
-    let mut stmt = tx.prepare("INSERT INTO tool_tags (tool_id, tag) VALUES (?1, ?2)")?;
+fn replace_tags(tx: &mut Tx<'_>, tool: &ToolId, tags: &[Tag]) -> Result<(), RegistryError> {
+    tx.execute(
+        "DELETE FROM tool_tags WHERE tool_id = ?1",
+        vals![tool.as_str()],
+    )?;
     for tag in tags {
-        stmt.execute([tool.as_str(), tag.as_str()])?;
+        tx.execute(
+            "INSERT INTO tool_tags (tool_id, tag) VALUES (?1, ?2)",
+            vals![tool.as_str(), tag.as_str()],
+        )?;
     }
     Ok(())
-}
-
-fn ensure_tenant(tx: &Transaction<'_>, tenant: &TenantId) -> Result<(), RegistryError> {
-    let exists = tx
-        .query_row(
-            "SELECT 1 FROM tenants WHERE id = ?1",
-            [tenant.as_str()],
-            |_| Ok(()),
-        )
-        .optional()?;
-    exists.ok_or_else(|| RegistryError::NotFound {
-        kind: Kind::Tenant,
-        id: tenant.to_string(),
-    })
 }
 
 impl Registry {
@@ -262,29 +254,26 @@ impl Registry {
         let version = manifest.version_id();
         let now = now_ms();
         self.write(|tx| {
-            ensure_tenant(tx, tenant)?;
+            tx.lock_tenant(tenant)?;
             let conflict = || RegistryError::Conflict {
                 name: manifest.name.clone(),
             };
-            let taken = tx
-                .query_row(
-                    "SELECT 1 FROM tools WHERE tenant_id = ?1 AND name = ?2",
-                    [tenant.as_str(), manifest.name.as_str()],
-                    |_| Ok(()),
-                )
-                .optional()?;
+            let taken = tx.query_opt(
+                "SELECT 1 FROM tools WHERE tenant_id = ?1 AND name = ?2",
+                vals![tenant.as_str(), manifest.name.as_str()],
+            )?;
             if taken.is_some() {
                 return Err(conflict());
             }
             tx.execute(
                 "INSERT INTO tools (id, tenant_id, name, description, enabled, current_version,
                                     created_at_ms, updated_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?6)",
-                params![
+                 VALUES (?1, ?2, ?3, ?4, TRUE, ?5, ?6, ?6)",
+                vals![
                     id.as_str(),
                     tenant.as_str(),
                     manifest.name.as_str(),
-                    manifest.description,
+                    manifest.description.as_deref(),
                     version.as_str(),
                     now
                 ],
@@ -293,7 +282,7 @@ impl Registry {
                 if is_unique_violation(&e) {
                     conflict()
                 } else {
-                    e.into()
+                    e
                 }
             })?;
             insert_version(tx, &id, &version, 1, manifest, now)?;
@@ -319,6 +308,7 @@ impl Registry {
                     AuditEvent::grants_changed(id.clone(), version.clone(), &manifest.grants);
                 append(tx, tenant, &event)?;
             }
+            tx.tools_changed(tenant)?;
             load_tool(tx, tenant, &id)
         })
     }
@@ -337,6 +327,7 @@ impl Registry {
         let version = manifest.version_id();
         let now = now_ms();
         self.write(|tx| {
+            tx.lock_tenant(tenant)?;
             let current = load_tool(tx, tenant, tool)?;
             if current.name != manifest.name {
                 return Err(RegistryError::Rename {
@@ -352,21 +343,19 @@ impl Registry {
             let outcome = if version == current.current_version {
                 Update::Unchanged
             } else {
-                let known = tx
-                    .query_row(
-                        "SELECT 1 FROM versions WHERE tool_id = ?1 AND version_id = ?2",
-                        [tool.as_str(), version.as_str()],
-                        |_| Ok(()),
-                    )
-                    .optional()?;
+                let known = tx.query_opt(
+                    "SELECT 1 FROM versions WHERE tool_id = ?1 AND version_id = ?2",
+                    vals![tool.as_str(), version.as_str()],
+                )?;
                 if known.is_some() {
                     Update::Restored
                 } else {
-                    let number: i64 = tx.query_row(
-                        "SELECT coalesce(max(number), 0) + 1 FROM versions WHERE tool_id = ?1",
-                        [tool.as_str()],
-                        |r| r.get(0),
-                    )?;
+                    let number: i64 = tx
+                        .query_one(
+                            "SELECT coalesce(max(number), 0) + 1 FROM versions WHERE tool_id = ?1",
+                            vals![tool.as_str()],
+                        )?
+                        .get(0)?;
                     insert_version(tx, tool, &version, number, manifest, now)?;
                     Update::Created
                 }
@@ -377,7 +366,12 @@ impl Registry {
             tx.execute(
                 "UPDATE tools SET current_version = ?2, description = ?3, updated_at_ms = ?4
                  WHERE id = ?1",
-                params![tool.as_str(), version.as_str(), manifest.description, now],
+                vals![
+                    tool.as_str(),
+                    version.as_str(),
+                    manifest.description.as_deref(),
+                    now
+                ],
             )?;
             replace_tags(tx, tool, &manifest.tags)?;
             if outcome != Update::Unchanged {
@@ -411,6 +405,7 @@ impl Registry {
                 };
                 append(tx, tenant, &event)?;
             }
+            tx.tools_changed(tenant)?;
             Ok((load_tool(tx, tenant, tool)?, outcome))
         })
     }
@@ -423,19 +418,17 @@ impl Registry {
     /// The tenant's tool called `name`.
     pub fn tool_by_name(&self, tenant: &TenantId, name: &ToolName) -> Result<Tool, RegistryError> {
         self.read(|tx| {
-            tx.query_row(
-                &format!(
-                    "SELECT {TOOL_COLUMNS} FROM tools t WHERE t.tenant_id = ?1 AND t.name = ?2"
-                ),
-                [tenant.as_str(), name.as_str()],
-                read_tool,
-            )
-            .optional()?
-            .ok_or_else(|| RegistryError::NotFound {
-                kind: Kind::Tool,
-                id: name.to_string(),
-            })?
-            .into_tool()
+            let sql = format!(
+                "SELECT {} FROM tools t WHERE t.tenant_id = ?1 AND t.name = ?2",
+                tool_columns(tx)
+            );
+            let row = tx
+                .query_opt(&sql, vals![tenant.as_str(), name.as_str()])?
+                .ok_or_else(|| RegistryError::NotFound {
+                    kind: Kind::Tool,
+                    id: name.to_string(),
+                })?;
+            read_tool(&row)?.into_tool()
         })
     }
 
@@ -447,28 +440,27 @@ impl Registry {
     ) -> Result<Page<Tool, ToolName>, RegistryError> {
         let limit = page_size(query.limit);
         self.read(|tx| {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {TOOL_COLUMNS} FROM tools t
+            let sql = format!(
+                "SELECT {} FROM tools t
                  WHERE t.tenant_id = ?1
-                   AND (?2 IS NULL OR EXISTS
+                   AND (CAST(?2 AS TEXT) IS NULL OR EXISTS
                         (SELECT 1 FROM tool_tags g WHERE g.tool_id = t.id AND g.tag = ?2))
-                   AND (?3 IS NULL OR t.name > ?3)
-                 ORDER BY t.name LIMIT ?4"
-            ))?;
-            let rows = stmt
-                .query_map(
-                    params![
-                        tenant.as_str(),
-                        query.tag.as_ref().map(Tag::as_str),
-                        query.after.as_ref().map(ToolName::as_str),
-                        limit + 1
-                    ],
-                    read_tool,
-                )?
-                .collect::<Result<Vec<_>, _>>()?;
+                   AND (CAST(?3 AS TEXT) IS NULL OR t.name > ?3)
+                 ORDER BY t.name LIMIT ?4",
+                tool_columns(tx)
+            );
+            let rows = tx.query(
+                &sql,
+                vals![
+                    tenant.as_str(),
+                    query.tag.as_ref().map(Tag::as_str),
+                    query.after.as_ref().map(ToolName::as_str),
+                    limit + 1
+                ],
+            )?;
             let mut items = rows
-                .into_iter()
-                .map(ToolRow::into_tool)
+                .iter()
+                .map(|r| read_tool(r)?.into_tool())
                 .collect::<Result<Vec<_>, _>>()?;
             let next = if items.len() > limit as usize {
                 items.truncate(limit as usize);
@@ -488,17 +480,15 @@ impl Registry {
     ) -> Result<Vec<VersionSummary>, RegistryError> {
         self.read(|tx| {
             let current = load_tool(tx, tenant, tool)?.current_version;
-            let mut stmt = tx.prepare(
+            let rows = tx.query(
                 "SELECT version_id, number, created_at_ms FROM versions
                  WHERE tool_id = ?1 ORDER BY number",
+                vals![tool.as_str()],
             )?;
-            let rows = stmt
-                .query_map([tool.as_str()], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get(2)?))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            rows.into_iter()
-                .map(|(id, number, created_at_ms)| {
+            rows.iter()
+                .map(|r| {
+                    let (id, number, created_at_ms): (String, i64, i64) =
+                        (r.get(0)?, r.get(1)?, r.get(2)?);
                     let bad = |e: &dyn std::fmt::Display| {
                         RegistryError::corrupt(format!("version {id} of tool {tool}"), e)
                     };
@@ -544,10 +534,11 @@ impl Registry {
     /// audit trail keeps its events.
     pub fn delete(&self, tenant: &TenantId, tool: &ToolId) -> Result<(), RegistryError> {
         self.write(|tx| {
+            tx.lock_tenant(tenant)?;
             let t = load_tool(tx, tenant, tool)?;
             tx.execute(
                 "DELETE FROM tools WHERE id = ?1 AND tenant_id = ?2",
-                [tool.as_str(), tenant.as_str()],
+                vals![tool.as_str(), tenant.as_str()],
             )?;
             append(
                 tx,
@@ -557,6 +548,7 @@ impl Registry {
                     name: t.name,
                 },
             )?;
+            tx.tools_changed(tenant)?;
             Ok(())
         })
     }
@@ -570,13 +562,14 @@ impl Registry {
     ) -> Result<Tool, RegistryError> {
         let now = now_ms();
         self.write(|tx| {
+            tx.lock_tenant(tenant)?;
             let t = load_tool(tx, tenant, tool)?;
             if t.enabled == enabled {
                 return Ok(t);
             }
             tx.execute(
                 "UPDATE tools SET enabled = ?2, updated_at_ms = ?3 WHERE id = ?1",
-                params![tool.as_str(), enabled, now],
+                vals![tool.as_str(), enabled, now],
             )?;
             let event = if enabled {
                 AuditEvent::ToolEnabled { tool: tool.clone() }
@@ -584,6 +577,7 @@ impl Registry {
                 AuditEvent::ToolDisabled { tool: tool.clone() }
             };
             append(tx, tenant, &event)?;
+            tx.tools_changed(tenant)?;
             load_tool(tx, tenant, tool)
         })
     }

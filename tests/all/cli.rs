@@ -386,10 +386,7 @@ fn zero_output_and_disk_caps_mean_none_allowed() {
 #[test]
 fn a_database_url_is_refused_never_taken_as_a_path() {
     let dir = tempfile::tempdir().unwrap();
-    for url in [
-        "postgresql://warden@localhost:5432/warden",
-        "sqlite:warden.db",
-    ] {
+    for url in ["mysql://warden@localhost:3306/warden", "sqlite:warden.db"] {
         let o = Command::new(env!("CARGO_BIN_EXE_warden"))
             .current_dir(dir.path())
             .args(["serve", "--listen", "127.0.0.1:0", "--db", url])
@@ -398,7 +395,29 @@ fn a_database_url_is_refused_never_taken_as_a_path() {
             .unwrap();
         assert_eq!(o.status.code(), Some(2), "{url}: {}", stderr(&o));
         assert!(stderr(&o).contains("SQLite"), "{}", stderr(&o));
-        // Nothing was made in its name: no `postgresql:` folder, no `sqlite:` file.
+        // Nothing was made in its name: no `mysql:` folder, no `sqlite:` file.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{url}");
     }
+    // A PostgreSQL URL is a server: one that does not answer is said so, quickly.
+    let started = std::time::Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .current_dir(dir.path())
+        .args([
+            "tenant",
+            "list",
+            "--db",
+            "postgresql://warden:pw@127.0.0.1:1/warden",
+        ])
+        .env("WARDEN_HOME", crate::support::home())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unreachable"), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("pw"),
+        "the password showed: {}",
+        stderr(&o)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

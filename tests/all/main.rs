@@ -26,11 +26,18 @@ mod http;
 mod initial_state;
 /// `warden mcp` through an MCP client: list, call, errors, progress, cancellation, changes.
 mod mcp;
+/// Several `warden serve` processes on one PostgreSQL: changes, ceilings, keys, health.
+mod nodes;
 /// Outbound HTTP through the host: grants, private addresses, secrets, limits.
 mod outbound;
 /// Tool packages: requirements, locks, safe installs, imports in the guest.
 mod packages;
-/// SQLite storage: versions, migrations, the hash-chained audit trail, restarts.
+/// A real PostgreSQL server for the tests (Debian's package), one per run.
+mod pg;
+/// Several nodes on one PostgreSQL: concurrent chains, migrations, outages.
+mod postgres;
+/// Storage on SQLite and PostgreSQL (one suite, both databases): versions, migrations,
+/// the hash-chained audit trail, restarts.
 mod registry;
 /// The executor core: one call in a fresh instance, its limits and its grants.
 mod sandbox;

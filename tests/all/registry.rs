@@ -9,7 +9,7 @@ use warden::limits::{Fuel, Limits};
 use warden::manifest::Manifest;
 use warden::outcome::{CallResult, Status};
 use warden::registry::{
-    AuditEvent, ChainCheck, Kind, Registry, RegistryError, ToolId, ToolQuery, Update,
+    AuditEvent, ChainCheck, Kind, Location, Registry, RegistryError, ToolId, ToolQuery, Update,
 };
 use warden::schema::{DeriveOptions, derive};
 use warden::tenant::{TenantError, TenantId, TenantPolicy};
@@ -43,8 +43,63 @@ fn tagged(mut m: Manifest, tags: &[&str]) -> Manifest {
     m
 }
 
-fn registry_with_tenant() -> (Registry, TenantId) {
-    let reg = Registry::open_in_memory().unwrap();
+/// Which database a shared test runs on.
+#[derive(Debug, Clone, Copy)]
+enum Db {
+    Sqlite,
+    Postgres,
+}
+
+impl Db {
+    /// A new, empty registry.
+    fn open(self) -> Registry {
+        match self {
+            Db::Sqlite => Registry::open_in_memory().unwrap(),
+            Db::Postgres => Registry::connect(&Location::Postgres(crate::pg::database())).unwrap(),
+        }
+    }
+}
+
+/// Each named test runs twice: `sqlite::name` and `postgres::name`, one suite for both
+/// databases.
+macro_rules! on_both_databases {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(super::Db::Sqlite) })*
+        }
+        mod postgres {
+            $(#[test] fn $name() { super::$name(super::Db::Postgres) })*
+        }
+    };
+}
+
+on_both_databases!(
+    registering_stores_the_first_version,
+    other_tenants_tool_is_not_found,
+    new_source_makes_a_new_version,
+    same_content_keeps_the_version,
+    new_labels_alone_keep_the_version,
+    new_grants_or_limits_make_a_new_version,
+    old_content_makes_its_version_current_again,
+    taken_name_is_a_conflict_but_other_tenants_may_use_it,
+    a_tools_name_cannot_change_through_update,
+    invalid_manifest_is_refused_and_nothing_is_stored,
+    deleted_tool_is_gone_but_its_audit_stays,
+    disabling_is_audited_once_and_keeps_the_tool_readable,
+    tools_list_by_name_in_pages,
+    tag_filter_lists_only_tagged_tools,
+    audit_lists_newest_first_in_pages,
+    runs_are_audited_with_status_fuel_and_time,
+    revoked_key_no_longer_authenticates,
+    rotated_key_replaces_the_old_one,
+    unknown_or_malformed_keys_do_not_authenticate,
+    tenants_list_and_keep_their_policy,
+    the_registry_serves_many_threads,
+    tools_of_an_unknown_tenant_cannot_be_registered,
+);
+
+fn registry_with_tenant(db: Db) -> (Registry, TenantId) {
+    let reg = db.open();
     let (tenant, _key) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
     (reg, tenant.id)
 }
@@ -66,9 +121,8 @@ pub(crate) fn grant(host: &Path, guest: &str) -> Grants {
     }
 }
 
-#[test]
-fn registering_stores_the_first_version() {
-    let (reg, t) = registry_with_tenant();
+fn registering_stores_the_first_version(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let m = manifest("double", "x * 2");
     let tool = reg.register(&t, &m).unwrap();
     assert_eq!(tool.name.as_str(), "double");
@@ -81,9 +135,8 @@ fn registering_stores_the_first_version() {
     assert_eq!(kinds(&reg, &t), ["tenant_created", "tool_created"]);
 }
 
-#[test]
-fn other_tenants_tool_is_not_found() {
-    let (reg, owner) = registry_with_tenant();
+fn other_tenants_tool_is_not_found(db: Db) {
+    let (reg, owner) = registry_with_tenant(db);
     let (intruder, _) = reg
         .create_tenant("mallory", &TenantPolicy::default())
         .unwrap();
@@ -143,9 +196,8 @@ fn other_tenants_tool_is_not_found() {
     assert_eq!(kinds(&reg, &intruder), ["tenant_created"]);
 }
 
-#[test]
-fn new_source_makes_a_new_version() {
-    let (reg, t) = registry_with_tenant();
+fn new_source_makes_a_new_version(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     let (updated, outcome) = reg
         .update(&t, &tool.id, &manifest("double", "x + x"))
@@ -165,9 +217,8 @@ fn new_source_makes_a_new_version() {
     );
 }
 
-#[test]
-fn same_content_keeps_the_version() {
-    let (reg, t) = registry_with_tenant();
+fn same_content_keeps_the_version(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     let (same, outcome) = reg
         .update(&t, &tool.id, &manifest("double", "x * 2"))
@@ -178,9 +229,8 @@ fn same_content_keeps_the_version() {
     assert_eq!(kinds(&reg, &t), ["tenant_created", "tool_created"]);
 }
 
-#[test]
-fn new_labels_alone_keep_the_version() {
-    let (reg, t) = registry_with_tenant();
+fn new_labels_alone_keep_the_version(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     let mut relabelled = tagged(manifest("double", "x * 2"), &["math"]);
     relabelled.description = Some("doubles".into());
@@ -209,10 +259,9 @@ fn new_labels_alone_keep_the_version() {
     assert!(reg.verify_chain(&t).unwrap().is_intact());
 }
 
-#[test]
-fn new_grants_or_limits_make_a_new_version() {
+fn new_grants_or_limits_make_a_new_version(db: Db) {
     let dir = tempfile::tempdir().unwrap();
-    let (reg, t) = registry_with_tenant();
+    let (reg, t) = registry_with_tenant(db);
     let base = manifest("double", "x * 2");
     let tool = reg.register(&t, &base).unwrap();
 
@@ -238,9 +287,8 @@ fn new_grants_or_limits_make_a_new_version() {
     }
 }
 
-#[test]
-fn old_content_makes_its_version_current_again() {
-    let (reg, t) = registry_with_tenant();
+fn old_content_makes_its_version_current_again(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let v1 = manifest("double", "x * 2");
     let tool = reg.register(&t, &v1).unwrap();
     reg.update(&t, &tool.id, &manifest("double", "x + x"))
@@ -253,9 +301,8 @@ fn old_content_makes_its_version_current_again() {
     assert!(versions[0].current);
 }
 
-#[test]
-fn taken_name_is_a_conflict_but_other_tenants_may_use_it() {
-    let (reg, t) = registry_with_tenant();
+fn taken_name_is_a_conflict_but_other_tenants_may_use_it(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     reg.register(&t, &manifest("double", "x * 2")).unwrap();
     let err = reg.register(&t, &manifest("double", "x + x")).unwrap_err();
     assert!(matches!(err, RegistryError::Conflict { .. }), "{err}");
@@ -270,9 +317,8 @@ fn taken_name_is_a_conflict_but_other_tenants_may_use_it() {
     );
 }
 
-#[test]
-fn a_tools_name_cannot_change_through_update() {
-    let (reg, t) = registry_with_tenant();
+fn a_tools_name_cannot_change_through_update(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     let err = reg
         .update(&t, &tool.id, &manifest("triple", "x * 3"))
@@ -280,9 +326,8 @@ fn a_tools_name_cannot_change_through_update() {
     assert!(matches!(err, RegistryError::Rename { .. }), "{err}");
 }
 
-#[test]
-fn invalid_manifest_is_refused_and_nothing_is_stored() {
-    let (reg, t) = registry_with_tenant();
+fn invalid_manifest_is_refused_and_nothing_is_stored(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let mut m = manifest("double", "x * 2");
     m.function = "other".into();
     assert!(matches!(
@@ -298,9 +343,8 @@ fn invalid_manifest_is_refused_and_nothing_is_stored() {
     assert_eq!(kinds(&reg, &t), ["tenant_created"]);
 }
 
-#[test]
-fn deleted_tool_is_gone_but_its_audit_stays() {
-    let (reg, t) = registry_with_tenant();
+fn deleted_tool_is_gone_but_its_audit_stays(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     reg.delete(&t, &tool.id).unwrap();
     assert!(matches!(
@@ -320,9 +364,8 @@ fn deleted_tool_is_gone_but_its_audit_stays() {
     assert!(reg.register(&t, &manifest("double", "x * 2")).is_ok());
 }
 
-#[test]
-fn disabling_is_audited_once_and_keeps_the_tool_readable() {
-    let (reg, t) = registry_with_tenant();
+fn disabling_is_audited_once_and_keeps_the_tool_readable(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     assert!(!reg.set_enabled(&t, &tool.id, false).unwrap().enabled);
     assert!(!reg.set_enabled(&t, &tool.id, false).unwrap().enabled);
@@ -340,9 +383,8 @@ fn disabling_is_audited_once_and_keeps_the_tool_readable() {
     );
 }
 
-#[test]
-fn tools_list_by_name_in_pages() {
-    let (reg, t) = registry_with_tenant();
+fn tools_list_by_name_in_pages(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     for name in ["e", "a", "d", "c", "b"] {
         reg.register(&t, &manifest(name, "x")).unwrap();
     }
@@ -363,9 +405,8 @@ fn tools_list_by_name_in_pages() {
     assert_eq!(seen, ["a", "b", "c", "d", "e"]);
 }
 
-#[test]
-fn tag_filter_lists_only_tagged_tools() {
-    let (reg, t) = registry_with_tenant();
+fn tag_filter_lists_only_tagged_tools(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     reg.register(&t, &tagged(manifest("a", "x"), &["math", "fast"]))
         .unwrap();
     reg.register(&t, &tagged(manifest("b", "x"), &["text"]))
@@ -386,9 +427,8 @@ fn tag_filter_lists_only_tagged_tools() {
     assert!(page.next.is_none());
 }
 
-#[test]
-fn audit_lists_newest_first_in_pages() {
-    let (reg, t) = registry_with_tenant();
+fn audit_lists_newest_first_in_pages(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     for _ in 0..3 {
         reg.set_enabled(&t, &tool.id, false).unwrap();
@@ -408,9 +448,8 @@ fn audit_lists_newest_first_in_pages() {
     assert_eq!(seqs, [8, 7, 6, 5, 4, 3, 2, 1]);
 }
 
-#[test]
-fn runs_are_audited_with_status_fuel_and_time() {
-    let (reg, t) = registry_with_tenant();
+fn runs_are_audited_with_status_fuel_and_time(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
     let tool = reg.register(&t, &manifest("double", "x * 2")).unwrap();
     let result = CallResult {
         status: Status::OutOfFuel,
@@ -465,7 +504,7 @@ fn reopening_keeps_tools_and_audit() {
         (tenant, key, tool, head)
     };
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 2);
+    assert_eq!(reg.schema_version().unwrap(), 4);
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
         Some(tenant.id.clone())
@@ -558,9 +597,8 @@ fn tampered_manifest_is_corrupt_and_never_returned() {
     ));
 }
 
-#[test]
-fn revoked_key_no_longer_authenticates() {
-    let reg = Registry::open_in_memory().unwrap();
+fn revoked_key_no_longer_authenticates(db: Db) {
+    let reg = db.open();
     let (tenant, key) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
@@ -578,9 +616,8 @@ fn revoked_key_no_longer_authenticates() {
     assert_eq!(reg.authenticate(key.expose()).unwrap(), None);
 }
 
-#[test]
-fn rotated_key_replaces_the_old_one() {
-    let reg = Registry::open_in_memory().unwrap();
+fn rotated_key_replaces_the_old_one(db: Db) {
+    let reg = db.open();
     let (tenant, old) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
     let new = reg.rotate_key(&tenant.id).unwrap();
     assert_ne!(old, new);
@@ -592,9 +629,8 @@ fn rotated_key_replaces_the_old_one() {
     assert_eq!(reg.tenant(&tenant.id).unwrap().key_hint, Some(new.hint()));
 }
 
-#[test]
-fn unknown_or_malformed_keys_do_not_authenticate() {
-    let reg = Registry::open_in_memory().unwrap();
+fn unknown_or_malformed_keys_do_not_authenticate(db: Db) {
+    let reg = db.open();
     reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
     let stranger = warden::tenant::ApiKey::generate();
     let upper = stranger.expose().to_uppercase();
@@ -603,9 +639,8 @@ fn unknown_or_malformed_keys_do_not_authenticate() {
     }
 }
 
-#[test]
-fn tenants_list_and_keep_their_policy() {
-    let reg = Registry::open_in_memory().unwrap();
+fn tenants_list_and_keep_their_policy(db: Db) {
+    let reg = db.open();
     let (a, _) = reg.create_tenant("a", &TenantPolicy::default()).unwrap();
     let (b, _) = reg.create_tenant("b", &TenantPolicy::default()).unwrap();
     let ids: Vec<_> = reg.tenants().unwrap().into_iter().map(|t| t.id).collect();
@@ -666,9 +701,8 @@ fn events_recorded_before_their_new_fields_still_read_back() {
     assert_eq!(serde_json::to_string(&event).unwrap(), old);
 }
 
-#[test]
-fn the_registry_serves_many_threads() {
-    let reg = Arc::new(Registry::open_in_memory().unwrap());
+fn the_registry_serves_many_threads(db: Db) {
+    let reg = Arc::new(db.open());
     let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
     let handles: Vec<_> = (0..4)
         .map(|i| {
@@ -763,9 +797,8 @@ fn a_failed_write_leaves_nothing_behind() {
     );
 }
 
-#[test]
-fn tools_of_an_unknown_tenant_cannot_be_registered() {
-    let reg = Registry::open_in_memory().unwrap();
+fn tools_of_an_unknown_tenant_cannot_be_registered(db: Db) {
+    let reg = db.open();
     let ghost = TenantId::generate();
     assert!(matches!(
         reg.register(&ghost, &manifest("double", "x * 2")),

@@ -1,0 +1,636 @@
+//! A PostgreSQL server shared by several `warden serve` nodes.
+//!
+//! The client is `tokio-postgres` with a `deadpool-postgres` pool, driven by a small
+//! tokio runtime of the registry's own: the registry's API stays synchronous (the app
+//! calls it on its blocking pool, the CLI from plain threads), and each statement is
+//! handed to that runtime and waited for, so no caller ever needs to be inside (or
+//! outside) a particular runtime.
+//!
+//! # Transactions
+//! Writes run at READ COMMITTED and lock their tenant's row first
+//! ([`super::db::Tx::lock_tenant`]); reads run in a REPEATABLE READ READ ONLY
+//! transaction, one consistent snapshot across their statements. A transaction that
+//! fails half-way is rolled back; one that cannot be (the connection broke) takes its
+//! connection out of the pool, so no later caller inherits it.
+//!
+//! # Failures
+//! A server that cannot be reached, refuses connections or goes away mid-statement is
+//! [`RegistryError::Unavailable`] (the service answers 503); the pool waits at most
+//! [`POOL_WAIT`] for a connection, and a new connection at most [`CONNECT_TIMEOUT`], so
+//! a dead database fails requests quickly instead of hanging them. Connections are made
+//! again as needed: the node recovers by itself when the database is back.
+//!
+//! # TLS
+//! `sslmode=require` in the URL connects with TLS (rustls, the platform's trust store,
+//! the certificate always verified); otherwise the connection is plain, which is what a
+//! Unix socket or a private network between nodes and database needs.
+
+use std::future::Future;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+
+use std::sync::Arc;
+
+use tokio_postgres::AsyncMessage;
+
+use super::db::{Row, Tx, Value};
+use super::migrations;
+use super::{Change, RegistryError};
+use crate::tenant::TenantId;
+
+/// Longest wait for a free connection from the pool: 5 s.
+pub const POOL_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait for a new connection to the server: 5 s.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most connections one node keeps to the server: 16.
+pub const POOL_SIZE: usize = 16;
+/// A statement running longer than this is cancelled by the server: 30 s.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The advisory lock migrations run under (any constant shared by every node).
+const MIGRATION_LOCK: i64 = 0x5741_5244_454e_0001;
+/// The channel nodes tell each other of changes on (NOTIFY / LISTEN).
+const CHANNEL: &str = "warden_changes";
+/// How long a node waits before listening again after losing the connection: 1 s.
+const RELISTEN: Duration = Duration::from_secs(1);
+
+/// The PostgreSQL database.
+pub(crate) struct Postgres {
+    /// The registry's own runtime: drives every connection. `None` once dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+    pool: Pool,
+    /// For the connection that listens for other nodes' changes.
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    /// This node, in the changes it announces: it does not hear its own.
+    node: Arc<str>,
+}
+
+impl Postgres {
+    /// Connects to the server at `url` (`postgresql://user@host:port/db?...`) and brings
+    /// its schema up to date (under an advisory lock, so nodes starting together do not
+    /// race).
+    pub(crate) fn connect(url: &str) -> Result<Postgres, RegistryError> {
+        let shown = redact(url);
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| RegistryError::BadUrl {
+                url: shown.clone(),
+                reason: format!("{e}"),
+            })?;
+        if config.get_ssl_mode() == SslMode::Prefer {
+            // Not asked for: plain, rather than trying TLS a server may half-support.
+            config.ssl_mode(SslMode::Disable);
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("warden");
+        }
+        if config.get_options().is_none() {
+            config.options(format!(
+                "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+                STATEMENT_TIMEOUT.as_millis(),
+                2 * STATEMENT_TIMEOUT.as_millis()
+            ));
+        }
+        config.keepalives(true);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("warden-db")
+            .enable_all()
+            .build()
+            .map_err(|e| RegistryError::Unavailable {
+                reason: format!("cannot start the database client's threads: {e}"),
+            })?;
+        let handle = runtime.handle().clone();
+        let tls = tls()?;
+        let manager = Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| RegistryError::BadUrl {
+                url: shown.clone(),
+                reason: e.to_string(),
+            })?;
+        let db = Postgres {
+            runtime: Some(runtime),
+            handle,
+            pool,
+            config,
+            tls,
+            node: format!("{:016x}", rand::random::<u64>()).into(),
+        };
+        db.migrate()?;
+        Ok(db)
+    }
+
+    /// This node's id (random, per process).
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Runs `fut` on the registry's runtime and waits for it, from any thread.
+    fn wait<F>(&self, fut: F) -> Result<F::Output, RegistryError>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        wait(&self.handle, fut)
+    }
+
+    fn tx(&self, client: Object) -> PgTx {
+        PgTx {
+            client: Some(client),
+            handle: self.handle.clone(),
+            open: false,
+            node: Arc::clone(&self.node),
+        }
+    }
+
+    /// Hears the changes other nodes announce, on a connection of its own, for as long
+    /// as this database is open; see [`super::Registry::follow`].
+    pub(crate) fn follow(&self, on_change: Arc<dyn Fn(Change) + Send + Sync>) {
+        let (config, tls, node) = (
+            self.config.clone(),
+            self.tls.clone(),
+            Arc::clone(&self.node),
+        );
+        self.handle.spawn(async move {
+            let mut first = true;
+            loop {
+                if let Err(e) = listen(&config, tls.clone(), &node, &*on_change, first).await {
+                    tracing::warn!(
+                        "not hearing other nodes' changes ({e}): listening again in {RELISTEN:?}"
+                    );
+                }
+                first = false;
+                tokio::time::sleep(RELISTEN).await;
+            }
+        });
+    }
+
+    /// Runs `f` in one transaction, committed when `f` succeeds.
+    pub(crate) fn transaction<T>(
+        &self,
+        write: bool,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
+        let pool = self.pool.clone();
+        let client = self
+            .wait(async move { pool.get().await })?
+            .map_err(pool_error)?;
+        let mut tx = self.tx(client);
+        tx.batch(if write {
+            "BEGIN"
+        } else {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        })?;
+        tx.open = true;
+        let outcome = f(&mut Tx::Postgres(&mut tx));
+        match outcome {
+            Ok(out) => {
+                tx.batch("COMMIT")?;
+                tx.open = false;
+                Ok(out)
+            }
+            Err(e) => {
+                if tx.batch("ROLLBACK").is_ok() {
+                    tx.open = false;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The schema version the database is at.
+    pub(crate) fn schema_version(&self) -> Result<u32, RegistryError> {
+        self.transaction(false, |tx| {
+            let v: i64 = tx
+                .query_one("SELECT version FROM warden_schema", &[])?
+                .get(0)?;
+            u32::try_from(v).map_err(|e| RegistryError::corrupt("schema version", e))
+        })
+    }
+
+    /// Applies the migrations this database lacks, in one transaction under
+    /// [`MIGRATION_LOCK`]: a node that starts while another migrates waits, then finds
+    /// the work done.
+    fn migrate(&self) -> Result<(), RegistryError> {
+        let pool = self.pool.clone();
+        let client = self
+            .wait(async move { pool.get().await })?
+            .map_err(pool_error)?;
+        let mut tx = self.tx(client);
+        tx.batch("BEGIN")?;
+        tx.open = true;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(?1)",
+            &[Value::Int(MIGRATION_LOCK)],
+        )?;
+        tx.batch("CREATE TABLE IF NOT EXISTS warden_schema (version BIGINT NOT NULL)")?;
+        let found = match tx.query("SELECT version FROM warden_schema", &[])?.first() {
+            Some(row) => Some(row.get::<i64>(0)?),
+            None => None,
+        };
+        let current = u32::try_from(found.unwrap_or(0))
+            .map_err(|e| RegistryError::corrupt("schema version", e))?;
+        let supported = migrations::latest();
+        if current > supported {
+            return Err(RegistryError::TooNew {
+                found: current,
+                supported,
+            });
+        }
+        for sql in migrations::POSTGRES.iter().skip(current as usize) {
+            tx.batch(sql)?;
+        }
+        let latest = Value::Int(i64::from(supported));
+        if found.is_none() {
+            tx.execute("INSERT INTO warden_schema (version) VALUES (?1)", &[latest])?;
+        } else {
+            tx.execute("UPDATE warden_schema SET version = ?1", &[latest])?;
+        }
+        tx.batch("COMMIT")?;
+        tx.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which tokio forbids inside another runtime.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Runs `fut` on `handle`'s runtime and waits for it, from any thread (an async worker
+/// too: the wait blocks that thread as a SQLite call would, but never the runtime that
+/// drives the connections).
+fn wait<F>(handle: &tokio::runtime::Handle, fut: F) -> Result<F::Output, RegistryError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    futures_executor::block_on(handle.spawn(fut)).map_err(|e| RegistryError::Unavailable {
+        reason: format!("the database client's task failed: {e}"),
+    })
+}
+
+/// Listens on [`CHANNEL`] until the connection ends; `Ok` when the server closed it.
+async fn listen(
+    config: &tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    node: &str,
+    on_change: &(dyn Fn(Change) + Send + Sync),
+    first: bool,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(tls).await?;
+    let (heard, mut payloads) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            if let AsyncMessage::Notification(n) = message?
+                && heard.send(n.payload().to_owned()).is_err()
+            {
+                break;
+            }
+        }
+        Ok::<(), tokio_postgres::Error>(())
+    });
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    if !first {
+        // Changes made while this node was not listening were not heard.
+        on_change(Change::Resync);
+    }
+    while let Some(payload) = payloads.recv().await {
+        if let Some(change) = decode(node, &payload) {
+            on_change(change);
+        }
+    }
+    drop(client);
+    driver.await.unwrap_or(Ok(()))
+}
+
+/// A change as announced: `node|tools|tenant`.
+fn encode(node: &str, change: &Change) -> String {
+    match change {
+        Change::Tools(tenant) => format!("{node}|tools|{tenant}"),
+        Change::Resync => format!("{node}|resync|"),
+    }
+}
+
+/// A change another node announced; `None` for this node's own and for what this
+/// version does not know.
+fn decode(node: &str, payload: &str) -> Option<Change> {
+    let mut parts = payload.splitn(3, '|');
+    let (from, kind, rest) = (parts.next()?, parts.next()?, parts.next()?);
+    if from == node {
+        return None;
+    }
+    match kind {
+        "tools" => rest.parse::<TenantId>().ok().map(Change::Tools),
+        "resync" => Some(Change::Resync),
+        _ => None,
+    }
+}
+
+/// TLS for connections whose URL asks for it.
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, RegistryError> {
+    use rustls_platform_verifier::ConfigVerifierExt;
+    // rustls needs a process-wide crypto provider; one already installed is kept.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config =
+        rustls::ClientConfig::with_platform_verifier().map_err(|e| RegistryError::Unavailable {
+            reason: format!("cannot load the platform's trusted certificates: {e}"),
+        })?;
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// One transaction's connection, statement by statement.
+pub(crate) struct PgTx {
+    /// `None` only while a statement holds it.
+    client: Option<Object>,
+    handle: tokio::runtime::Handle,
+    /// Between BEGIN and COMMIT or ROLLBACK.
+    open: bool,
+    node: Arc<str>,
+}
+
+impl PgTx {
+    fn take(&mut self) -> Result<Object, RegistryError> {
+        self.client
+            .take()
+            .ok_or_else(|| RegistryError::Unavailable {
+                reason: "the connection was lost by an earlier failure".into(),
+            })
+    }
+
+    /// Announces `change` to the other nodes when this transaction commits.
+    pub(crate) fn notify(&mut self, change: &Change) -> Result<(), RegistryError> {
+        let payload = encode(&self.node, change);
+        self.execute(
+            &format!("SELECT pg_notify('{CHANNEL}', ?1)"),
+            &[Value::Text(payload)],
+        )
+        .map(|_| ())
+    }
+
+    /// Runs `sql` (several statements allowed, no parameters).
+    fn batch(&mut self, sql: &str) -> Result<(), RegistryError> {
+        let client = self.take()?;
+        let sql = sql.to_owned();
+        let (client, result) = wait(&self.handle, async move {
+            let r = client.batch_execute(&sql).await;
+            (client, r)
+        })?;
+        self.client = Some(client);
+        result.map_err(pg_error)
+    }
+
+    /// Every row `sql` returns.
+    pub(crate) fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, RegistryError> {
+        let client = self.take()?;
+        let sql = placeholders(sql);
+        let params = params.to_vec();
+        let (client, result) = wait(&self.handle, async move {
+            let r = async {
+                let stmt = client.prepare_cached(&sql).await?;
+                let refs: Vec<&(dyn ToSql + Sync)> =
+                    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+                client.query(&stmt, &refs).await
+            }
+            .await;
+            (client, r)
+        })?;
+        self.client = Some(client);
+        result.map_err(pg_error)?.iter().map(row).collect()
+    }
+
+    /// Runs `sql`; how many rows it changed.
+    pub(crate) fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, RegistryError> {
+        let client = self.take()?;
+        let sql = placeholders(sql);
+        let params = params.to_vec();
+        let (client, result) = wait(&self.handle, async move {
+            let r = async {
+                let stmt = client.prepare_cached(&sql).await?;
+                let refs: Vec<&(dyn ToSql + Sync)> =
+                    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+                client.execute(&stmt, &refs).await
+            }
+            .await;
+            (client, r)
+        })?;
+        self.client = Some(client);
+        result.map_err(pg_error)
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        if self.open {
+            // Still inside a transaction nobody can end: close the connection instead of
+            // handing it to the next caller.
+            if let Some(client) = self.client.take() {
+                drop(Object::take(client));
+            }
+        }
+    }
+}
+
+/// `sql` with SQLite's `?N` parameters written as PostgreSQL's `$N` (outside quotes).
+fn placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quoted = false;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        if c == '?' && !quoted && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl ToSql for Value {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        let wrong = || format!("a {self:?} cannot be a {ty} parameter").into();
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Int(i) => match *ty {
+                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+                Type::INT8 => i.to_sql(ty, out),
+                // SQLite's truth values, in a copy to PostgreSQL.
+                Type::BOOL if matches!(i, 0 | 1) => (*i == 1).to_sql(ty, out),
+                _ => Err(wrong()),
+            },
+            Value::Bool(b) if *ty == Type::BOOL => b.to_sql(ty, out),
+            Value::Text(s) if <&str as ToSql>::accepts(ty) => s.as_str().to_sql(ty, out),
+            Value::Blob(b) if *ty == Type::BYTEA => b.as_slice().to_sql(ty, out),
+            _ => Err(wrong()),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// A result row as [`Value`]s.
+fn row(r: &tokio_postgres::Row) -> Result<Row, RegistryError> {
+    let bad = |i: usize, e: &dyn std::fmt::Display| {
+        RegistryError::corrupt("a query's result", format!("column {i}: {e}"))
+    };
+    let mut values = Vec::with_capacity(r.len());
+    for (i, column) in r.columns().iter().enumerate() {
+        let ty = column.type_();
+        let v = match *ty {
+            Type::INT8 => r.try_get::<_, Option<i64>>(i).map(|v| v.map(Value::Int)),
+            Type::INT4 => r
+                .try_get::<_, Option<i32>>(i)
+                .map(|v| v.map(|v| Value::Int(v.into()))),
+            Type::INT2 => r
+                .try_get::<_, Option<i16>>(i)
+                .map(|v| v.map(|v| Value::Int(v.into()))),
+            Type::BOOL => r.try_get::<_, Option<bool>>(i).map(|v| v.map(Value::Bool)),
+            Type::BYTEA => r
+                .try_get::<_, Option<Vec<u8>>>(i)
+                .map(|v| v.map(Value::Blob)),
+            Type::VOID => Ok(None),
+            _ if <String as tokio_postgres::types::FromSql>::accepts(ty) => r
+                .try_get::<_, Option<String>>(i)
+                .map(|v| v.map(Value::Text)),
+            _ => return Err(bad(i, &format!("unexpected type {ty}"))),
+        };
+        values.push(v.map_err(|e| bad(i, &e))?.unwrap_or(Value::Null));
+    }
+    Ok(Row(values))
+}
+
+/// A client error as a registry error: the server unreachable or gone is
+/// [`RegistryError::Unavailable`], anything else [`RegistryError::Postgres`].
+pub(crate) fn pg_error(e: tokio_postgres::Error) -> RegistryError {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        // Class 08: connection exceptions; 57P0x: the server shutting down or starting;
+        // 53300: too many connections.
+        if code.starts_with("08") || code.starts_with("57P") || code == "53300" {
+            return RegistryError::Unavailable {
+                reason: db.message().to_owned(),
+            };
+        }
+        let mut message = format!("{}: {}", db.severity(), db.message());
+        if let Some(detail) = db.detail() {
+            message.push_str(&format!(" ({detail})"));
+        }
+        return RegistryError::Postgres {
+            code: Some(code.to_owned()),
+            message,
+        };
+    }
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    let mut io = false;
+    while let Some(s) = source {
+        io |= s.is::<std::io::Error>();
+        message.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    if e.is_closed() || io {
+        RegistryError::Unavailable { reason: message }
+    } else {
+        RegistryError::Postgres {
+            code: None,
+            message,
+        }
+    }
+}
+
+fn pool_error(e: PoolError) -> RegistryError {
+    match e {
+        PoolError::Backend(e) => pg_error(e),
+        PoolError::Timeout(kind) => RegistryError::Unavailable {
+            reason: format!("no database connection within the time allowed ({kind:?})"),
+        },
+        other => RegistryError::Unavailable {
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// `url` with its password (if any) replaced by `***`.
+pub(crate) fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        // Not a URL the parser accepts: shown up to its `@`, if any, so that a password
+        // in it never shows.
+        Err(_) => match url.rsplit_once('@') {
+            Some((_, host)) => format!("(a URL whose credentials are hidden)@{host}"),
+            None => url.to_owned(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_become_dollars_outside_quotes() {
+        assert_eq!(
+            placeholders("SELECT a FROM t WHERE b = ?1 AND c = '?2' AND d = ?10"),
+            "SELECT a FROM t WHERE b = $1 AND c = '?2' AND d = $10"
+        );
+    }
+
+    #[test]
+    fn changes_cross_between_nodes_but_not_back() {
+        let tenant = TenantId::generate();
+        let payload = encode("a", &Change::Tools(tenant.clone()));
+        assert_eq!(decode("b", &payload), Some(Change::Tools(tenant)));
+        assert_eq!(decode("a", &payload), None);
+        assert_eq!(decode("b", "a|unknown|x"), None);
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            redact("postgresql://warden:s3cret@db.internal:5432/warden"),
+            "postgresql://warden:***@db.internal:5432/warden"
+        );
+        assert_eq!(
+            redact("postgresql://warden@db.internal/warden"),
+            "postgresql://warden@db.internal/warden"
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! The embedded database: one SQLite file (the default, for one box and the edge).
+//!
+//! One connection behind a mutex, so the registry is `Send + Sync`; SQLite serialises
+//! writers anyway and reads are short. WAL mode, foreign keys on, a [`BUSY_TIMEOUT`] for
+//! other processes holding a lock (`warden tenant ...` beside a running `warden serve`),
+//! and `synchronous = FULL`, so a committed audit event survives a power cut.
+//!
+//! Migrations are `migrations/sqlite/NNNN_*.sql`, tracked by `PRAGMA user_version`.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::db::{Row, Tx, Value};
+use super::migrations;
+use super::{BUSY_TIMEOUT, RegistryError};
+
+/// The SQLite database.
+pub(crate) struct Sqlite {
+    conn: Mutex<Connection>,
+}
+
+impl Sqlite {
+    /// Opens (or creates) the database file at `path` and migrates it.
+    pub(crate) fn open(path: &Path) -> Result<Sqlite, RegistryError> {
+        let conn = Connection::open(path).map_err(|source| RegistryError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        Sqlite::with_connection(conn)
+    }
+
+    /// A fresh database in memory.
+    pub(crate) fn in_memory() -> Result<Sqlite, RegistryError> {
+        Sqlite::with_connection(Connection::open_in_memory()?)
+    }
+
+    fn with_connection(mut conn: Connection) -> Result<Sqlite, RegistryError> {
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // In memory the journal mode stays "memory"; WAL applies to files.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        apply_migrations(&mut conn)?;
+        Ok(Sqlite {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock dropped its transaction, which rolled back:
+        // the connection is consistent, so poisoning carries no information here.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The schema version (`PRAGMA user_version`).
+    pub(crate) fn schema_version(&self) -> Result<u32, RegistryError> {
+        Ok(self
+            .lock()
+            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    /// Runs `f` in one transaction: IMMEDIATE for writes (the write lock taken up front,
+    /// so two processes cannot both read the same audit head and race to extend it),
+    /// DEFERRED for reads; committed when `f` succeeds.
+    pub(crate) fn transaction<T>(
+        &self,
+        write: bool,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
+        let mut conn = self.lock();
+        let behavior = if write {
+            TransactionBehavior::Immediate
+        } else {
+            TransactionBehavior::Deferred
+        };
+        let mut tx = Tx::Sqlite(conn.transaction_with_behavior(behavior)?);
+        let out = f(&mut tx)?;
+        if let Tx::Sqlite(tx) = tx {
+            tx.commit()?;
+        }
+        Ok(out)
+    }
+}
+
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(i) => ValueRef::Integer(*i),
+            Value::Bool(b) => ValueRef::Integer(i64::from(*b)),
+            Value::Text(s) => ValueRef::Text(s.as_bytes()),
+            Value::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+fn value(v: ValueRef<'_>) -> Result<Value, RegistryError> {
+    Ok(match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Int(i),
+        ValueRef::Text(t) => Value::Text(
+            std::str::from_utf8(t)
+                .map_err(|e| RegistryError::corrupt("a stored text", e))?
+                .to_owned(),
+        ),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+        ValueRef::Real(r) => {
+            return Err(RegistryError::corrupt(
+                "a stored value",
+                format!("unexpected real number {r}"),
+            ));
+        }
+    })
+}
+
+/// Every row `sql` returns, in `tx`.
+pub(super) fn query(
+    tx: &rusqlite::Transaction<'_>,
+    sql: &str,
+    params: &[Value],
+) -> Result<Vec<Row>, RegistryError> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    let columns = stmt.column_count();
+    let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let row = (0..columns)
+            .map(|i| value(r.get_ref(i)?))
+            .collect::<Result<Vec<_>, RegistryError>>()?;
+        out.push(Row(row));
+    }
+    Ok(out)
+}
+
+/// Runs `sql` in `tx`; how many rows it changed.
+pub(super) fn execute(
+    tx: &rusqlite::Transaction<'_>,
+    sql: &str,
+    params: &[Value],
+) -> Result<u64, RegistryError> {
+    let changed = tx
+        .prepare_cached(sql)?
+        .execute(rusqlite::params_from_iter(params))?;
+    Ok(changed as u64)
+}
+
+/// Brings the schema of `conn` to the newest version. Migration `n` (1-based) runs in
+/// its own transaction with the `user_version` bump, so a crash mid-migration leaves the
+/// previous version intact.
+fn apply_migrations(conn: &mut Connection) -> Result<(), RegistryError> {
+    let supported = migrations::latest();
+    let found: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if found > supported {
+        return Err(RegistryError::TooNew { found, supported });
+    }
+    for (version, sql) in (1u32..).zip(migrations::SQLITE).skip(found as usize) {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Re-read inside the lock: another process may have migrated meanwhile.
+        let now: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if now >= version {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrating_twice_changes_nothing() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        apply_migrations(&mut conn).unwrap();
+        apply_migrations(&mut conn).unwrap();
+        let v: u32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, migrations::latest());
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        assert!(matches!(
+            apply_migrations(&mut conn),
+            Err(RegistryError::TooNew { found: 99, .. })
+        ));
+    }
+}

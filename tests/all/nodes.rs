@@ -1,0 +1,669 @@
+//! Several `warden serve` nodes on one PostgreSQL, as an operator runs them: real
+//! processes, each with its own home, sharing only the database and the keys.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::pg;
+use crate::support::home;
+
+/// The keys every node of a cluster shares, and the database.
+pub struct Cluster {
+    pub url: String,
+    keys: tempfile::TempDir,
+}
+
+/// A `warden serve` process of a cluster, killed when dropped.
+pub struct Node {
+    child: Child,
+    pub address: String,
+    _home: tempfile::TempDir,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `warden ARGS` with `home` as its home.
+fn warden_in(home: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_warden"));
+    c.env("WARDEN_HOME", home)
+        .env_remove("WARDEN_SECRET_KEY")
+        .env_remove("WARDEN_DATABASE_URL")
+        .args(args);
+    c
+}
+
+/// A home of its own that shares the run's runtime.
+fn node_home() -> tempfile::TempDir {
+    crate::support::sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    dir
+}
+
+impl Cluster {
+    /// A new database on the run's server, and keys for its nodes.
+    pub fn new() -> Cluster {
+        Cluster::on(pg::database())
+    }
+
+    /// A cluster over the database at `url`.
+    pub fn on(url: String) -> Cluster {
+        let keys = tempfile::tempdir().unwrap();
+        std::fs::write(keys.path().join("secret.key"), hex(&rand_bytes())).unwrap();
+        let audit = warden::audit::AuditKey::generate();
+        std::fs::write(keys.path().join("audit.key"), audit.to_hex()).unwrap();
+        Cluster { url, keys }
+    }
+
+    fn key_flags(&self) -> Vec<String> {
+        vec![
+            "--secret-key-file".into(),
+            self.keys.path().join("secret.key").display().to_string(),
+            "--audit-key-file".into(),
+            self.keys.path().join("audit.key").display().to_string(),
+        ]
+    }
+
+    /// Creates a tenant with `flags` through `warden tenant create --db`; its API key.
+    pub fn tenant(&self, flags: &[&str]) -> (String, String) {
+        let home = node_home();
+        let out = warden_in(
+            home.path(),
+            &[
+                &["tenant", "--db", &self.url, "create", "t", "--json"],
+                flags,
+            ]
+            .concat(),
+        )
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["api_key"].as_str().unwrap().to_owned(),
+            v["tenant"]["id"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    /// Starts a node; returns once it listens.
+    pub fn node(&self) -> Node {
+        self.try_node(&[])
+            .unwrap_or_else(|e| panic!("the node did not start: {e}"))
+    }
+
+    /// Starts a node with `extra` flags; `Err` with its output when it exits instead.
+    pub fn try_node(&self, extra: &[&str]) -> Result<Node, String> {
+        let home = node_home();
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--cold",
+            "--db",
+            &self.url,
+        ];
+        let keys = self.key_flags();
+        let with_keys = !extra.contains(&"--secret-key-file");
+        if with_keys {
+            args.extend(keys.iter().map(String::as_str));
+        }
+        args.extend(extra);
+        let mut child = warden_in(home.path(), &args)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            let line = line.trim_end().to_owned();
+            seen.push_str(&line);
+            seen.push('\n');
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let address = rest.split_whitespace().next().unwrap().to_owned();
+                // Keep reading: a node whose stderr is closed cannot say it is stopping.
+                let mut rest = stderr;
+                std::thread::spawn(move || std::io::copy(&mut rest, &mut std::io::sink()));
+                return Ok(Node {
+                    child,
+                    address,
+                    _home: home,
+                });
+            }
+        }
+        let _ = child.wait();
+        Err(seen)
+    }
+}
+
+fn rand_bytes() -> [u8; 32] {
+    std::array::from_fn(|_| rand::random())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+impl Node {
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut request = client()
+            .request(method, format!("http://{}{path}", self.address))
+            .bearer_auth(key);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    pub async fn register(&self, key: &str, source: &str) -> String {
+        let (status, body) = self
+            .send(
+                reqwest::Method::POST,
+                "/v1/tools",
+                key,
+                Some(json!({ "source": source })),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["tool"]["id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn run(&self, key: &str, tool: &str, arguments: Value) -> (u16, Value) {
+        self.send(
+            reqwest::Method::POST,
+            &format!("/v1/tools/{tool}/run"),
+            key,
+            Some(json!({ "arguments": arguments })),
+        )
+        .await
+    }
+
+    /// `kill -9`.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+const ADD: &str = "def add(a: int, b: int) -> int:\n    \"\"\"Add.\"\"\"\n    return a + b\n";
+
+const NAP: &str = "import time\n\n\ndef nap(seconds: float) -> dict:\n    \"\"\"Sleep, and say when.\"\"\"\n    start = time.time()\n    time.sleep(seconds)\n    return {\"start\": start, \"end\": time.time()}\n";
+
+#[tokio::test]
+async fn a_tool_registered_on_one_node_is_callable_and_switched_off_on_the_others() {
+    let cluster = Cluster::new();
+    let (key, _) = cluster.tenant(&[]);
+    let nodes = [cluster.node(), cluster.node(), cluster.node()];
+    let tool = nodes[0].register(&key, ADD).await;
+    let started = Instant::now();
+    let (status, body) = nodes[1].run(&key, &tool, json!({"a": 2, "b": 3})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["value"], 5, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1) + Duration::from_secs(5));
+    let (status, _) = nodes[2]
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/tools/{tool}/disable"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, body) = nodes[0].run(&key, &tool, json!({"a": 2, "b": 3})).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, _) = nodes[1]
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v1/tools/{tool}"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    let (status, body) = nodes[2].run(&key, &tool, json!({"a": 2, "b": 3})).await;
+    assert_eq!(status, 404, "{body}");
+}
+
+#[tokio::test]
+async fn a_tenants_concurrency_ceiling_holds_across_nodes() {
+    let cluster = Cluster::new();
+    let (key, _) = cluster.tenant(&["--max-concurrent-calls", "2"]);
+    let nodes = [cluster.node(), cluster.node(), cluster.node()];
+    let tool = nodes[0].register(&key, NAP).await;
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let url = format!("http://{}/v1/tools/{tool}/run", nodes[i % 3].address);
+        let key = key.clone();
+        calls.spawn(async move {
+            let r = client()
+                .post(url)
+                .bearer_auth(key)
+                .json(&json!({"arguments": {"seconds": 0.4}}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        });
+    }
+    let results = calls.join_all().await;
+    let mut spans = Vec::new();
+    for (status, body) in &results {
+        assert_eq!(*status, 200, "{body}");
+        spans.push((
+            body["value"]["start"].as_f64().unwrap(),
+            body["value"]["end"].as_f64().unwrap(),
+        ));
+    }
+    // At no call's start were more than two calls (it included) running.
+    for (start, _) in &spans {
+        let running = spans
+            .iter()
+            .filter(|(s, e)| s <= start && start < e)
+            .count();
+        assert!(running <= 2, "{running} calls at once: {spans:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_tenants_rate_limit_holds_across_nodes() {
+    let cluster = Cluster::new();
+    let (key, _) = cluster.tenant(&["--calls-per-minute", "4"]);
+    let nodes = [cluster.node(), cluster.node()];
+    let tool = nodes[0].register(&key, ADD).await;
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let (status, _) = nodes[i % 2].run(&key, &tool, json!({"a": 1, "b": 1})).await;
+        statuses.push(status);
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+}
+
+#[test]
+fn a_node_with_another_key_refuses_to_start_naming_the_key() {
+    let cluster = Cluster::new();
+    let first = cluster.node();
+    drop(first);
+    let other = tempfile::tempdir().unwrap();
+    let file = other.path().join("secret.key");
+    std::fs::write(&file, hex(&rand_bytes())).unwrap();
+    let audit = cluster.keys.path().join("audit.key");
+    let err = cluster
+        .try_node(&[
+            "--secret-key-file",
+            file.to_str().unwrap(),
+            "--audit-key-file",
+            audit.to_str().unwrap(),
+        ])
+        .err()
+        .expect("a node with another secret key started");
+    assert!(err.contains("secret-sealing key"), "{err}");
+}
+
+#[tokio::test]
+async fn readyz_follows_the_database_and_livez_the_process() {
+    let server = pg::Server::start();
+    let cluster = Cluster::on(server.create_database());
+    let node = cluster.node();
+    let get = |path: &'static str| {
+        let url = format!("http://{}{path}", node.address);
+        async move {
+            let r = client().get(url).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    assert_eq!(get("/readyz").await.0, 200);
+    server.stop();
+    let (status, body) = get("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["reason"].as_str().unwrap().contains("database"),
+        "{body}"
+    );
+    assert_eq!(get("/livez").await.0, 200);
+    server.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get("/readyz").await.0 != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "not ready again after the database returned"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `warden audit export` then `warden audit verify` on `tenant`'s trail in the
+/// cluster's database; the verifier's output.
+fn export_and_verify(cluster: &Cluster, tenant: &str) -> String {
+    let home = node_home();
+    let file = home.path().join("export.jsonl");
+    let audit = cluster.keys.path().join("audit.key");
+    let out = warden_in(
+        home.path(),
+        &[
+            "audit",
+            "export",
+            "--tenant",
+            tenant,
+            "--db",
+            &cluster.url,
+            "--audit-key-file",
+            audit.to_str().unwrap(),
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pubkey = warden::audit::AuditKey::from_hex(&std::fs::read_to_string(&audit).unwrap())
+        .unwrap()
+        .public_key()
+        .to_string();
+    let out = warden_in(
+        home.path(),
+        &[
+            "audit",
+            "verify",
+            file.to_str().unwrap(),
+            "--pubkey",
+            &pubkey,
+        ],
+    )
+    .output()
+    .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    said
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_loses_nothing_acknowledged_and_its_slots_come_back() {
+    let cluster = Cluster::new();
+    let (key, tenant) = cluster.tenant(&["--max-concurrent-calls", "1"]);
+    let nodes = vec![cluster.node(), cluster.node(), cluster.node()];
+    let nap = nodes[0].register(&key, NAP).await;
+    let add = nodes[0].register(&key, ADD).await;
+    let addresses: Vec<String> = nodes.iter().map(|n| n.address.clone()).collect();
+    // The tenant's one slot, held by a long call on the node about to die.
+    let holder = {
+        let url = format!("http://{}/v1/tools/{nap}/run", addresses[2]);
+        let key = key.clone();
+        tokio::spawn(async move {
+            client()
+                .post(url)
+                .bearer_auth(key)
+                .json(&json!({"arguments": {"seconds": 60}}))
+                .send()
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Load through every node: registrations, and updates making new versions.
+    let mut load = tokio::task::JoinSet::new();
+    for (i, address) in addresses.iter().enumerate() {
+        for j in 0..8 {
+            let (address, key) = (address.clone(), key.clone());
+            load.spawn(async move {
+                let source = format!(
+                    "def t{i}_{j}(x: int) -> int:\n    \"\"\"Tool.\"\"\"\n    return x + {j}\n"
+                );
+                let r = client()
+                    .post(format!("http://{address}/v1/tools"))
+                    .bearer_auth(key)
+                    .json(&json!({ "source": source }))
+                    .send()
+                    .await;
+                match r {
+                    Ok(r) if r.status().as_u16() == 201 => {
+                        let v: Value = r.json().await.unwrap_or_default();
+                        v["tool"]["id"].as_str().map(str::to_owned)
+                    }
+                    _ => None,
+                }
+            });
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let mut nodes = nodes;
+    nodes.pop().unwrap().kill();
+    let acknowledged: Vec<String> = load.join_all().await.into_iter().flatten().collect();
+    assert!(
+        acknowledged.len() >= 16,
+        "only {} registrations went through",
+        acknowledged.len()
+    );
+    assert!(holder.await.unwrap().is_err(), "the killed node answered");
+    // Every acknowledged registration is there, seen from a surviving node.
+    for id in &acknowledged {
+        let (status, body) = nodes[1]
+            .send(reqwest::Method::GET, &format!("/v1/tools/{id}"), &key, None)
+            .await;
+        assert_eq!(status, 200, "acknowledged tool {id} is missing: {body}");
+    }
+    // The dead node's slot comes back once its lease runs out, and the call then runs.
+    let started = Instant::now();
+    let (status, body) = nodes[0].run(&key, &add, json!({"a": 1, "b": 2})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() <= warden::registry::LEASE + Duration::from_secs(3),
+        "the slot took {:?} to come back",
+        started.elapsed()
+    );
+    export_and_verify(&cluster, &tenant);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_the_calls_in_flight_then_exits_cleanly() {
+    let cluster = Cluster::new();
+    let (key, tenant) = cluster.tenant(&[]);
+    let node = cluster.node();
+    let nap = node.register(&key, NAP).await;
+    let url = format!("http://{}/v1/tools/{nap}/run", node.address);
+    let call = tokio::spawn({
+        let key = key.clone();
+        async move {
+            let r = client()
+                .post(url)
+                .bearer_auth(key)
+                .json(&json!({"arguments": {"seconds": 1.5}}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = tokio::task::spawn_blocking(move || node.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let (code, body) = call.await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["status"], "ok", "{body}");
+    // Nothing of the node stays held in the cluster.
+    let registry = warden::registry::Registry::connect(&warden::registry::Location::Postgres(
+        cluster.url.clone(),
+    ))
+    .unwrap();
+    assert_eq!(registry.slots_held(&tenant.parse().unwrap()).unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_sessions_on_every_node_hear_of_changes_made_on_another() {
+    use rmcp::ClientHandler;
+    use rmcp::service::NotificationContext;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+    use std::sync::Arc;
+    use tokio::sync::Notify;
+
+    #[derive(Clone, Default)]
+    struct Heard(Arc<Notify>);
+    impl ClientHandler for Heard {
+        async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+            self.0.notify_one();
+        }
+    }
+
+    let cluster = Cluster::new();
+    let (key, _) = cluster.tenant(&[]);
+    let (a, b) = (cluster.node(), cluster.node());
+    a.register(&key, ADD).await;
+    let _ = client();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", b.address))
+            .auth_header(key.clone()),
+    );
+    let heard = Heard::default();
+    let session = heard
+        .clone()
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    let names = |tools: Vec<rmcp::model::Tool>| {
+        tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(session.list_all_tools().await.unwrap()), ["add"]);
+    let changed = heard.0.notified();
+    let started = Instant::now();
+    a.register(&key, NAP).await;
+    tokio::time::timeout(Duration::from_secs(5), changed)
+        .await
+        .expect("the session on the other node heard of the registration");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        names(session.list_all_tools().await.unwrap()),
+        ["add", "nap"]
+    );
+    let _ = session.cancel().await;
+}
+
+#[test]
+fn db_copy_moves_a_sqlite_registry_to_postgres_with_its_chains_verifying() {
+    let home = node_home();
+    let db = home.path().join("warden.db");
+    let db_arg = db.to_str().unwrap();
+    // A registry with some history: a tenant, a rotated key, a secret-free policy change.
+    let out = warden_in(
+        home.path(),
+        &["tenant", "--db", db_arg, "create", "acme", "--json"],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tenant = v["tenant"]["id"].as_str().unwrap().to_owned();
+    for args in [
+        vec!["tenant", "--db", db_arg, "rotate-key", &tenant],
+        vec![
+            "tenant",
+            "--db",
+            db_arg,
+            "set-policy",
+            &tenant,
+            "--calls-per-minute",
+            "7",
+        ],
+    ] {
+        let out = warden_in(home.path(), &args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let cluster = Cluster::new();
+    let copy = |to: &str| {
+        warden_in(home.path(), &["db", "copy", "--from", db_arg, "--to", to])
+            .output()
+            .unwrap()
+    };
+    let out = copy(&cluster.url);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("audit_events: 3 rows"), "{said}");
+    assert!(said.contains("intact"), "{said}");
+    // The copy is the registry: its policy, and a trail that verifies offline.
+    let out = warden_in(
+        home.path(),
+        &["tenant", "--db", &cluster.url, "policy", &tenant],
+    )
+    .output()
+    .unwrap();
+    let policy: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(policy["calls_per_minute"], 7);
+    export_and_verify(&cluster, &tenant);
+    // Copying again onto a registry that holds tenants is refused; nothing changes.
+    let out = copy(&cluster.url);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already holds tenants"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

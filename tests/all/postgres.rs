@@ -1,0 +1,123 @@
+//! The registry on PostgreSQL as several nodes use it: each `Registry` here is what one
+//! `warden serve` node holds, all on one database.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use warden::registry::{AuditEvent, ChainCheck, Location, Registry, RegistryError};
+use warden::tenant::TenantPolicy;
+
+use crate::pg;
+
+fn node(url: &str) -> Registry {
+    Registry::connect(&Location::Postgres(url.to_owned())).unwrap()
+}
+
+#[test]
+fn nodes_starting_together_migrate_once() {
+    let url = pg::database();
+    let nodes: Vec<_> = (0..3)
+        .map(|_| {
+            let url = url.clone();
+            thread::spawn(move || node(&url).schema_version().unwrap())
+        })
+        .collect();
+    let versions: Vec<u32> = nodes.into_iter().map(|n| n.join().unwrap()).collect();
+    assert!(
+        versions.iter().all(|v| *v == versions[0] && *v > 0),
+        "{versions:?}"
+    );
+}
+
+#[test]
+fn concurrent_appends_from_several_nodes_make_one_chain() {
+    let url = pg::database();
+    let first = node(&url);
+    let (tenant, _) = first
+        .create_tenant("acme", &TenantPolicy::default())
+        .unwrap();
+    let nodes: Vec<Arc<Registry>> = (0..3).map(|_| Arc::new(node(&url))).collect();
+    let writers: Vec<_> = nodes
+        .iter()
+        .flat_map(|n| [Arc::clone(n), Arc::clone(n)])
+        .map(|n| {
+            let tenant = tenant.id.clone();
+            thread::spawn(move || {
+                for _ in 0..25 {
+                    n.append_audit(&tenant, &AuditEvent::KeyRevoked).unwrap();
+                }
+                // And in batches, as the journal writes them.
+                let batch = vec![(tenant.clone(), AuditEvent::KeyRevoked); 5];
+                n.append_audit_batch(&batch).unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    match first.verify_chain(&tenant.id).unwrap() {
+        ChainCheck::Intact { events, .. } => assert_eq!(events, 1 + 6 * 30),
+        broken => panic!("{broken:?}"),
+    }
+}
+
+#[test]
+fn a_tampered_event_breaks_the_chain() {
+    let url = pg::database();
+    let reg = node(&url);
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    reg.append_audit(&tenant.id, &AuditEvent::KeyRevoked)
+        .unwrap();
+    assert!(reg.verify_chain(&tenant.id).unwrap().is_intact());
+    let name = url.split('/').nth(3).unwrap().split('?').next().unwrap();
+    pg::shared().psql(
+        name,
+        "UPDATE audit_events SET event = replace(event, 'acme', 'evil') WHERE seq = 1",
+    );
+    assert!(matches!(
+        reg.verify_chain(&tenant.id).unwrap(),
+        ChainCheck::Broken { seq: 1, .. }
+    ));
+}
+
+#[test]
+fn an_unreachable_server_fails_fast_and_clearly() {
+    let started = Instant::now();
+    let err = Registry::connect(&Location::Postgres(
+        "postgresql://postgres@localhost/none?host=/nonexistent-warden-socket".into(),
+    ))
+    .unwrap_err();
+    assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
+    assert!(err.to_string().contains("PostgreSQL is running"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn a_restarted_server_is_used_again_without_restarting_the_node() {
+    let server = pg::Server::start();
+    let url = server.create_database();
+    let reg = node(&url);
+    let (tenant, _) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    server.stop();
+    let started = Instant::now();
+    let err = reg
+        .append_audit(&tenant.id, &AuditEvent::KeyRevoked)
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Unavailable { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    server.restart();
+    // The pool drops its dead connections and makes new ones.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match reg.append_audit(&tenant.id, &AuditEvent::KeyRevoked) {
+            Ok(_) => break,
+            Err(e) => assert!(Instant::now() < deadline, "not back: {e}"),
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    match reg.verify_chain(&tenant.id).unwrap() {
+        ChainCheck::Intact { events, .. } => assert_eq!(events, 2),
+        broken => panic!("{broken:?}"),
+    }
+}
