@@ -17,8 +17,10 @@ example: build
 	$(WARDEN) run examples/word_count.py --args '{"text": "the cat and the hat", "top": 2}'
 	$(WARDEN) run examples/vector_stats.py --args '{"values": [3, 4]}' --json
 
-## Run every test (unit, integration against the real runtime, CLI).
+## Run every test (unit, integration against the real runtime, CLI, and several nodes
+## on a real PostgreSQL server, whose Debian package is installed when missing).
 test:
+	./tests/ensure-postgres.sh
 	$(CARGO) test --features escape-hatch
 
 ## Fetch, verify and compile the runtime.

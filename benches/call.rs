@@ -21,7 +21,7 @@ use warden::grants::Grants;
 use warden::limits::Limits;
 use warden::outcome::Status;
 use warden::packages::{Packages, Pip};
-use warden::registry::Registry;
+use warden::registry::{Location, Registry};
 use warden::sandbox::Progress;
 use warden::sandbox::artifacts::Role;
 use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
@@ -31,6 +31,18 @@ use warden::worker::{Workers, WorkersConfig};
 
 const TOOL: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
 const CSV: &str = "item,price\napple,1.5\npear,2.25\nplum,0.8\nfig,3.1\nkiwi,1.2\n";
+
+/// A real PostgreSQL server for the service's figures on several-node storage (the
+/// tests' own harness: Debian's package, a Unix socket in a temporary folder).
+#[allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "the tests' harness: it fails loudly"
+)]
+#[path = "../tests/all/pg.rs"]
+mod pg;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -133,12 +145,15 @@ async fn request(
 /// `POST /v1/tools/{id}/run` calls.
 /// The service's sequential round trips on one connection, then its calls per second
 /// with one connection per core.
+/// `database`: the registry's location, `None` for a SQLite file of its own.
 async fn service_round_trips(
     sandbox: Arc<Sandbox>,
     home: &std::path::Path,
+    database: Option<Location>,
 ) -> anyhow::Result<(Stats, f64)> {
     let dir = tempfile::tempdir()?;
-    let registry = Arc::new(Registry::open(dir.path().join("warden.db"))?);
+    let location = database.unwrap_or_else(|| Location::Sqlite(dir.path().join("warden.db")));
+    let registry = Arc::new(Registry::connect(&location)?);
     let policy = TenantPolicy {
         calls_per_minute: 1_000_000,
         ..TenantPolicy::default()
@@ -665,7 +680,11 @@ fn main() -> anyhow::Result<()> {
         &Limits::default(),
     )?;
 
-    let (service, http_rate) = rt.block_on(service_round_trips(sandbox.clone(), &home))?;
+    let (service, http_rate) = rt.block_on(service_round_trips(sandbox.clone(), &home, None))?;
+    // The same on PostgreSQL, as each of several nodes runs.
+    let postgres = Location::Postgres(pg::database());
+    let (service_pg, http_pg_rate) =
+        rt.block_on(service_round_trips(sandbox.clone(), &home, Some(postgres)))?;
 
     // Cold and warm starts of tools with real imports, and the host's interpreter.
     let fixture = |name: &str| root().join("tests/fixtures/tools").join(name);
@@ -746,6 +765,7 @@ fn main() -> anyhow::Result<()> {
         "Warden service, HTTP round trip (loopback, keep-alive)",
         &service,
     );
+    row("the same, registry on PostgreSQL", &service_pg);
     row(
         "`csv_summary` (csv + statistics): Warden, warm",
         &csv_warden,
@@ -815,6 +835,13 @@ fn main() -> anyhow::Result<()> {
         service.p50.as_secs_f64() / warden.p50.as_secs_f64()
     );
     println!(
+        "Warden service on PostgreSQL: p50 {:.0} µs ({:.2}x the in-process p50), {http_pg_rate:.0} \
+         calls/s with {workers} connections ({:.0}% of SQLite's)",
+        service_pg.p50.as_secs_f64() * 1e6,
+        service_pg.p50.as_secs_f64() / warden.p50.as_secs_f64(),
+        100.0 * http_pg_rate / http_rate
+    );
+    println!(
         "p50 ratio, subprocess / Warden: {:.1}x (add), {:.1}x (csv_summary); fuel per Warden \
          call: {fuel} (add), {csv_fuel} (csv_summary)",
         peer.p50.as_secs_f64() / warden.p50.as_secs_f64(),
@@ -866,6 +893,9 @@ fn main() -> anyhow::Result<()> {
         "http_p50_us": us(service.p50),
         "http_p99_us": us(service.p99),
         "http_calls_per_s_2": http_rate,
+        "http_pg_p50_us": us(service_pg.p50),
+        "http_pg_p99_us": us(service_pg.p99),
+        "http_pg_calls_per_s_2": http_pg_rate,
         "csv_summary_p50_us": us(csv_warden.p50),
         "tool_error_p50_us": us(error_calls.p50),
         "tools": warm,

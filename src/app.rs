@@ -38,6 +38,7 @@
 
 mod audit;
 pub mod bytecode;
+mod cache;
 mod changes;
 mod cluster;
 mod error;
@@ -137,6 +138,8 @@ struct Inner {
     draining: std::sync::atomic::AtomicBool,
     /// Whether the task renewing this node's cluster leases runs ([`cluster`]).
     renewing: std::sync::atomic::AtomicBool,
+    /// Keys, tenants and current versions, as every call reads them ([`cache`]).
+    cache: cache::Cache,
 }
 
 impl std::fmt::Debug for App {
@@ -189,6 +192,7 @@ impl App {
                 audit_key: std::sync::OnceLock::new(),
                 draining: std::sync::atomic::AtomicBool::new(false),
                 renewing: std::sync::atomic::AtomicBool::new(false),
+                cache: cache::Cache::default(),
             }),
         };
         // Other nodes' tool changes reach this node's MCP sessions too. Weak: the
@@ -197,8 +201,15 @@ impl App {
         app.inner.registry.follow(move |change| {
             if let Some(inner) = inner.upgrade() {
                 match change {
-                    Change::Tools(tenant) => inner.changes.notify(&tenant),
-                    Change::Resync => inner.changes.notify_all(),
+                    Change::Tools(tenant) => {
+                        inner.cache.tools_changed(&tenant);
+                        inner.changes.notify(&tenant);
+                    }
+                    Change::Tenant(tenant) => inner.cache.tenant_changed(&tenant),
+                    Change::Resync => {
+                        inner.cache.clear();
+                        inner.changes.notify_all();
+                    }
                 }
             }
         });
@@ -260,8 +271,34 @@ impl App {
         let Some(key) = bearer.map(str::to_owned) else {
             return Err(AppError::Unauthorized);
         };
-        self.blocking(move |r| r.authenticate(&key)?.ok_or(AppError::Unauthorized))
-            .await
+        self.observe_outside_writes().await?;
+        // A malformed key is refused by the registry alike; it is never cached.
+        let digest = cache::key_digest(&key);
+        if let Some(tenant) = digest.as_ref().and_then(|d| self.inner.cache.key(d)) {
+            return Ok(tenant);
+        }
+        let ticket = self.inner.cache.ticket();
+        let tenant = self
+            .blocking(move |r| r.authenticate(&key)?.ok_or(AppError::Unauthorized))
+            .await?;
+        if let Some(digest) = digest {
+            self.inner.cache.put_key(ticket, digest, tenant.clone());
+        }
+        Ok(tenant)
+    }
+
+    /// Drops what the cache holds if another process wrote to the registry since it
+    /// was read (a cheap check; it waits for the database only when that is busy).
+    async fn observe_outside_writes(&self) -> Result<(), AppError> {
+        let outside = match self.inner.registry.outside_writes(false)? {
+            Some(v) => v,
+            None => {
+                self.blocking(|r| Ok(r.outside_writes(true)?.unwrap_or(0)))
+                    .await?
+            }
+        };
+        self.inner.cache.observe(outside);
+        Ok(())
     }
 
     /// Checks the operator key.
@@ -509,13 +546,17 @@ impl App {
     /// Revokes the tenant's key.
     pub async fn revoke_key(&self, tenant: &TenantId) -> Result<(), AppError> {
         let t = tenant.clone();
-        self.blocking(move |r| Ok(r.revoke_key(&t)?)).await
+        self.blocking(move |r| Ok(r.revoke_key(&t)?)).await?;
+        self.inner.cache.tenant_changed(tenant);
+        Ok(())
     }
 
     /// Gives the tenant a new key, shown only here.
     pub async fn rotate_key(&self, tenant: &TenantId) -> Result<ApiKey, AppError> {
         let t = tenant.clone();
-        self.blocking(move |r| Ok(r.rotate_key(&t)?)).await
+        let key = self.blocking(move |r| Ok(r.rotate_key(&t)?)).await?;
+        self.inner.cache.tenant_changed(tenant);
+        Ok(key)
     }
 }
 

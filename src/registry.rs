@@ -133,6 +133,8 @@ fn url_scheme(value: &str) -> Option<&str> {
 pub enum Change {
     /// The tenant's tools changed: one registered, updated, enabled, disabled or deleted.
     Tools(TenantId),
+    /// The tenant's policy or key changed.
+    Tenant(TenantId),
     /// The connection that hears changes was lost and made again: anything may have
     /// changed meanwhile.
     Resync,
@@ -188,6 +190,18 @@ impl Registry {
         match &self.db {
             Backend::Sqlite(_) => None,
             Backend::Postgres(db) => Some(db.node()),
+        }
+    }
+
+    /// A number that changes when another process writes to the registry behind this
+    /// one's back (SQLite's `data_version`: a `warden tenant` command beside a running
+    /// server), so that what this process cached can be dropped. `None` when `wait` is
+    /// false and the database is busy. Always 0 on PostgreSQL, whose writers announce
+    /// their changes ([`Registry::follow`]).
+    pub fn outside_writes(&self, wait: bool) -> Result<Option<u64>, RegistryError> {
+        match &self.db {
+            Backend::Sqlite(db) => db.data_version(wait),
+            Backend::Postgres(_) => Ok(Some(0)),
         }
     }
 

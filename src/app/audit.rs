@@ -113,6 +113,10 @@ impl App {
         policy: TenantPolicy,
     ) -> Result<Tenant, AppError> {
         let t = tenant.clone();
-        self.blocking(move |r| Ok(r.set_policy(&t, &policy)?)).await
+        let changed = self
+            .blocking(move |r| Ok(r.set_policy(&t, &policy)?))
+            .await?;
+        self.inner.cache.tenant_changed(tenant);
+        Ok(changed)
     }
 }

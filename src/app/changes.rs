@@ -54,8 +54,9 @@ impl App {
         self.inner.changes.subscribe(tenant)
     }
 
-    /// Tells the tenant's listeners that its tools changed.
+    /// Tells the tenant's listeners, and the cache, that its tools changed.
     pub(super) fn tools_changed(&self, tenant: &TenantId) {
+        self.inner.cache.tools_changed(tenant);
         self.inner.changes.notify(tenant);
     }
 }

@@ -15,7 +15,7 @@ use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
 use crate::outcome::{CallResult, Start};
-use crate::registry::{AuditEvent, ToolId};
+use crate::registry::{AuditEvent, Tenant, ToolId};
 use crate::sandbox::{Outbound, ShareKey};
 use crate::tenant::TenantId;
 
@@ -134,17 +134,17 @@ impl App {
         tool: &ToolId,
         arguments: Value,
     ) -> Result<Admitted, AppError> {
-        let (t, id) = (tenant.clone(), tool.clone());
-        let (tenant_row, tool, version) = self
-            .blocking(move |r| {
-                let tenant = r.tenant(&t)?;
-                let (tool, version) = r.current(&t, &id)?;
-                // Folders may have moved or become symlinks since registration.
-                tenant.policy.admit_grants(&version.manifest.grants)?;
-                Ok((tenant, tool, version))
-            })
-            .await?;
-        let policy = tenant_row.policy;
+        let (tenant_row, current) = self.current_cached(tenant, tool).await?;
+        let (tool, version) = (current.0.clone(), current.1.clone());
+        // Folders may have moved or become symlinks since registration.
+        if version.manifest.grants.mounts.is_empty() {
+            tenant_row.policy.admit_grants(&version.manifest.grants)?;
+        } else {
+            let (row, grants) = (Arc::clone(&tenant_row), version.manifest.grants.clone());
+            self.blocking(move |_| Ok(row.policy.admit_grants(&grants)?))
+                .await?;
+        }
+        let policy = tenant_row.policy.clone();
         if !tool.enabled {
             return Err(AppError::Disabled { tool: tool.id });
         }
@@ -176,7 +176,7 @@ impl App {
             tenant: tenant.clone(),
             tool: tool.id,
             version: version.id,
-            key_hint: tenant_row.key_hint,
+            key_hint: tenant_row.key_hint.clone(),
             prepared,
             arguments,
             grants: manifest.grants,
@@ -184,6 +184,29 @@ impl App {
             outbound,
             gate,
         })
+    }
+
+    /// The tenant and the tool with its current version, from the cache or read (and
+    /// cached).
+    async fn current_cached(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+    ) -> Result<(Arc<Tenant>, super::cache::Current), AppError> {
+        self.observe_outside_writes().await?;
+        let cache = &self.inner.cache;
+        if let (Some(t), Some(current)) = (cache.tenant(tenant), cache.tool(tenant, tool)) {
+            return Ok((t, current));
+        }
+        let ticket = cache.ticket();
+        let (t, id) = (tenant.clone(), tool.clone());
+        let (row, current) = self
+            .blocking(move |r| Ok((r.tenant(&t)?, r.current(&t, &id)?)))
+            .await?;
+        let (row, current) = (Arc::new(row), Arc::new(current));
+        cache.put_tenant(ticket, Arc::clone(&row));
+        cache.put_tool(ticket, Arc::clone(&current));
+        Ok((row, current))
     }
 
     /// A version prepared for calls, on its first call only: writing its file, compiling

@@ -258,6 +258,15 @@ impl Tx<'_> {
         }
     }
 
+    /// Tells every other node, once this transaction commits, that `tenant`'s policy or
+    /// key changed.
+    pub(crate) fn tenant_changed(&mut self, tenant: &TenantId) -> Result<(), RegistryError> {
+        match self {
+            Tx::Sqlite(_) => Ok(()),
+            Tx::Postgres(tx) => tx.notify(&super::Change::Tenant(tenant.clone())),
+        }
+    }
+
     /// Takes the lock named `name` until the transaction ends (a PostgreSQL advisory lock;
     /// nothing in SQLite, whose write transactions already exclude each other): for
     /// work that must not interleave but has no row to lock, such as counting rows

@@ -330,6 +330,7 @@ async fn listen(
 fn encode(node: &str, change: &Change) -> String {
     match change {
         Change::Tools(tenant) => format!("{node}|tools|{tenant}"),
+        Change::Tenant(tenant) => format!("{node}|tenant|{tenant}"),
         Change::Resync => format!("{node}|resync|"),
     }
 }
@@ -344,6 +345,7 @@ fn decode(node: &str, payload: &str) -> Option<Change> {
     }
     match kind {
         "tools" => rest.parse::<TenantId>().ok().map(Change::Tools),
+        "tenant" => rest.parse::<TenantId>().ok().map(Change::Tenant),
         "resync" => Some(Change::Resync),
         _ => None,
     }

@@ -55,6 +55,23 @@ impl Sqlite {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// `PRAGMA data_version` of this connection: it changes when another connection (a
+    /// `warden tenant` command beside a running server) commits. `None` when `wait` is
+    /// false and the connection is busy.
+    pub(crate) fn data_version(&self, wait: bool) -> Result<Option<u64>, RegistryError> {
+        let conn = if wait {
+            self.lock()
+        } else {
+            match self.conn.try_lock() {
+                Ok(conn) => conn,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+            }
+        };
+        let v: i64 = conn.pragma_query_value(None, "data_version", |r| r.get(0))?;
+        Ok(Some(v.unsigned_abs()))
+    }
+
     /// The schema version (`PRAGMA user_version`).
     pub(crate) fn schema_version(&self) -> Result<u32, RegistryError> {
         Ok(self

@@ -179,7 +179,7 @@ impl Registry {
                     key_hint: key.hint(),
                 },
             )?;
-            Ok(())
+            tx.tenant_changed(id)
         })?;
         Ok(key)
     }
@@ -199,7 +199,7 @@ impl Registry {
                 });
             }
             append(tx, id, &AuditEvent::KeyRevoked)?;
-            Ok(())
+            tx.tenant_changed(id)
         })
     }
 
@@ -237,6 +237,7 @@ impl Registry {
                     policy: policy.clone(),
                 },
             )?;
+            tx.tenant_changed(id)?;
             load(tx, id)
         })
     }

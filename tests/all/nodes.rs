@@ -667,3 +667,43 @@ fn db_copy_moves_a_sqlite_registry_to_postgres_with_its_chains_verifying() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn a_key_revoked_on_the_command_line_stops_working_on_every_node() {
+    let cluster = Cluster::new();
+    let (key, tenant) = cluster.tenant(&[]);
+    let nodes = [cluster.node(), cluster.node()];
+    let tool = nodes[0].register(&key, ADD).await;
+    // Both nodes have the key, the tenant and the tool in their caches now.
+    for node in &nodes {
+        assert_eq!(node.run(&key, &tool, json!({"a": 1, "b": 1})).await.0, 200);
+    }
+    let home = node_home();
+    let out = warden_in(
+        home.path(),
+        &["tenant", "--db", &cluster.url, "revoke-key", &tenant],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = Instant::now();
+    for node in &nodes {
+        loop {
+            let (status, _) = node.run(&key, &tool, json!({"a": 1, "b": 1})).await;
+            if status == 401 {
+                break;
+            }
+            // Well under the cache's 1 s lifetime: it is the announcement that counts.
+            assert!(
+                started.elapsed() < Duration::from_millis(500),
+                "the revoked key still works after {:?}",
+                started.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
