@@ -237,10 +237,7 @@ impl Registry {
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
-        match &self.db {
-            Backend::Sqlite(db) => db.transaction(true, f),
-            Backend::Postgres(db) => db.transaction(true, f),
-        }
+        self.transaction(db::Mode::Write, f)
     }
 
     /// Runs `f` in one read transaction, for a consistent view across queries.
@@ -248,9 +245,25 @@ impl Registry {
         &self,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
+        self.transaction(db::Mode::Read, f)
+    }
+
+    /// Runs `f`'s statements each on its own (see [`db::Mode::Autocommit`]).
+    fn autocommit<T>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
+        self.transaction(db::Mode::Autocommit, f)
+    }
+
+    fn transaction<T>(
+        &self,
+        mode: db::Mode,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
         match &self.db {
-            Backend::Sqlite(db) => db.transaction(false, f),
-            Backend::Postgres(db) => db.transaction(false, f),
+            Backend::Sqlite(db) => db.transaction(mode, f),
+            Backend::Postgres(db) => db.transaction(mode, f),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! A tenant's ceilings shared by every node that uses this database: how many of its
 //! calls run at once (run slots) and how many start per minute (token buckets).
 //!
-//! A run slot is a row held under a lease: its node renews the leases of the calls it
-//! runs ([`Registry::renew_slots`]), releases each when the call ends, and all of its
-//! own when it drains; a node killed mid-call leaves rows whose lease runs out, and the
-//! next caller of that tenant deletes them. So `max_concurrent_calls: 2` means two calls
-//! at once across all nodes, and a dead node's slots come back within [`LEASE`].
+//! A tenant has one row per slot (`0..max_concurrent_calls`); a call takes a free one,
+//! or one whose lease ran out, in one statement (`FOR UPDATE SKIP LOCKED` on PostgreSQL:
+//! two nodes never take the same row, and neither waits for the other). Its node renews
+//! the leases of the calls it runs ([`Registry::renew_slots`]), frees each when the call
+//! ends, and all of its own when it drains; a node killed mid-call leaves rows whose
+//! lease runs out. So `max_concurrent_calls: 2` means two calls at once across all
+//! nodes, and a dead node's slots come back within [`LEASE`].
 //!
 //! Times are the database's clock, so nodes with skewed clocks agree on every lease.
 //! One node alone (SQLite) keeps these ceilings in memory instead (`app/gate.rs`).
@@ -22,7 +24,11 @@ pub const LEASE: Duration = Duration::from_secs(15);
 
 /// A running call's slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotId(String);
+pub struct SlotId {
+    tenant: TenantId,
+    n: i64,
+    holder: String,
+}
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -37,39 +43,86 @@ impl Registry {
         max: u32,
         node: &str,
     ) -> Result<Option<SlotId>, RegistryError> {
-        let id = format!("slot_{:032x}", rand::random::<u128>());
-        self.write(|tx| {
-            // Count, then insert: not interleaved with another node doing the same.
-            tx.lock_named(&format!("warden run slots {tenant}"))?;
-            let now = tx.now_ms()?;
-            tx.execute(
-                "DELETE FROM run_slots WHERE tenant_id = ?1 AND expires_at_ms < ?2",
-                vals![tenant.as_str(), now],
-            )?;
-            let running: i64 = tx
+        let holder = format!("call_{:032x}", rand::random::<u128>());
+        if let Some(slot) = self.take_slot(tenant, max, node, &holder)? {
+            return Ok(Some(slot));
+        }
+        // No free row: the tenant is at its ceiling, or its rows are not made yet (its
+        // first call, or a higher ceiling than before).
+        let made = self.write(|tx| {
+            let rows: i64 = tx
                 .query_one(
-                    "SELECT count(*) FROM run_slots WHERE tenant_id = ?1",
-                    vals![tenant.as_str()],
+                    "SELECT count(*) FROM run_slots WHERE tenant_id = ?1 AND n < ?2",
+                    vals![tenant.as_str(), max],
                 )?
                 .get(0)?;
-            if running >= i64::from(max) {
-                return Ok(None);
+            for n in 0..i64::from(max) {
+                if rows >= i64::from(max) {
+                    break;
+                }
+                tx.execute(
+                    "INSERT INTO run_slots (tenant_id, n) VALUES (?1, ?2)
+                     ON CONFLICT (tenant_id, n) DO NOTHING",
+                    vals![tenant.as_str(), n],
+                )?;
             }
-            tx.execute(
-                "INSERT INTO run_slots (id, tenant_id, node, expires_at_ms)
-                 VALUES (?1, ?2, ?3, ?4)",
-                vals![id.as_str(), tenant.as_str(), node, now + millis(LEASE)],
+            Ok(rows < i64::from(max))
+        })?;
+        if made {
+            self.take_slot(tenant, max, node, &holder)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Takes a free (or expired) row among the tenant's first `max`, in one statement.
+    fn take_slot(
+        &self,
+        tenant: &TenantId,
+        max: u32,
+        node: &str,
+        holder: &str,
+    ) -> Result<Option<SlotId>, RegistryError> {
+        self.autocommit(|tx| {
+            let dialect = tx.dialect();
+            let skip_locked = match dialect {
+                super::Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
+                super::Dialect::Sqlite => "",
+            };
+            let sql = format!(
+                "UPDATE run_slots SET holder = ?3, node = ?4, expires_at_ms = c.now + ?5
+                 FROM (SELECT {now} AS now) AS c
+                 WHERE run_slots.tenant_id = ?1 AND run_slots.n = (
+                     SELECT s.n FROM run_slots s, (SELECT {now} AS now) AS d
+                     WHERE s.tenant_id = ?1 AND s.n < ?2
+                       AND (s.holder IS NULL OR s.expires_at_ms < d.now)
+                     ORDER BY s.n LIMIT 1{skip_locked})
+                 RETURNING run_slots.n",
+                now = dialect.now_ms()
+            );
+            let row = tx.query_opt(
+                &sql,
+                vals![tenant.as_str(), max, holder, node, millis(LEASE)],
             )?;
-            Ok(Some(SlotId(id)))
+            match row {
+                Some(row) => Ok(Some(SlotId {
+                    tenant: tenant.clone(),
+                    n: row.get(0)?,
+                    holder: holder.to_owned(),
+                })),
+                None => Ok(None),
+            }
         })
     }
 
-    /// Frees a slot (its call ended).
+    /// Frees a slot (its call ended). A slot whose lease ran out and was taken by
+    /// another call meanwhile is that call's: left alone.
     pub fn release_slot(&self, slot: &SlotId) -> Result<(), RegistryError> {
-        self.write(|tx| {
+        self.autocommit(|tx| {
             tx.execute(
-                "DELETE FROM run_slots WHERE id = ?1",
-                vals![slot.0.as_str()],
+                "UPDATE run_slots SET holder = NULL, node = NULL
+                 WHERE tenant_id = ?1 AND n = ?2 AND holder = ?3",
+                vals![slot.tenant.as_str(), slot.n, slot.holder.as_str()],
             )
             .map(|_| ())
         })
@@ -77,30 +130,35 @@ impl Registry {
 
     /// Extends the lease of every slot `node` holds by [`LEASE`] from now; how many.
     pub fn renew_slots(&self, node: &str) -> Result<u64, RegistryError> {
-        self.write(|tx| {
-            let now = tx.now_ms()?;
-            tx.execute(
-                "UPDATE run_slots SET expires_at_ms = ?2 WHERE node = ?1",
-                vals![node, now + millis(LEASE)],
-            )
+        self.autocommit(|tx| {
+            let sql = format!(
+                "UPDATE run_slots SET expires_at_ms = {} + ?2
+                 WHERE node = ?1 AND holder IS NOT NULL",
+                tx.dialect().now_ms()
+            );
+            tx.execute(&sql, vals![node, millis(LEASE)])
         })
     }
 
     /// Frees every slot `node` holds (it is shutting down); how many.
     pub fn release_node_slots(&self, node: &str) -> Result<u64, RegistryError> {
-        self.write(|tx| tx.execute("DELETE FROM run_slots WHERE node = ?1", vals![node]))
+        self.autocommit(|tx| {
+            tx.execute(
+                "UPDATE run_slots SET holder = NULL, node = NULL WHERE node = ?1",
+                vals![node],
+            )
+        })
     }
 
     /// How many of `tenant`'s slots are held, on every node (expired ones not counted).
     pub fn slots_held(&self, tenant: &TenantId) -> Result<u64, RegistryError> {
-        self.read(|tx| {
-            let now = tx.now_ms()?;
-            let n: i64 = tx
-                .query_one(
-                    "SELECT count(*) FROM run_slots WHERE tenant_id = ?1 AND expires_at_ms >= ?2",
-                    vals![tenant.as_str(), now],
-                )?
-                .get(0)?;
+        self.autocommit(|tx| {
+            let sql = format!(
+                "SELECT count(*) FROM run_slots
+                 WHERE tenant_id = ?1 AND holder IS NOT NULL AND expires_at_ms >= {}",
+                tx.dialect().now_ms()
+            );
+            let n: i64 = tx.query_one(&sql, vals![tenant.as_str()])?.get(0)?;
             Ok(u64::try_from(n).unwrap_or(0))
         })
     }
@@ -116,6 +174,30 @@ impl Registry {
         let rate = i64::from(calls_per_minute.max(1));
         // Thousandths of a token: `rate` of them arrive per 60 ms.
         let capacity = rate * 1000;
+        // The usual case in one statement: the bucket exists and holds a token. The
+        // level is computed from the row being updated, so concurrent takers each see
+        // the other's take.
+        let taken = self.autocommit(|tx| {
+            let sql = format!(
+                "UPDATE rate_buckets SET
+                     tokens_milli = (CASE WHEN {level} >= ?2 THEN ?2 ELSE {level} END) - 1000,
+                     refilled_at_ms = CASE WHEN {level} >= ?2 THEN c.now
+                         ELSE refilled_at_ms + ({added}) * 60 / ?3 END
+                 FROM (SELECT {now} AS now) AS c
+                 WHERE tenant_id = ?1 AND {level} >= 1000
+                 RETURNING tokens_milli",
+                level = "(tokens_milli + (c.now - refilled_at_ms) * ?3 / 60)",
+                added = "(c.now - refilled_at_ms) * ?3 / 60",
+                now = tx.dialect().now_ms()
+            );
+            Ok(tx
+                .query_opt(&sql, vals![tenant.as_str(), capacity, rate])?
+                .is_some())
+        })?;
+        if taken {
+            return Ok(Ok(()));
+        }
+        // A new bucket, or an empty one: how long until the next token.
         self.write(|tx| {
             let now = tx.now_ms()?;
             tx.execute(

@@ -201,6 +201,20 @@ impl fmt::Display for Dialect {
     }
 }
 
+/// What a transaction does, which decides how it is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Reads only, one consistent view across its statements.
+    Read,
+    /// Reads and writes, all or nothing.
+    Write,
+    /// Each statement on its own: one write that stands alone, or reads that need no
+    /// common view (of immutable rows, say). On PostgreSQL each commits by itself,
+    /// without the two round trips of BEGIN and COMMIT, which on the hot path cost as
+    /// much as the statement.
+    Autocommit,
+}
+
 /// A transaction in either database: the only way the registry's logic touches one.
 pub(crate) enum Tx<'a> {
     /// In SQLite.
@@ -264,22 +278,6 @@ impl Tx<'_> {
         match self {
             Tx::Sqlite(_) => Ok(()),
             Tx::Postgres(tx) => tx.notify(&super::Change::Tenant(tenant.clone())),
-        }
-    }
-
-    /// Takes the lock named `name` until the transaction ends (a PostgreSQL advisory lock;
-    /// nothing in SQLite, whose write transactions already exclude each other): for
-    /// work that must not interleave but has no row to lock, such as counting rows
-    /// before inserting one.
-    pub(crate) fn lock_named(&mut self, name: &str) -> Result<(), RegistryError> {
-        match self.dialect() {
-            Dialect::Sqlite => Ok(()),
-            Dialect::Postgres => self
-                .execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
-                    vals![name],
-                )
-                .map(|_| ()),
         }
     }
 

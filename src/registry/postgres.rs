@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use tokio_postgres::AsyncMessage;
 
-use super::db::{Row, Tx, Value};
+use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
 use super::{Change, RegistryError};
 use crate::tenant::TenantId;
@@ -186,7 +186,7 @@ impl Postgres {
     /// Runs `f` in one transaction, committed when `f` succeeds.
     pub(crate) fn transaction<T>(
         &self,
-        write: bool,
+        mode: Mode,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
         let pool = self.pool.clone();
@@ -194,11 +194,11 @@ impl Postgres {
             .wait(async move { pool.get().await })?
             .map_err(pool_error)?;
         let mut tx = self.tx(client);
-        tx.batch(if write {
-            "BEGIN"
-        } else {
-            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-        })?;
+        match mode {
+            Mode::Write => tx.batch("BEGIN")?,
+            Mode::Read => tx.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?,
+            Mode::Autocommit => return f(&mut Tx::Postgres(&mut tx)),
+        }
         tx.open = true;
         let outcome = f(&mut Tx::Postgres(&mut tx));
         match outcome {
@@ -218,7 +218,7 @@ impl Postgres {
 
     /// The schema version the database is at.
     pub(crate) fn schema_version(&self) -> Result<u32, RegistryError> {
-        self.transaction(false, |tx| {
+        self.transaction(Mode::Autocommit, |tx| {
             let v: i64 = tx
                 .query_one("SELECT version FROM warden_schema", &[])?
                 .get(0)?;

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::db::{Row, Tx, Value};
+use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
 use super::{BUSY_TIMEOUT, RegistryError};
 
@@ -81,17 +81,17 @@ impl Sqlite {
 
     /// Runs `f` in one transaction: IMMEDIATE for writes (the write lock taken up front,
     /// so two processes cannot both read the same audit head and race to extend it),
-    /// DEFERRED for reads; committed when `f` succeeds.
+    /// DEFERRED for reads and single statements; committed when `f` succeeds.
     pub(crate) fn transaction<T>(
         &self,
-        write: bool,
+        mode: Mode,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
         let mut conn = self.lock();
-        let behavior = if write {
-            TransactionBehavior::Immediate
-        } else {
-            TransactionBehavior::Deferred
+        let behavior = match mode {
+            Mode::Write => TransactionBehavior::Immediate,
+            // One statement takes the write lock when it writes: no read-then-write race.
+            Mode::Read | Mode::Autocommit => TransactionBehavior::Deferred,
         };
         let mut tx = Tx::Sqlite(conn.transaction_with_behavior(behavior)?);
         let out = f(&mut tx)?;

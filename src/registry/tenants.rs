@@ -113,7 +113,7 @@ impl Registry {
 
     /// One tenant.
     pub fn tenant(&self, id: &TenantId) -> Result<Tenant, RegistryError> {
-        self.read(|tx| load(tx, id))
+        self.autocommit(|tx| load(tx, id))
     }
 
     /// Every tenant, oldest first.
@@ -136,7 +136,7 @@ impl Registry {
             return Ok(None);
         };
         let hash = key.hash();
-        self.read(|tx| {
+        self.autocommit(|tx| {
             // Looking up by hash leaks, through timing, at most which hashes exist, which
             // says nothing about any key. The match below is constant-time regardless.
             let row = tx.query_opt(

@@ -412,7 +412,7 @@ impl Registry {
 
     /// One of the tenant's tools.
     pub fn tool(&self, tenant: &TenantId, tool: &ToolId) -> Result<Tool, RegistryError> {
-        self.read(|tx| load_tool(tx, tenant, tool))
+        self.autocommit(|tx| load_tool(tx, tenant, tool))
     }
 
     /// The tenant's tool called `name`.
@@ -523,7 +523,8 @@ impl Registry {
         tenant: &TenantId,
         tool: &ToolId,
     ) -> Result<(Tool, Version), RegistryError> {
-        self.read(|tx| {
+        // Versions never change: the tool's row names one, which is read next.
+        self.autocommit(|tx| {
             let t = load_tool(tx, tenant, tool)?;
             let v = load_version(tx, tool, &t.current_version)?;
             Ok((t, v))

@@ -96,6 +96,8 @@ on_both_databases!(
     tenants_list_and_keep_their_policy,
     the_registry_serves_many_threads,
     tools_of_an_unknown_tenant_cannot_be_registered,
+    run_slots_hold_a_tenant_to_its_ceiling,
+    the_token_bucket_allows_a_minutes_burst_then_says_when,
 );
 
 fn registry_with_tenant(db: Db) -> (Registry, TenantId) {
@@ -838,4 +840,64 @@ fn a_policy_stored_before_folder_modes_still_allows_read_write_mounts() {
         policy.allowed_folders,
         [warden::tenant::AllowedFolder::read_write("/srv/data")]
     );
+}
+
+fn run_slots_hold_a_tenant_to_its_ceiling(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
+    let (other, _) = reg
+        .create_tenant("other", &TenantPolicy::default())
+        .unwrap();
+    let a = reg
+        .acquire_slot(&t, 2, "node-a")
+        .unwrap()
+        .expect("a first slot");
+    let b = reg
+        .acquire_slot(&t, 2, "node-b")
+        .unwrap()
+        .expect("a second slot");
+    assert_ne!(a, b);
+    assert_eq!(reg.acquire_slot(&t, 2, "node-a").unwrap(), None);
+    // Another tenant's ceiling is its own.
+    assert!(reg.acquire_slot(&other.id, 1, "node-a").unwrap().is_some());
+    assert_eq!(reg.slots_held(&t).unwrap(), 2);
+    reg.release_slot(&a).unwrap();
+    // Releasing twice frees nothing more.
+    reg.release_slot(&a).unwrap();
+    assert_eq!(reg.slots_held(&t).unwrap(), 1);
+    let c = reg
+        .acquire_slot(&t, 2, "node-a")
+        .unwrap()
+        .expect("the freed slot");
+    assert_eq!(reg.acquire_slot(&t, 2, "node-a").unwrap(), None);
+    // A higher ceiling makes room at once; a lower one holds back new calls.
+    let d = reg
+        .acquire_slot(&t, 3, "node-a")
+        .unwrap()
+        .expect("a third slot");
+    assert_eq!(reg.acquire_slot(&t, 1, "node-b").unwrap(), None);
+    assert_eq!(reg.renew_slots("node-a").unwrap(), 3);
+    // A node that drains frees what it holds, and only that.
+    assert_eq!(reg.release_node_slots("node-a").unwrap(), 3);
+    assert_eq!(reg.slots_held(&t).unwrap(), 1);
+    reg.release_slot(&b).unwrap();
+    reg.release_slot(&c).unwrap();
+    reg.release_slot(&d).unwrap();
+    assert_eq!(reg.slots_held(&t).unwrap(), 0);
+}
+
+fn the_token_bucket_allows_a_minutes_burst_then_says_when(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
+    for _ in 0..3 {
+        assert_eq!(reg.take_token(&t, 3).unwrap(), Ok(()));
+    }
+    let wait = reg.take_token(&t, 3).unwrap().unwrap_err();
+    assert!(
+        wait > Duration::from_secs(15) && wait <= Duration::from_secs(20),
+        "{wait:?}"
+    );
+    // Another tenant's bucket is its own.
+    let (other, _) = reg
+        .create_tenant("other", &TenantPolicy::default())
+        .unwrap();
+    assert_eq!(reg.take_token(&other.id, 3).unwrap(), Ok(()));
 }
