@@ -238,11 +238,10 @@ async fn a_tool_registered_on_one_node_is_callable_and_switched_off_on_the_other
     let (key, _) = cluster.tenant(&[]);
     let nodes = [cluster.node(), cluster.node(), cluster.node()];
     let tool = nodes[0].register(&key, ADD).await;
-    let started = Instant::now();
+    // At once, with no retry: the other node reads what the first one committed.
     let (status, body) = nodes[1].run(&key, &tool, json!({"a": 2, "b": 3})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["value"], 5, "{body}");
-    assert!(started.elapsed() < Duration::from_secs(1) + Duration::from_secs(5));
     let (status, _) = nodes[2]
         .send(
             reqwest::Method::POST,
@@ -706,4 +705,120 @@ async fn a_key_revoked_on_the_command_line_stops_working_on_every_node() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_stopping_and_returning_under_load_loses_nothing_acknowledged() {
+    let server = pg::Server::start();
+    let cluster = Cluster::on(server.create_database());
+    let (key, tenant) = cluster.tenant(&["--max-concurrent-calls", "16"]);
+    let nodes = [cluster.node(), cluster.node()];
+    let add = nodes[0].register(&key, ADD).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = tokio::task::JoinSet::new();
+    for (i, node) in nodes.iter().enumerate() {
+        for j in 0..2 {
+            let (address, key, add, stop) =
+                (node.address.clone(), key.clone(), add.clone(), stop.clone());
+            load.spawn(async move {
+                let mut registered = Vec::new();
+                let mut statuses = Vec::new();
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let started = Instant::now();
+                    let source = format!(
+                        "def t{i}_{j}_{n}(x: int) -> int:\n    \"\"\"T.\"\"\"\n    return x\n"
+                    );
+                    let r = client()
+                        .post(format!("http://{address}/v1/tools"))
+                        .bearer_auth(&key)
+                        .json(&json!({ "source": source }))
+                        .send()
+                        .await
+                        .unwrap();
+                    let status = r.status().as_u16();
+                    if status == 201 {
+                        let v: Value = r.json().await.unwrap();
+                        registered.push(v["tool"]["id"].as_str().unwrap().to_owned());
+                    }
+                    statuses.push((status, started.elapsed()));
+                    let r = client()
+                        .post(format!("http://{address}/v1/tools/{add}/run"))
+                        .bearer_auth(&key)
+                        .json(&json!({"arguments": {"a": 1, "b": 2}}))
+                        .send()
+                        .await
+                        .unwrap();
+                    statuses.push((r.status().as_u16(), started.elapsed()));
+                }
+                (registered, statuses)
+            });
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    server.stop();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.restart();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acknowledged = Vec::new();
+    let mut statuses = Vec::new();
+    for (registered, s) in load.join_all().await {
+        acknowledged.extend(registered);
+        statuses.extend(s);
+    }
+    // During the outage: 503s, each within the pool's wait (plus the call), never a hang.
+    assert!(
+        statuses.iter().any(|(s, _)| *s == 503),
+        "no request saw the outage: {statuses:?}"
+    );
+    for (status, took) in &statuses {
+        assert!(
+            matches!(status, 200 | 201 | 503),
+            "unexpected {status}: {statuses:?}"
+        );
+        assert!(*took < Duration::from_secs(15), "a request took {took:?}");
+    }
+    // After it: the nodes serve again by themselves, and nothing acknowledged is lost.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for node in &nodes {
+        loop {
+            let (status, body) = node.run(&key, &add, json!({"a": 1, "b": 2})).await;
+            if status == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "not back: {status} {body}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    for id in &acknowledged {
+        let (status, body) = nodes[1]
+            .send(reqwest::Method::GET, &format!("/v1/tools/{id}"), &key, None)
+            .await;
+        assert_eq!(status, 200, "acknowledged tool {id} is missing: {body}");
+    }
+    export_and_verify(&cluster, &tenant);
+}
+
+#[test]
+fn db_migrate_brings_a_new_database_to_the_current_schema() {
+    let url = pg::database();
+    let home = node_home();
+    let migrate = || {
+        warden_in(home.path(), &["db", "migrate", "--db", &url])
+            .output()
+            .unwrap()
+    };
+    let first = migrate();
+    let said = String::from_utf8_lossy(&first.stdout).into_owned();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(said.contains("schema version"), "{said}");
+    // Again: nothing to do, the same answer; the password-free URL is what it shows.
+    let again = migrate();
+    assert_eq!(String::from_utf8_lossy(&again.stdout), said);
 }
