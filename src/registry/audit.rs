@@ -13,6 +13,8 @@
 //! is signed with a key the database does not hold) or copy [`ChainCheck::Intact`]'s
 //! `head` somewhere the database's writers cannot reach, and compare later.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::db::{Tx, vals};
@@ -312,61 +314,115 @@ pub(super) fn head(tx: &mut Tx<'_>, tenant: &TenantId) -> Result<(i64, String), 
     Ok((row.get(0)?, row.get(1)?))
 }
 
-/// Appends `event` to `tenant`'s chain inside `tx`. The chain's head row is locked until
-/// the transaction ends (on PostgreSQL; SQLite's writers exclude each other anyway), and
-/// the event is stamped with the database's clock, so appends from several nodes form
-/// one chain in one time order.
+/// Appends `event` to `tenant`'s chain inside `tx`.
 pub(super) fn append(
     tx: &mut Tx<'_>,
     tenant: &TenantId,
     event: &AuditEvent,
 ) -> Result<AuditRecord, RegistryError> {
+    let mut records = append_all(tx, &[(tenant.clone(), event.clone())])?;
+    records
+        .pop()
+        .ok_or_else(|| RegistryError::corrupt("audit append", "no record"))
+}
+
+/// Rows one INSERT of [`append_all`] writes at most: 100.
+const INSERT_ROWS: usize = 100;
+
+/// Appends every event, in order, to its tenant's chain inside `tx`: one read of each
+/// tenant's head (its row locked until the transaction ends, on PostgreSQL; SQLite's
+/// writers exclude each other anyway), the events written 100 to a statement, one
+/// update of each head. Heads are locked in one order on every node, so two nodes'
+/// batches over the same tenants wait for each other instead of deadlocking. Events are
+/// stamped with the database's clock, so appends from several nodes form one chain in
+/// one time order.
+pub(super) fn append_all(
+    tx: &mut Tx<'_>,
+    events: &[(TenantId, AuditEvent)],
+) -> Result<Vec<AuditRecord>, RegistryError> {
     let dialect = tx.dialect();
-    let row = tx
-        .query_opt(
-            &format!(
-                "SELECT audit_seq, audit_head, {} FROM tenants WHERE id = ?1{}",
-                dialect.now_ms(),
-                dialect.for_update()
-            ),
-            vals![tenant.as_str()],
-        )?
-        .ok_or_else(|| RegistryError::NotFound {
-            kind: Kind::Tenant,
-            id: tenant.to_string(),
-        })?;
-    let (last, prev_hash, at_ms): (i64, String, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
-    let seq = to_u64(last, "audit head")? + 1;
-    let event_json =
-        serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
-    let hash = event_hash(tenant.as_str(), seq, at_ms, &prev_hash, &event_json);
-    let seq_sql = last + 1;
-    tx.execute(
-        "INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        vals![
-            tenant.as_str(),
-            seq_sql,
+    let mut heads: BTreeMap<&TenantId, (i64, String, i64)> = events
+        .iter()
+        .map(|(t, _)| (t, (0, String::new(), 0)))
+        .collect();
+    let head_sql = format!(
+        "SELECT audit_seq, audit_head, {} FROM tenants WHERE id = ?1{}",
+        dialect.now_ms(),
+        dialect.for_update()
+    );
+    for (tenant, head) in &mut heads {
+        let row = tx
+            .query_opt(&head_sql, vals![tenant.as_str()])?
+            .ok_or_else(|| RegistryError::NotFound {
+                kind: Kind::Tenant,
+                id: tenant.to_string(),
+            })?;
+        *head = (row.get(0)?, row.get(1)?, row.get(2)?);
+    }
+    let mut records = Vec::with_capacity(events.len());
+    for (tenant, event) in events {
+        let Some(head) = heads.get_mut(tenant) else {
+            continue;
+        };
+        let seq = to_u64(head.0, "audit head")? + 1;
+        let at_ms = head.2;
+        let event_json =
+            serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
+        let hash = event_hash(tenant.as_str(), seq, at_ms, &head.1, &event_json);
+        let prev_hash = std::mem::replace(&mut head.1, hash.clone());
+        head.0 += 1;
+        let record = AuditRecord {
+            tenant: tenant.clone(),
+            seq,
             at_ms,
-            event.kind(),
-            event.tool().map(ToolId::as_str),
-            event_json,
-            prev_hash.as_str(),
-            hash.as_str()
-        ],
-    )?;
-    tx.execute(
-        "UPDATE tenants SET audit_seq = ?2, audit_head = ?3 WHERE id = ?1",
-        vals![tenant.as_str(), seq_sql, hash.as_str()],
-    )?;
-    Ok(AuditRecord {
-        tenant: tenant.clone(),
-        seq,
-        at_ms,
-        event: event.clone(),
-        prev_hash,
-        hash,
-    })
+            event: event.clone(),
+            prev_hash,
+            hash,
+        };
+        records.push((record, event_json));
+    }
+    for chunk in records.chunks(INSERT_ROWS) {
+        insert_events(tx, chunk)?;
+    }
+    for (tenant, (seq, hash, _)) in &heads {
+        tx.execute_later(
+            "UPDATE tenants SET audit_seq = ?2, audit_head = ?3 WHERE id = ?1",
+            vals![tenant.as_str(), *seq, hash.as_str()],
+        )?;
+    }
+    Ok(records.into_iter().map(|(r, _)| r).collect())
+}
+
+/// Writes `records` (with their events' JSON) in one INSERT.
+fn insert_events(tx: &mut Tx<'_>, records: &[(AuditRecord, String)]) -> Result<(), RegistryError> {
+    let rows = (0..records.len())
+        .map(|i| {
+            let p: Vec<String> = (1..=8).map(|c| format!("?{}", 8 * i + c)).collect();
+            format!("({})", p.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut params = Vec::with_capacity(8 * records.len());
+    for (r, json) in records {
+        let seq = i64::try_from(r.seq).map_err(|e| RegistryError::corrupt("audit event", e))?;
+        params.extend_from_slice(vals![
+            r.tenant.as_str(),
+            seq,
+            r.at_ms,
+            r.event.kind(),
+            r.event.tool().map(ToolId::as_str),
+            json.as_str(),
+            r.prev_hash.as_str(),
+            r.hash.as_str()
+        ]);
+    }
+    tx.execute_later(
+        &format!(
+            "INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
+             VALUES {rows}"
+        ),
+        &params,
+    )
 }
 
 /// Events [`Registry::verify_chain`] reads at a time: 1000.
@@ -431,20 +487,7 @@ impl Registry {
         &self,
         events: &[(TenantId, AuditEvent)],
     ) -> Result<Vec<AuditRecord>, RegistryError> {
-        self.write(|tx| {
-            // Each tenant's head locked once, in one order on every node: two nodes'
-            // batches over the same tenants wait for each other instead of deadlocking.
-            let mut tenants: Vec<&TenantId> = events.iter().map(|(t, _)| t).collect();
-            tenants.sort();
-            tenants.dedup();
-            for tenant in tenants {
-                tx.lock_tenant(tenant)?;
-            }
-            events
-                .iter()
-                .map(|(tenant, event)| append(tx, tenant, event))
-                .collect()
-        })
+        self.write(|tx| append_all(tx, events))
     }
 
     /// `tenant`'s events, newest first: up to `limit` (0 means

@@ -287,6 +287,20 @@ impl Tx<'_> {
         self.query_one(&sql, &[])?.get(0)
     }
 
+    /// Runs `sql`, whose changed-row count nobody needs: on PostgreSQL it is sent with
+    /// the next statement or with COMMIT (one round trip for several), and its error, if
+    /// any, surfaces there.
+    pub(crate) fn execute_later(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<(), RegistryError> {
+        match self {
+            Tx::Sqlite(tx) => super::sqlite::execute(tx, sql, params).map(|_| ()),
+            Tx::Postgres(tx) => tx.execute_later(sql, params),
+        }
+    }
+
     /// Locks `tenant`'s row until the transaction ends, so this tenant's writes (and its
     /// audit chain) go one after another on every node; [`RegistryError::NotFound`]
     /// when there is no such tenant.

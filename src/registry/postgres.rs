@@ -25,6 +25,8 @@
 //! the certificate always verified); otherwise the connection is plain, which is what a
 //! Unix socket or a private network between nodes and database needs.
 
+mod tx;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -40,6 +42,7 @@ use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
 use super::{Change, RegistryError};
 use crate::tenant::TenantId;
+pub(crate) use tx::PgTx;
 
 /// Longest wait for a free connection from the pool: 5 s.
 pub const POOL_WAIT: Duration = Duration::from_secs(5);
@@ -153,12 +156,7 @@ impl Postgres {
     }
 
     fn tx(&self, client: Object) -> PgTx {
-        PgTx {
-            client: Some(client),
-            handle: self.handle.clone(),
-            open: false,
-            node: Arc::clone(&self.node),
-        }
+        PgTx::new(client, self.handle.clone(), Arc::clone(&self.node))
     }
 
     /// Hears the changes other nodes announce, on a connection of its own, for as long
@@ -195,22 +193,18 @@ impl Postgres {
             .map_err(pool_error)?;
         let mut tx = self.tx(client);
         match mode {
-            Mode::Write => tx.batch("BEGIN")?,
-            Mode::Read => tx.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?,
-            Mode::Autocommit => return f(&mut Tx::Postgres(&mut tx)),
+            Mode::Write => tx.begin("BEGIN"),
+            Mode::Read => tx.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            Mode::Autocommit => {}
         }
-        tx.open = true;
         let outcome = f(&mut Tx::Postgres(&mut tx));
         match outcome {
             Ok(out) => {
-                tx.batch("COMMIT")?;
-                tx.open = false;
+                tx.commit()?;
                 Ok(out)
             }
             Err(e) => {
-                if tx.batch("ROLLBACK").is_ok() {
-                    tx.open = false;
-                }
+                tx.rollback();
                 Err(e)
             }
         }
@@ -235,13 +229,15 @@ impl Postgres {
             .wait(async move { pool.get().await })?
             .map_err(pool_error)?;
         let mut tx = self.tx(client);
-        tx.batch("BEGIN")?;
-        tx.open = true;
+        tx.begin("BEGIN");
         tx.execute(
             "SELECT pg_advisory_xact_lock(?1)",
             &[Value::Int(MIGRATION_LOCK)],
         )?;
-        tx.batch("CREATE TABLE IF NOT EXISTS warden_schema (version BIGINT NOT NULL)")?;
+        tx.execute(
+            "CREATE TABLE IF NOT EXISTS warden_schema (version BIGINT NOT NULL)",
+            &[],
+        )?;
         let found = match tx.query("SELECT version FROM warden_schema", &[])?.first() {
             Some(row) => Some(row.get::<i64>(0)?),
             None => None,
@@ -264,9 +260,7 @@ impl Postgres {
         } else {
             tx.execute("UPDATE warden_schema SET version = ?1", &[latest])?;
         }
-        tx.batch("COMMIT")?;
-        tx.open = false;
-        Ok(())
+        tx.commit()
     }
 }
 
@@ -282,7 +276,7 @@ impl Drop for Postgres {
 /// Runs `fut` on `handle`'s runtime and waits for it, from any thread (an async worker
 /// too: the wait blocks that thread as a SQLite call would, but never the runtime that
 /// drives the connections).
-fn wait<F>(handle: &tokio::runtime::Handle, fut: F) -> Result<F::Output, RegistryError>
+pub(super) fn wait<F>(handle: &tokio::runtime::Handle, fut: F) -> Result<F::Output, RegistryError>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -363,100 +357,8 @@ fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, RegistryError> {
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
-/// One transaction's connection, statement by statement.
-pub(crate) struct PgTx {
-    /// `None` only while a statement holds it.
-    client: Option<Object>,
-    handle: tokio::runtime::Handle,
-    /// Between BEGIN and COMMIT or ROLLBACK.
-    open: bool,
-    node: Arc<str>,
-}
-
-impl PgTx {
-    fn take(&mut self) -> Result<Object, RegistryError> {
-        self.client
-            .take()
-            .ok_or_else(|| RegistryError::Unavailable {
-                reason: "the connection was lost by an earlier failure".into(),
-            })
-    }
-
-    /// Announces `change` to the other nodes when this transaction commits.
-    pub(crate) fn notify(&mut self, change: &Change) -> Result<(), RegistryError> {
-        let payload = encode(&self.node, change);
-        self.execute(
-            &format!("SELECT pg_notify('{CHANNEL}', ?1)"),
-            &[Value::Text(payload)],
-        )
-        .map(|_| ())
-    }
-
-    /// Runs `sql` (several statements allowed, no parameters).
-    fn batch(&mut self, sql: &str) -> Result<(), RegistryError> {
-        let client = self.take()?;
-        let sql = sql.to_owned();
-        let (client, result) = wait(&self.handle, async move {
-            let r = client.batch_execute(&sql).await;
-            (client, r)
-        })?;
-        self.client = Some(client);
-        result.map_err(pg_error)
-    }
-
-    /// Every row `sql` returns.
-    pub(crate) fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, RegistryError> {
-        let client = self.take()?;
-        let sql = placeholders(sql);
-        let params = params.to_vec();
-        let (client, result) = wait(&self.handle, async move {
-            let r = async {
-                let stmt = client.prepare_cached(&sql).await?;
-                let refs: Vec<&(dyn ToSql + Sync)> =
-                    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                client.query(&stmt, &refs).await
-            }
-            .await;
-            (client, r)
-        })?;
-        self.client = Some(client);
-        result.map_err(pg_error)?.iter().map(row).collect()
-    }
-
-    /// Runs `sql`; how many rows it changed.
-    pub(crate) fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, RegistryError> {
-        let client = self.take()?;
-        let sql = placeholders(sql);
-        let params = params.to_vec();
-        let (client, result) = wait(&self.handle, async move {
-            let r = async {
-                let stmt = client.prepare_cached(&sql).await?;
-                let refs: Vec<&(dyn ToSql + Sync)> =
-                    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                client.execute(&stmt, &refs).await
-            }
-            .await;
-            (client, r)
-        })?;
-        self.client = Some(client);
-        result.map_err(pg_error)
-    }
-}
-
-impl Drop for PgTx {
-    fn drop(&mut self) {
-        if self.open {
-            // Still inside a transaction nobody can end: close the connection instead of
-            // handing it to the next caller.
-            if let Some(client) = self.client.take() {
-                drop(Object::take(client));
-            }
-        }
-    }
-}
-
 /// `sql` with SQLite's `?N` parameters written as PostgreSQL's `$N` (outside quotes).
-fn placeholders(sql: &str) -> String {
+pub(super) fn placeholders(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut quoted = false;
     let mut chars = sql.chars().peekable();
@@ -505,7 +407,7 @@ impl ToSql for Value {
 }
 
 /// A result row as [`Value`]s.
-fn row(r: &tokio_postgres::Row) -> Result<Row, RegistryError> {
+pub(super) fn row(r: &tokio_postgres::Row) -> Result<Row, RegistryError> {
     let bad = |i: usize, e: &dyn std::fmt::Display| {
         RegistryError::corrupt("a query's result", format!("column {i}: {e}"))
     };

@@ -711,7 +711,12 @@ async fn a_key_revoked_on_the_command_line_stops_working_on_every_node() {
 async fn the_database_stopping_and_returning_under_load_loses_nothing_acknowledged() {
     let server = pg::Server::start();
     let cluster = Cluster::on(server.create_database());
-    let (key, tenant) = cluster.tenant(&["--max-concurrent-calls", "16"]);
+    let (key, tenant) = cluster.tenant(&[
+        "--max-concurrent-calls",
+        "16",
+        "--calls-per-minute",
+        "100000",
+    ]);
     let nodes = [cluster.node(), cluster.node()];
     let add = nodes[0].register(&key, ADD).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
