@@ -56,17 +56,17 @@ impl Registry {
                     vals![tenant.as_str(), max],
                 )?
                 .get(0)?;
+            if rows >= i64::from(max) {
+                return Ok(false);
+            }
             for n in 0..i64::from(max) {
-                if rows >= i64::from(max) {
-                    break;
-                }
                 tx.execute(
                     "INSERT INTO run_slots (tenant_id, n) VALUES (?1, ?2)
                      ON CONFLICT (tenant_id, n) DO NOTHING",
                     vals![tenant.as_str(), n],
                 )?;
             }
-            Ok(rows < i64::from(max))
+            Ok(true)
         })?;
         if made {
             self.take_slot(tenant, max, node, &holder)
@@ -174,65 +174,64 @@ impl Registry {
         let rate = i64::from(calls_per_minute.max(1));
         // Thousandths of a token: `rate` of them arrive per 60 ms.
         let capacity = rate * 1000;
-        // The usual case in one statement: the bucket exists and holds a token. The
-        // level is computed from the row being updated, so concurrent takers each see
-        // the other's take.
-        let taken = self.autocommit(|tx| {
+        if self.try_take(tenant, capacity, rate)? {
+            return Ok(Ok(()));
+        }
+        // No bucket yet (the tenant's first call on any node): made full (by this call
+        // or a concurrent one), then taken from like any other.
+        self.autocommit(|tx| {
+            let sql = format!(
+                "INSERT INTO rate_buckets (tenant_id, tokens_milli, refilled_at_ms)
+                 VALUES (?1, ?2, {}) ON CONFLICT (tenant_id) DO NOTHING",
+                tx.dialect().now_ms()
+            );
+            tx.execute(&sql, vals![tenant.as_str(), capacity])
+        })?;
+        if self.try_take(tenant, capacity, rate)? {
+            return Ok(Ok(()));
+        }
+        // Empty: the wait until its level reaches one token (nothing to write: the
+        // level follows from the row and the clock).
+        let level: i64 = self.autocommit(|tx| {
+            let sql = format!(
+                "SELECT CASE WHEN {LEVEL} >= ?2 THEN ?2 ELSE {LEVEL} END
+                 FROM rate_buckets, (SELECT {now} AS now) AS c WHERE tenant_id = ?1",
+                now = tx.dialect().now_ms()
+            );
+            tx.query_one(&sql, vals![tenant.as_str(), capacity, rate])?
+                .get(0)
+        })?;
+        let wait_ms = ((1000 - level).max(1) * 60 + rate - 1) / rate;
+        Ok(Err(Duration::from_millis(
+            u64::try_from(wait_ms).unwrap_or(1),
+        )))
+    }
+
+    /// Takes one token from `tenant`'s bucket in one statement; false when it has none
+    /// (or does not exist). The level is computed from the row being updated, so
+    /// concurrent takers on every node each see the others' takes; only the time turned
+    /// into tokens is spent, so fractions carry over.
+    fn try_take(&self, tenant: &TenantId, capacity: i64, rate: i64) -> Result<bool, RegistryError> {
+        self.autocommit(|tx| {
             let sql = format!(
                 "UPDATE rate_buckets SET
-                     tokens_milli = (CASE WHEN {level} >= ?2 THEN ?2 ELSE {level} END) - 1000,
-                     refilled_at_ms = CASE WHEN {level} >= ?2 THEN c.now
-                         ELSE refilled_at_ms + ({added}) * 60 / ?3 END
+                     tokens_milli = (CASE WHEN {LEVEL} >= ?2 THEN ?2 ELSE {LEVEL} END) - 1000,
+                     refilled_at_ms = CASE WHEN {LEVEL} >= ?2 THEN c.now
+                         ELSE refilled_at_ms + ({ADDED}) * 60 / ?3 END
                  FROM (SELECT {now} AS now) AS c
-                 WHERE tenant_id = ?1 AND {level} >= 1000
+                 WHERE tenant_id = ?1 AND {LEVEL} >= 1000
                  RETURNING tokens_milli",
-                level = "(tokens_milli + (c.now - refilled_at_ms) * ?3 / 60)",
-                added = "(c.now - refilled_at_ms) * ?3 / 60",
                 now = tx.dialect().now_ms()
             );
             Ok(tx
                 .query_opt(&sql, vals![tenant.as_str(), capacity, rate])?
                 .is_some())
-        })?;
-        if taken {
-            return Ok(Ok(()));
-        }
-        // A new bucket, or an empty one: how long until the next token.
-        self.write(|tx| {
-            let now = tx.now_ms()?;
-            tx.execute(
-                "INSERT INTO rate_buckets (tenant_id, tokens_milli, refilled_at_ms)
-                 VALUES (?1, ?2, ?3) ON CONFLICT (tenant_id) DO NOTHING",
-                vals![tenant.as_str(), capacity, now],
-            )?;
-            let sql = format!(
-                "SELECT tokens_milli, refilled_at_ms FROM rate_buckets WHERE tenant_id = ?1{}",
-                tx.dialect().for_update()
-            );
-            let row = tx.query_one(&sql, vals![tenant.as_str()])?;
-            let (mut tokens, mut refilled): (i64, i64) = (row.get(0)?, row.get(1)?);
-            let elapsed = (now - refilled).max(0);
-            let added = elapsed.saturating_mul(rate) / 60;
-            if tokens.saturating_add(added) >= capacity {
-                tokens = capacity;
-                refilled = now;
-            } else {
-                tokens += added;
-                // Only the time turned into tokens is spent: fractions carry over.
-                refilled += added * 60 / rate;
-            }
-            let outcome = if tokens >= 1000 {
-                tokens -= 1000;
-                Ok(())
-            } else {
-                let wait_ms = ((1000 - tokens) * 60 + rate - 1) / rate;
-                Err(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
-            };
-            tx.execute(
-                "UPDATE rate_buckets SET tokens_milli = ?2, refilled_at_ms = ?3 WHERE tenant_id = ?1",
-                vals![tenant.as_str(), tokens, refilled],
-            )?;
-            Ok(outcome)
         })
     }
 }
+
+/// Thousandths of a token a bucket row holds at `c.now`, before the cap (`?3`: the
+/// calls per minute).
+const LEVEL: &str = "(tokens_milli + (c.now - refilled_at_ms) * ?3 / 60)";
+/// Thousandths of a token refilled since `refilled_at_ms`.
+const ADDED: &str = "(c.now - refilled_at_ms) * ?3 / 60";

@@ -11,7 +11,7 @@ use super::db::{Row, Tx, Value};
 use super::{Registry, RegistryError};
 
 /// The tables copied, in an order their foreign keys accept, with their columns and
-/// the key they are read in order of.
+/// the key they are read in order of (always the first columns).
 const TABLES: &[(&str, &str, &str)] = &[
     (
         "tenants",
@@ -89,26 +89,43 @@ fn copy_table(
     progress: &mut impl FnMut(&str, u64),
 ) -> Result<u64, RegistryError> {
     let width = columns.split(',').count();
-    let placeholders = (1..=width)
-        .map(|i| format!("?{i}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let insert = format!("INSERT INTO {table} ({columns}) VALUES ({placeholders})");
+    let placeholders = |from: usize, n: usize| {
+        (from..from + n)
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let insert = format!(
+        "INSERT INTO {table} ({columns}) VALUES ({})",
+        placeholders(1, width)
+    );
+    // Read in key order, each page after the last row read (the key's columns lead the
+    // column list): no page costs more than the first, however long the table.
+    let keys = key.split(',').count();
+    let first = format!("SELECT {columns} FROM {table} ORDER BY {key} LIMIT ?1");
+    let next = format!(
+        "SELECT {columns} FROM {table} WHERE ({key}) > ({}) ORDER BY {key} LIMIT ?1",
+        placeholders(2, keys)
+    );
     let mut copied = 0u64;
-    let mut offset = 0i64;
+    let mut after: Option<Vec<Value>> = None;
     loop {
-        let rows: Vec<Row> = from.query(
-            &format!("SELECT {columns} FROM {table} ORDER BY {key} LIMIT ?1 OFFSET ?2"),
-            &[Value::Int(PAGE), Value::Int(offset)],
-        )?;
+        let rows: Vec<Row> = match &after {
+            None => from.query(&first, &[Value::Int(PAGE)])?,
+            Some(last) => {
+                let mut params = vec![Value::Int(PAGE)];
+                params.extend_from_slice(last);
+                from.query(&next, &params)?
+            }
+        };
         for row in &rows {
             to.execute(&insert, &row.0)?;
         }
         copied += rows.len() as u64;
         progress(table, copied);
-        if (rows.len() as i64) < PAGE {
-            return Ok(copied);
+        match rows.last() {
+            Some(last) if rows.len() as i64 == PAGE => after = Some(last.0[..keys].to_vec()),
+            _ => return Ok(copied),
         }
-        offset += PAGE;
     }
 }

@@ -281,12 +281,6 @@ impl Tx<'_> {
         }
     }
 
-    /// The database's clock now, in Unix milliseconds.
-    pub(crate) fn now_ms(&mut self) -> Result<i64, RegistryError> {
-        let sql = format!("SELECT {}", self.dialect().now_ms());
-        self.query_one(&sql, &[])?.get(0)
-    }
-
     /// Runs `sql`, whose changed-row count nobody needs: on PostgreSQL it is sent with
     /// the next statement or with COMMIT (one round trip for several), and its error, if
     /// any, surfaces there.

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::pg;
-use cluster::{Cluster, client, export_and_verify, hex, node_home, rand_bytes, warden_in};
+use cluster::{
+    Cluster, client, export_and_verify, hex, node_home, rand_bytes, warden_in, warden_ok,
+};
 
 const ADD: &str = "def add(a: int, b: int) -> int:\n    \"\"\"Add.\"\"\"\n    return a + b\n";
 
@@ -329,16 +331,9 @@ fn db_copy_moves_a_sqlite_registry_to_postgres_with_its_chains_verifying() {
     let db = home.path().join("warden.db");
     let db_arg = db.to_str().unwrap();
     // A registry with some history: a tenant, a rotated key, a secret-free policy change.
-    let out = warden_in(
+    let out = warden_ok(
         home.path(),
         &["tenant", "--db", db_arg, "create", "acme", "--json"],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let tenant = v["tenant"]["id"].as_str().unwrap().to_owned();
@@ -354,12 +349,7 @@ fn db_copy_moves_a_sqlite_registry_to_postgres_with_its_chains_verifying() {
             "7",
         ],
     ] {
-        let out = warden_in(home.path(), &args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        warden_ok(home.path(), &args);
     }
     let cluster = Cluster::new();
     let copy = |to: &str| {
@@ -377,12 +367,10 @@ fn db_copy_moves_a_sqlite_registry_to_postgres_with_its_chains_verifying() {
     assert!(said.contains("audit_events: 3 rows"), "{said}");
     assert!(said.contains("intact"), "{said}");
     // The copy is the registry: its policy, and a trail that verifies offline.
-    let out = warden_in(
+    let out = warden_ok(
         home.path(),
         &["tenant", "--db", &cluster.url, "policy", &tenant],
-    )
-    .output()
-    .unwrap();
+    );
     let policy: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(policy["calls_per_minute"], 7);
     export_and_verify(&cluster, &tenant);
@@ -407,16 +395,9 @@ async fn a_key_revoked_on_the_command_line_stops_working_on_every_node() {
         assert_eq!(node.run(&key, &tool, json!({"a": 1, "b": 1})).await.0, 200);
     }
     let home = node_home();
-    let out = warden_in(
+    warden_ok(
         home.path(),
         &["tenant", "--db", &cluster.url, "revoke-key", &tenant],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let started = Instant::now();
     for node in &nodes {
@@ -539,18 +520,9 @@ async fn the_database_stopping_and_returning_under_load_loses_nothing_acknowledg
 fn db_migrate_brings_a_new_database_to_the_current_schema() {
     let url = pg::database();
     let home = node_home();
-    let migrate = || {
-        warden_in(home.path(), &["db", "migrate", "--db", &url])
-            .output()
-            .unwrap()
-    };
+    let migrate = || warden_ok(home.path(), &["db", "migrate", "--db", &url]);
     let first = migrate();
     let said = String::from_utf8_lossy(&first.stdout).into_owned();
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
     assert!(said.contains("schema version"), "{said}");
     // Again: nothing to do, the same answer; the password-free URL is what it shows.
     let again = migrate();

@@ -98,6 +98,7 @@ on_both_databases!(
     tools_of_an_unknown_tenant_cannot_be_registered,
     run_slots_hold_a_tenant_to_its_ceiling,
     the_token_bucket_allows_a_minutes_burst_then_says_when,
+    concurrent_first_calls_share_a_new_bucket_exactly,
 );
 
 fn registry_with_tenant(db: Db) -> (Registry, TenantId) {
@@ -900,4 +901,22 @@ fn the_token_bucket_allows_a_minutes_burst_then_says_when(db: Db) {
         .create_tenant("other", &TenantPolicy::default())
         .unwrap();
     assert_eq!(reg.take_token(&other.id, 3).unwrap(), Ok(()));
+}
+
+fn concurrent_first_calls_share_a_new_bucket_exactly(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
+    let reg = Arc::new(reg);
+    // Twelve calls race for a bucket nobody made yet: exactly its eight tokens go.
+    let takers: Vec<_> = (0..12)
+        .map(|_| {
+            let (reg, t) = (Arc::clone(&reg), t.clone());
+            std::thread::spawn(move || reg.take_token(&t, 8).unwrap().is_ok())
+        })
+        .collect();
+    let taken = takers
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|taken| *taken)
+        .count();
+    assert_eq!(taken, 8);
 }

@@ -40,6 +40,18 @@ pub fn warden_in(home: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// `warden ARGS` in `home`, which must succeed; its output.
+pub fn warden_ok(home: &Path, args: &[&str]) -> std::process::Output {
+    let out = warden_in(home, args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "warden {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A home of its own that shares the run's runtime.
 pub fn node_home() -> tempfile::TempDir {
     crate::support::sandbox();
@@ -77,20 +89,13 @@ impl Cluster {
     /// Creates a tenant with `flags` through `warden tenant create --db`; its API key.
     pub fn tenant(&self, flags: &[&str]) -> (String, String) {
         let home = node_home();
-        let out = warden_in(
+        let out = warden_ok(
             home.path(),
             &[
                 &["tenant", "--db", &self.url, "create", "t", "--json"],
                 flags,
             ]
             .concat(),
-        )
-        .output()
-        .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
         );
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         (
@@ -233,7 +238,7 @@ pub fn export_and_verify(cluster: &Cluster, tenant: &str) -> String {
     let home = node_home();
     let file = home.path().join("export.jsonl");
     let audit = cluster.keys.path().join("audit.key");
-    let out = warden_in(
+    warden_ok(
         home.path(),
         &[
             "audit",
@@ -247,19 +252,12 @@ pub fn export_and_verify(cluster: &Cluster, tenant: &str) -> String {
             "--out",
             file.to_str().unwrap(),
         ],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let pubkey = warden::audit::AuditKey::from_hex(&std::fs::read_to_string(&audit).unwrap())
         .unwrap()
         .public_key()
         .to_string();
-    let out = warden_in(
+    let out = warden_ok(
         home.path(),
         &[
             "audit",
@@ -268,14 +266,6 @@ pub fn export_and_verify(cluster: &Cluster, tenant: &str) -> String {
             "--pubkey",
             &pubkey,
         ],
-    )
-    .output()
-    .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{said}");
-    said
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
