@@ -9,6 +9,7 @@
 #
 #   {"nonce": str, "module": "/tool/NAME.py", "function": str, "arguments": {...},
 #    "none_if_omitted": [str], "env": {str: str}, "return_char_limit": int,
+#    "return_bytes": int, "progress": bool, "log_level": str | null,
 #    "packages": "/packages" (only when the tool has installed packages)}
 #
 # imports the tool (unless this instance is a warm state that has it imported already,
@@ -34,9 +35,28 @@ import _warden_outbound
 _warden_outbound.install()
 del _warden_outbound
 
-# A failing call formats its traceback: loaded once here rather than on every such call.
+# A failing call formats its traceback: loaded once here rather than on every such call,
+# with the modules formatting imports on first use (source lines, caret positions).
 import traceback as _traceback  # noqa: F401
+import linecache as _linecache  # noqa: F401
+import tokenize as _tokenize  # noqa: F401
 from collections.abc import MutableMapping as _MutableMapping
+
+# The `warden` module (runtime/warden.py, loaded just before this file) and the door,
+# held privately: the tool may replace module attributes.
+import warden as _warden_api
+
+_warden_api._install_compat(__import__("sys"))
+try:
+    import _host
+
+    _DOOR = _host.call
+    del _host
+except (ImportError, AttributeError):
+    _DOOR = None
+_CONTENT = _warden_api._content
+_TOOL_ERROR = _warden_api.ToolError
+_CONTEXT = _warden_api.Context
 
 # The module path of the tool a warm state has imported already (set by _warden_prepare).
 _WARM = {}
@@ -108,6 +128,18 @@ def _warden_call():
     os.environ.update(request["env"])
     _fresh_state(loaded)
 
+    # Progress and log records go through the door only when the caller asked for them
+    # (the host checks again: it forwards nothing that was not asked for).
+    log_level = request.get("log_level")
+    _warden_api._call.update(
+        progress=bool(request.get("progress")), log_level=log_level, door=_DOOR, dumps=dumps
+    )
+    if log_level:
+        try:
+            _warden_api._start_logging(log_level, loaded)
+        except Exception:
+            pass
+
     # The tool's installed packages come after the runtime's own, so they can add to the
     # bundled packages but never shadow the standard library or a bundled package.
     site = request.get("packages")
@@ -147,6 +179,16 @@ def _warden_call():
     for parameter in request["none_if_omitted"]:
         if parameter not in arguments and parameter not in defaulted:
             arguments[parameter] = None
+    # A FastMCP-style `ctx: Context` parameter (left out of the schema) gets a Context.
+    try:
+        for parameter, annotation in function.__annotations__.items():
+            if annotation is _CONTEXT or (
+                type(annotation) is str and annotation.rsplit(".", 1)[-1] == "Context"
+            ):
+                if parameter != "return":
+                    arguments[parameter] = _CONTEXT()
+    except Exception:
+        pass
     problem = bind_problem(function, arguments)
     if problem:
         return bind_error(f"arguments do not fit {name}(): {problem}")
@@ -180,8 +222,49 @@ def _warden_call():
         result = function(**arguments)
         if hasattr(result, "__await__"):
             result = run_async(result)
+    except _TOOL_ERROR as exc:
+        # The tool's own words for the caller: the message alone, no traceback.
+        try:
+            message = clip(str(exc))
+        except BaseException:
+            message = "the tool failed"
+        return emit(
+            {
+                "status": "tool_error",
+                "error": {"type": "ToolError", "message": message, "traceback": "",
+                          "deliberate": True},
+            }
+        )
     except BaseException as exc:
         return tool_error(exc)
+
+    # Images, audio, files and links (runtime/warden.py): one content part each. The
+    # host checks every part and the binary budget again.
+    try:
+        import binascii
+
+        def b64(data):
+            return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+        parts = _CONTENT(result, dumps, b64)
+    except BaseException as exc:
+        return tool_error(exc, "UnserializableResult")
+    if parts is not None:
+        binary = sum(len(p.get("data") or p.get("resource", {}).get("blob") or "") for p in parts) * 3 // 4
+        if binary > request["return_bytes"]:
+            return emit(
+                {
+                    "status": "tool_error",
+                    "error": {
+                        "type": "ResultTooLarge",
+                        "message": f"the result's binary parts are about {binary} bytes, more than "
+                        f"the {request['return_bytes']} bytes its return_bytes limit allows; "
+                        "return a smaller image or file, or raise return_bytes",
+                        "traceback": "",
+                    },
+                }
+            )
+        return emit({"status": "ok", "content": parts})
 
     try:
         value = to_json(result, "result", set(), dumps, loaded, MAX_DEPTH)
@@ -739,6 +822,16 @@ def _instance(tp, value, path, globalns, loaded):
             return build(value)
         except Exception as exc:
             raise _ArgumentError(f"{path}: not a valid {name}: {exc}") from exc
+    if issubclass(tp, tuple) and hasattr(tp, "_fields") and isinstance(value, dict):
+        try:  # a NamedTuple
+            return tp(**{
+                k: _convert(_class_hints(tp, loaded).get(k), v, f"{path}.{k}", globalns, loaded)
+                for k, v in value.items()
+            })
+        except _ArgumentError:
+            raise
+        except Exception as exc:
+            raise _ArgumentError(f"{path}: not a valid {name}: {exc}") from exc
     dataclasses = loaded("dataclasses")
     if dataclasses is not None and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
@@ -854,6 +947,11 @@ def to_json(value, path, active, dumps, loaded, depth):
                     raise _Unserializable(f"{path} has a key of type {type(key).__name__}; use str keys")
                 out[text] = to_json(item, f"{path}[{text!r}]", active, dumps, loaded, depth - 1)
             return out
+        if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a NamedTuple
+            return {
+                k: to_json(v, f"{path}.{k}", active, dumps, loaded, depth - 1)
+                for k, v in value._asdict().items()
+            }
         if isinstance(value, (list, tuple)):
             return [
                 to_json(v, f"{path}[{i}]", active, dumps, loaded, depth - 1)

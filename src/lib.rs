@@ -43,6 +43,7 @@ pub mod app;
 pub mod audit;
 pub mod capabilities;
 pub mod confine;
+pub mod events;
 pub mod grants;
 pub mod http;
 pub mod id;

@@ -41,6 +41,9 @@ pub const DEFAULT_STDERR: ByteSize = ByteSize::mib(1);
 /// Characters of the JSON-serialized return value kept before truncation. Default:
 /// 50,000, as in Letta's Tool schema.
 pub const DEFAULT_RETURN_CHARS: CharLimit = CharLimit(50_000);
+/// Bytes the binary parts of a rich result (images, audio, files) may hold together,
+/// decoded. Default: 8 MiB.
+pub const DEFAULT_RETURN_BYTES: ByteSize = ByteSize::mib(8);
 /// Files the guest may hold open at once, folders included (the runtime's own
 /// standard-library and tool folders count too). Default: 256.
 pub const DEFAULT_OPEN_FILES: FileCount = FileCount(256);
@@ -151,6 +154,15 @@ pub struct Limits {
         skip_serializing_if = "is_default_http_response_bytes"
     )]
     pub http_response_bytes: ByteSize,
+    /// Bytes the binary parts of a rich result (images, audio, files) may hold
+    /// together, decoded ([`DEFAULT_RETURN_BYTES`]); a larger result ends the call
+    /// `tool_error` (`ResultTooLarge`), saying so. Text counts against `return_chars`.
+    #[serde(
+        with = "bytes",
+        default = "default_return_bytes",
+        skip_serializing_if = "is_default_return_bytes"
+    )]
+    pub return_bytes: ByteSize,
 }
 
 // The three file limits came after the first tool versions were stored: a stored
@@ -193,6 +205,13 @@ fn default_http_response_bytes() -> ByteSize {
 fn is_default_http_response_bytes(n: &ByteSize) -> bool {
     *n == DEFAULT_HTTP_RESPONSE_BYTES
 }
+// And the binary budget of rich results.
+fn default_return_bytes() -> ByteSize {
+    DEFAULT_RETURN_BYTES
+}
+fn is_default_return_bytes(n: &ByteSize) -> bool {
+    *n == DEFAULT_RETURN_BYTES
+}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -209,6 +228,7 @@ impl Default for Limits {
             http_requests: DEFAULT_HTTP_REQUESTS,
             http_request_bytes: DEFAULT_HTTP_REQUEST_BYTES,
             http_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
+            return_bytes: DEFAULT_RETURN_BYTES,
         }
     }
 }
@@ -253,6 +273,7 @@ impl Limits {
             http_requests: self.http_requests.min(ceilings.http_requests),
             http_request_bytes: self.http_request_bytes.min(ceilings.http_request_bytes),
             http_response_bytes: self.http_response_bytes.min(ceilings.http_response_bytes),
+            return_bytes: self.return_bytes.min(ceilings.return_bytes),
         }
     }
 }

@@ -28,12 +28,14 @@ mod result;
 mod watch;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::Extensions;
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
+use crate::events::Events;
 use crate::grants::{Access, Grants};
 use crate::outcome::{CallResult, Start};
 use crate::schema::{Violation, mcp_output, mcp_output_wraps};
@@ -49,12 +51,14 @@ pub trait ToolSource: Send + Sync + 'static {
         request: &Extensions,
     ) -> impl Future<Output = Result<Vec<ListedTool>, SourceError>> + Send;
 
-    /// Runs the tool `name` with `arguments`. Dropping the future stops the guest.
+    /// Runs the tool `name` with `arguments`, handing what it reports while it runs to
+    /// `events`. Dropping the future stops the guest.
     fn call(
         &self,
         request: &Extensions,
         name: &str,
         arguments: Map<String, Value>,
+        events: Arc<Events>,
     ) -> impl Future<Output = Result<Ran, SourceError>> + Send;
 
     /// Fires whenever the tool list the caller of `request` sees may have changed.
@@ -91,9 +95,11 @@ pub struct ListedTool {
 
 impl ListedTool {
     /// MCP's `outputSchema`: an object schema ([`mcp_output`]), if the function has a
-    /// return annotation.
+    /// return annotation that describes JSON data other than a plain string (a `str`
+    /// result is a text block; an image, audio, file or link result has no schema).
     pub fn output_schema(&self) -> Option<Map<String, Value>> {
-        match mcp_output(self.returns.as_ref()?) {
+        let returns = self.returns.as_ref().filter(|r| !is_text(r))?;
+        match mcp_output(returns) {
             Value::Object(schema) => Some(schema),
             _ => None,
         }
@@ -148,10 +154,17 @@ impl Output {
     pub fn of(returns: Option<&Value>) -> Output {
         match returns {
             None => Output::NoSchema,
+            Some(r) if is_text(r) => Output::NoSchema,
             Some(r) if mcp_output_wraps(r) => Output::Wrapped,
             Some(_) => Output::Object,
         }
     }
+}
+
+/// Whether a return schema is a plain string's: such a result is sent as a text block
+/// holding the string itself, with no `outputSchema`.
+fn is_text(returns: &Value) -> bool {
+    returns.get("type").is_some_and(|t| t == "string")
 }
 
 /// A call that ran: how it ended, and what the caller needs to present it.

@@ -79,6 +79,108 @@ pub struct ToolError {
     pub message: String,
     /// The traceback, starting at the tool's own frames.
     pub traceback: String,
+    /// The tool raised `warden.ToolError` (or FastMCP's): `message` is its word to the
+    /// caller, shown alone (MCP: `isError` with just the message).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub deliberate: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// One part of a rich result, in MCP's shape (`image`, `audio`, `resource`,
+/// `resource_link`, `text`). Binary data is base64; every part was checked by the host
+/// (type, base64, mime type, size) before it got here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ContentPart {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image.
+    Image {
+        /// The image's bytes, base64.
+        data: String,
+        /// Its type, e.g. `image/png`.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    /// A sound.
+    Audio {
+        /// The sound's bytes, base64.
+        data: String,
+        /// Its type, e.g. `audio/wav`.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    /// A file, embedded.
+    Resource {
+        /// The file.
+        resource: EmbeddedFile,
+    },
+    /// A link to something the caller can fetch.
+    ResourceLink {
+        /// Where it is.
+        uri: String,
+        /// Its name.
+        name: String,
+        /// What it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        /// Its type.
+        #[serde(
+            rename = "mimeType",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        mime_type: Option<String>,
+    },
+}
+
+/// A file embedded in a result: text, or bytes as base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedFile {
+    /// Its uri, e.g. `file:///report.csv`.
+    pub uri: String,
+    /// Its type, e.g. `text/csv`.
+    #[serde(rename = "mimeType")]
+    pub mime_type: String,
+    /// Its text, for a text file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Its bytes as base64, for any other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blob: Option<String>,
+}
+
+impl ContentPart {
+    /// One line (or the text itself) standing for this part where only text can go.
+    pub fn render(&self) -> String {
+        let size = |b64: &str| b64.len() / 4 * 3;
+        match self {
+            ContentPart::Text { text } => text.clone(),
+            ContentPart::Image { data, mime_type } => {
+                format!("[image {mime_type}, {} bytes]", size(data))
+            }
+            ContentPart::Audio { data, mime_type } => {
+                format!("[audio {mime_type}, {} bytes]", size(data))
+            }
+            ContentPart::Resource { resource } => match (&resource.text, &resource.blob) {
+                (Some(text), _) => format!("[file {} ({})]\n{text}", resource.uri, resource.mime_type),
+                (None, blob) => format!(
+                    "[file {} ({}), {} bytes]",
+                    resource.uri,
+                    resource.mime_type,
+                    blob.as_deref().map_or(0, size)
+                ),
+            },
+            ContentPart::ResourceLink { uri, name, .. } => format!("[link {name}: {uri}]"),
+        }
+    }
 }
 
 /// Says that the result was cut to `return_char_limit`.
@@ -101,6 +203,10 @@ pub struct CallResult {
     pub value: Option<serde_json::Value>,
     /// Present when the result was truncated.
     pub truncated: Option<Truncation>,
+    /// The parts of a rich result (images, audio, files, links, text), when the tool
+    /// returned one; `value` then holds their text rendering. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ContentPart>,
     /// The exception, for `tool_error`.
     pub error: Option<ToolError>,
     /// One sentence on what happened, for every status but `ok`.

@@ -32,6 +32,7 @@
 
 pub mod artifacts;
 pub mod compiled;
+pub mod content;
 pub mod door;
 mod ending;
 mod engine;
@@ -78,6 +79,7 @@ pub use warm::{
     SavedImage, WarmState, WarmStore, Warmth, prune as prune_warm_states,
 };
 
+use crate::events::{Events, LogLevel};
 use crate::grants::{Grants, SecretValue, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
 use crate::outbound::{Clients, Exchange, PrivateNetwork};
@@ -156,6 +158,9 @@ pub struct Outbound {
     pub private_network: PrivateNetwork,
     /// Whose share of the cores the call runs on: its tenant's. Default: the host's own.
     pub share: ShareKey,
+    /// Where the call's progress reports and log records go, and which its caller
+    /// wants; none: the guest sends none.
+    pub events: Option<Arc<Events>>,
 }
 
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
@@ -372,7 +377,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         warm: Option<&WarmState>,
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
-        let (job, secrets) = Job::of(call, &outbound.secrets)?;
+        let (job, secrets) = Job::of(call, outbound)?;
         let mut exchange = None;
         let seat: Arc<dyn CoreSeat> = Arc::new(Seat::new(&self.cores, outbound.share.clone()));
         let mut result = self
@@ -388,6 +393,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
                         outbound.private_network,
                         Arc::clone(&self.clients),
                         deadline,
+                        outbound.events.clone(),
                     ));
                     exchange = Some(Arc::clone(&made));
                     Some(made as Arc<dyn Door>)
@@ -437,6 +443,9 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             none_if_omitted: &job.none_if_omitted,
             env,
             return_char_limit: limits.return_chars.0,
+            return_bytes: limits.return_bytes.as_u64(),
+            progress: job.wants.progress,
+            log_level: job.wants.log_level.map(LogLevel::as_str),
             packages: job.packages.as_ref().map(|_| wasi::PACKAGES_GUEST),
         };
         let stdin = protocol::stdin(&request)
@@ -444,8 +453,10 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
 
         let stdout_cap = limits.stdout.as_u64();
         // Room for the response frame: the result may take up to 6 bytes a character
-        // once JSON-escaped.
-        let frame_room = u64::from(limits.return_chars.0) * 6 + FRAME_OVERHEAD;
+        // once JSON-escaped, and its binary parts a third more than their bytes (base64).
+        let frame_room = u64::from(limits.return_chars.0) * 6
+            + limits.return_bytes.as_u64().saturating_mul(4) / 3
+            + FRAME_OVERHEAD;
         let stdout = CappedPipe::new("stdout", to_usize(stdout_cap + frame_room));
         let stderr = CappedPipe::new("stderr", to_usize(limits.stderr.as_u64()));
         let folders = wasi::RuntimeFolders {
@@ -514,6 +525,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             status: verdict.status,
             value: verdict.value,
             truncated: verdict.truncated,
+            content: verdict.content,
             error: verdict.error,
             message: verdict.message,
             stdout: lossy(&tool_out[..tool_out.len().min(stdout_cap)]),

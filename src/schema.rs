@@ -54,6 +54,7 @@
 
 mod annotation;
 mod arguments;
+mod content;
 mod diagnostic;
 mod docstring;
 mod export;

@@ -381,6 +381,7 @@ impl TenantPolicy {
                 limits.http_response_bytes,
                 c.http_response_bytes,
             ),
+            ("return_bytes", limits.return_bytes, c.return_bytes),
         ];
         for (name, asked, ceiling) in sizes {
             if asked > ceiling {

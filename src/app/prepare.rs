@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::grants::Grants;
 use crate::limits::Limits;
-use crate::outcome::Start;
+use crate::outcome::{CallResult, Start, Status, ToolError};
 use crate::sandbox::{Call, ToolFolder, WarmState, Warmth};
 use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 
@@ -25,6 +25,9 @@ pub struct PreparedTool {
     folder: ToolFolder,
     schema: ToolSchema,
     validator: ArgumentValidator,
+    /// The return annotation's schema, compiled (none without one, or when it does not
+    /// compile: results are then not checked against it).
+    returns: Option<jsonschema::Validator>,
     none_if_omitted: Vec<String>,
     packages: Option<PathBuf>,
     /// Where calls start from, once known: the version's warm state, or cold with the
@@ -50,6 +53,10 @@ impl PreparedTool {
         PreparedTool {
             folder,
             validator: ArgumentValidator::new(&schema),
+            returns: schema
+                .returns
+                .as_ref()
+                .and_then(|r| jsonschema::draft202012::new(r).ok()),
             none_if_omitted: schema::none_if_omitted(&schema),
             schema,
             packages,
@@ -119,6 +126,45 @@ impl PreparedTool {
         }
     }
 
+    /// Turns an `ok` result that contradicts the function's return annotation into a
+    /// `tool_error` (`ResultMismatch`) naming both: rich content (an image, a file, ...)
+    /// where the annotation describes data, or data that does not fit the annotation's
+    /// schema. A truncated result is left alone (its text is no longer the value).
+    pub fn check_result(&self, result: &mut CallResult) {
+        let Some(returns) = &self.returns else {
+            return;
+        };
+        if result.status != Status::Ok || result.truncated.is_some() {
+            return;
+        }
+        let annotation = describe(self.schema.returns.as_ref());
+        let message = if result.content.is_empty() {
+            let value = result.value.as_ref().unwrap_or(&Value::Null);
+            match returns.iter_errors(value).next() {
+                None => return,
+                Some(e) => format!(
+                    "the tool returned {}, which does not match its return annotation                      ({annotation}): {} at {:?}; return what the annotation says, or change                      the annotation",
+                    json_kind(value),
+                    e,
+                    e.instance_path().to_string()
+                ),
+            }
+        } else {
+            format!(
+                "the tool returned rich content (an image, audio, a file or a link), but its                  return annotation ({annotation}) describes data; annotate it with the                  content type (e.g. -> Image) or return the data"
+            )
+        };
+        result.status = Status::ToolError;
+        result.value = None;
+        result.content = Vec::new();
+        result.error = Some(ToolError {
+            kind: "ResultMismatch".into(),
+            message,
+            traceback: String::new(),
+            deliberate: false,
+        });
+    }
+
     /// The sandbox call for checked `arguments` with `grants` and `limits`.
     pub fn call<'a>(
         &'a self,
@@ -135,5 +181,38 @@ impl PreparedTool {
             limits,
             packages: self.packages.as_deref(),
         }
+    }
+}
+
+/// A return schema in a few words: its type (`integer`, `object`, ...), or its `$ref`.
+fn describe(returns: Option<&Value>) -> String {
+    let Some(r) = returns else {
+        return "none".into();
+    };
+    if let Some(t) = r.get("type") {
+        return match t {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+    }
+    if let Some(name) = r.get("$ref").and_then(Value::as_str) {
+        return name.trim_start_matches("#/$defs/").to_owned();
+    }
+    if r.get("anyOf").is_some() {
+        return "a union".into();
+    }
+    "a schema".into()
+}
+
+/// A JSON value's kind, in words.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }

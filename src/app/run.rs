@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gate::Gate;
 use super::{App, AppError, PreparedTool, Refusal, tool_folder};
+use crate::events::Events;
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
@@ -90,7 +91,22 @@ impl App {
         arguments: Value,
         cancel: CancellationToken,
     ) -> Result<RunOutput, AppError> {
-        let admitted = self.admit(tenant, tool, arguments).await?;
+        self.run_reporting(tenant, tool, arguments, cancel, None)
+            .await
+    }
+
+    /// [`App::run_until`], handing what the tool reports while it runs (progress, log
+    /// records) to `events`, which forwards what its caller asked for.
+    pub async fn run_reporting(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        arguments: Value,
+        cancel: CancellationToken,
+        events: Option<Arc<Events>>,
+    ) -> Result<RunOutput, AppError> {
+        let mut admitted = self.admit(tenant, tool, arguments).await?;
+        admitted.outbound.events = events;
         let app = self.clone();
         tokio::spawn(async move { app.execute(admitted, cancel).await })
             .await
@@ -165,6 +181,7 @@ impl App {
             private_network: self.private_network(),
             // Tenants share the cores, not calls.
             share: ShareKey::new(tenant.as_str()),
+            events: None,
         };
         // Last: a call refused above (disabled tool, bad arguments) spends no token.
         let gate = self.inner.gates.get(tenant, &policy);
@@ -339,7 +356,8 @@ impl App {
             self.inner.journal.append(a.tenant, event).await?;
             return Err(AppError::Cancelled);
         };
-        let result = result?;
+        let mut result = result?;
+        a.prepared.check_result(&mut result);
         self.inner.metrics.finished(&a.tenant, &result);
         let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
         self.inner.journal.append(a.tenant.clone(), event).await?;

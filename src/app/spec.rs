@@ -103,6 +103,9 @@ pub struct LimitsSpec {
     /// Bytes of response bodies per call.
     #[serde(default)]
     pub http_response_bytes: Option<u64>,
+    /// Bytes of a rich result's binary parts (images, audio, files) per call.
+    #[serde(default)]
+    pub return_bytes: Option<u64>,
 }
 
 impl LimitsSpec {
@@ -131,6 +134,9 @@ impl LimitsSpec {
             http_response_bytes: self
                 .http_response_bytes
                 .map_or(defaults.http_response_bytes, ByteSize::b),
+            return_bytes: self
+                .return_bytes
+                .map_or(defaults.return_bytes, ByteSize::b),
             ..defaults
         };
         given.check()?;

@@ -1,6 +1,6 @@
 //! `warden run`: derive the schema, check the arguments, call the tool, print the result.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -10,7 +10,7 @@ use warden::app::{MAX_VIOLATIONS, PreparedTool, Refusal};
 use warden::grants::{EnvVar, Grants, HostPattern, Mount, SecretGrant, SecretValue};
 use warden::limits::{self, ByteSize, CharLimit, FileCount, Fuel, Limits, RequestCount};
 use warden::outbound::PrivateNetwork;
-use warden::outcome::{CallResult, Start, Status};
+use warden::outcome::{CallResult, ContentPart, Start, Status};
 use warden::packages::{Requirement, script};
 use warden::sandbox::{Outbound, SandboxConfig, ShareKey, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
@@ -46,6 +46,12 @@ pub struct RunArgs {
     /// Print the full result as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// Write the binary parts of a rich result (images, audio, files) to this folder
+    /// (created if missing) as part-N.EXT, and print their paths (under --json, in
+    /// "files").
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// The limits, grants and start of every call: `warden run`'s flags, shared with
@@ -164,6 +170,11 @@ pub struct GrantArgs {
     /// Bytes of response bodies the call may receive in all (e.g. 16MiB).
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_HTTP_RESPONSE_BYTES, value_parser = limits::parse_size)]
     pub http_response_bytes: ByteSize,
+
+    /// Bytes the binary parts of a rich result (images, audio, files) may hold in all,
+    /// decoded (e.g. 8MiB); a larger result ends the call tool_error (ResultTooLarge).
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_RETURN_BYTES, value_parser = limits::parse_size)]
+    pub return_bytes: ByteSize,
 }
 
 impl GrantArgs {
@@ -182,6 +193,7 @@ impl GrantArgs {
             http_requests: self.http_requests,
             http_request_bytes: self.http_request_bytes,
             http_response_bytes: self.http_response_bytes,
+            return_bytes: self.return_bytes,
         }
     }
 
@@ -263,21 +275,81 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let (warm, start) = tool.warm_state();
-    let result = runtime.block_on(workers.call_with(
+    let mut result = runtime.block_on(workers.call_with(
         tool.call(&prepared.arguments, &prepared.grants, &prepared.limits),
         warm,
         &prepared.outbound,
     ))?;
+    tool.check_result(&mut result);
+    let files = match &args.out {
+        Some(dir) => write_parts(dir, &result.content)?,
+        None => Vec::new(),
+    };
     if args.json {
         let mut json = serde_json::to_value(&result)?;
         if let Value::Object(map) = &mut json {
             map.insert("start".into(), serde_json::to_value(start)?);
+            if args.out.is_some() {
+                map.insert("files".into(), serde_json::to_value(&files)?);
+            }
         }
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print_human(&result, start);
+        for file in &files {
+            println!("wrote {}", file.display());
+        }
     }
     Ok(result.status.into())
+}
+
+/// Writes each binary or file part of `parts` to `dir` as `part-N.EXT` (N its index in
+/// the result); the paths written.
+fn write_parts(dir: &Path, parts: &[ContentPart]) -> Result<Vec<PathBuf>> {
+    use base64::Engine as _;
+    let mut written = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let (bytes, mime) = match part {
+            ContentPart::Image { data, mime_type } | ContentPart::Audio { data, mime_type } => {
+                (base64::engine::general_purpose::STANDARD.decode(data)?, mime_type)
+            }
+            ContentPart::Resource { resource } => match (&resource.text, &resource.blob) {
+                (Some(text), _) => (text.clone().into_bytes(), &resource.mime_type),
+                (None, Some(blob)) => (
+                    base64::engine::general_purpose::STANDARD.decode(blob)?,
+                    &resource.mime_type,
+                ),
+                (None, None) => continue,
+            },
+            ContentPart::Text { .. } | ContentPart::ResourceLink { .. } => continue,
+        };
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create --out folder {}", dir.display()))?;
+        let path = dir.join(format!("part-{i}.{}", extension(mime)));
+        std::fs::write(&path, bytes)
+            .with_context(|| format!("cannot write {}; check --out", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// A file extension for a mime type.
+fn extension(mime: &str) -> &str {
+    let essence = mime.split(';').next().unwrap_or("").trim();
+    match essence {
+        "image/jpeg" => "jpg",
+        "image/svg+xml" => "svg",
+        "audio/mpeg" => "mp3",
+        "audio/wav" | "audio/x-wav" | "audio/wave" => "wav",
+        "text/plain" => "txt",
+        "text/markdown" => "md",
+        "application/octet-stream" => "bin",
+        other => other
+            .rsplit_once('/')
+            .map(|(_, sub)| sub)
+            .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric()))
+            .unwrap_or("bin"),
+    }
 }
 
 /// The tool's warm state: cached, or prepared now (once per tool version, with

@@ -166,6 +166,10 @@ pub struct PolicyArgs {
     /// Ceiling on a call's deadline (e.g. 10s).
     #[arg(long, value_name = "DURATION", default_value_t = limits::DEFAULT_DEADLINE.into(), value_parser = deadline)]
     pub max_deadline: humantime::Duration,
+    /// Ceiling on the binary parts of a call's rich result (images, audio, files), in
+    /// all (e.g. 8MiB).
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_RETURN_BYTES, value_parser = limits::parse_size)]
+    pub max_return_bytes: ByteSize,
 }
 
 impl PolicyArgs {
@@ -179,6 +183,7 @@ impl PolicyArgs {
                 fuel: self.max_fuel,
                 memory: self.max_memory,
                 deadline: self.max_deadline.into(),
+                return_bytes: self.max_return_bytes,
                 ..Limits::default()
             },
         };

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, HttpConfig, bearer, token};
 use crate::app::{App, AppError, CallableTool};
+use crate::events::Events;
 use crate::manifest::Tag;
 use crate::mcp::{Hints, ListedTool, McpServer, Output, Ran, SourceError, ToolSource};
 use crate::registry::RegistryError;
@@ -288,6 +289,7 @@ impl ToolSource for ServiceSource {
         request: &Extensions,
         name: &str,
         arguments: Map<String, Value>,
+        events: Arc<Events>,
     ) -> Result<Ran, SourceError> {
         let caller = caller(request)?;
         let unknown = || SourceError::UnknownTool(name.to_owned());
@@ -303,11 +305,12 @@ impl ToolSource for ServiceSource {
         let _stop_on_drop = cancel.clone().drop_guard();
         match self
             .app
-            .run_until(
+            .run_reporting(
                 &caller.tenant,
                 &tool.tool.id,
                 Value::Object(arguments),
                 cancel,
+                Some(events),
             )
             .await
         {

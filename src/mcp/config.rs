@@ -151,6 +151,9 @@ pub struct LimitsConfig {
     /// Bytes of response bodies per call.
     #[serde(default, deserialize_with = "size")]
     pub http_response_bytes: Option<ByteSize>,
+    /// Bytes of a rich result's binary parts per call.
+    #[serde(default, deserialize_with = "size")]
+    pub return_bytes: Option<ByteSize>,
 }
 
 impl LimitsConfig {
@@ -170,6 +173,7 @@ impl LimitsConfig {
             http_requests: self.http_requests.unwrap_or(base.http_requests),
             http_request_bytes: self.http_request_bytes.unwrap_or(base.http_request_bytes),
             http_response_bytes: self.http_response_bytes.unwrap_or(base.http_response_bytes),
+            return_bytes: self.return_bytes.unwrap_or(base.return_bytes),
         };
         limits.check()?;
         Ok(limits)

@@ -13,7 +13,8 @@ use super::watch::Fingerprint;
 use super::{ListedTool, Ran, SourceError, ToolSource};
 use crate::app::Refusal;
 use crate::packages::Packages;
-use crate::sandbox::{ShareKey, Warmth};
+use crate::events::Events;
+use crate::sandbox::{Outbound, ShareKey, Warmth};
 use crate::worker::Workers;
 
 /// How often the files are compared with what the catalog was built from.
@@ -191,6 +192,7 @@ impl ToolSource for FolderSource {
         _request: &Extensions,
         name: &str,
         arguments: Map<String, Value>,
+        events: Arc<Events>,
     ) -> Result<Ran, SourceError> {
         let tool = self.tool(name)?;
         let prepared = &tool.prepared;
@@ -206,18 +208,23 @@ impl ToolSource for FolderSource {
             },
         )?;
         let (warm, start) = prepared.warm_state();
-        let result = self
+        let outbound = Outbound {
+            events: Some(events),
+            ..tool.outbound.clone()
+        };
+        let mut result = self
             .workers
             .call_with(
                 prepared.call(&arguments, &tool.grants, &tool.limits),
                 warm,
-                &tool.outbound,
+                &outbound,
             )
             .await
             .map_err(|e| {
                 tracing::error!(tool = name, "the call could not run: {e}");
                 SourceError::Failed(format!("Warden could not run the call: {e}"))
             })?;
+        prepared.check_result(&mut result);
         Ok(Ran {
             result,
             output: tool.listed.output(),

@@ -3,11 +3,16 @@
 //! It serves tools only, on both protocol eras rmcp speaks: 2025-11-25 sessions (with
 //! `initialize`; list changes reach them through their peer) and 2026-07-28 requests
 //! (self-contained; list changes reach them through `subscriptions/listen`).
+//!
+//! While a call runs, what the tool reports ([`crate::events`]) becomes
+//! `notifications/progress` (when the request carries a progress token) and
+//! `notifications/message` (at the level the session set with `logging/setLevel`, or
+//! the request's own `io.modelcontextprotocol/logLevel`; none when neither was given),
+//! on the call's own stream.
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Implementation,
@@ -16,24 +21,32 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
-use tokio::sync::broadcast;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
 
 use super::{ListedTool, ToolSource, result};
+use crate::events::{CallEvent, Events, LogLevel, Wants};
 
-/// How often a call that carries a progress token is reported on.
-pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// The JSON Schema dialect of every listed `inputSchema` and `outputSchema`.
+pub const JSON_SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// The MCP server of a [`ToolSource`]: serve it with rmcp, e.g.
 /// `McpServer::new(source).serve(rmcp::transport::stdio())`.
+///
+/// rmcp makes one handler per session (Streamable HTTP calls the factory for each), so
+/// a clone starts with no log level of its own: `logging/setLevel` sets the level of
+/// the session it came in, not of every session.
 #[derive(Debug)]
 pub struct McpServer<S> {
     source: Arc<S>,
+    log_level: Arc<Mutex<Option<LogLevel>>>,
 }
 
 impl<S> Clone for McpServer<S> {
     fn clone(&self) -> Self {
         McpServer {
             source: Arc::clone(&self.source),
+            log_level: Arc::default(),
         }
     }
 }
@@ -41,7 +54,29 @@ impl<S> Clone for McpServer<S> {
 impl<S: ToolSource> McpServer<S> {
     /// The server of `source`.
     pub fn new(source: Arc<S>) -> McpServer<S> {
-        McpServer { source }
+        McpServer {
+            source,
+            log_level: Arc::default(),
+        }
+    }
+
+    /// What the caller of a request wants to hear while its call runs: progress when it
+    /// carries a token; log records at the request's own level (2026-07-28) or else the
+    /// session's (2025-11-25 `logging/setLevel`), none when neither was given.
+    fn wants(&self, context: &RequestContext<RoleServer>) -> Wants {
+        let per_request = context
+            .meta
+            .0
+            .get("io.modelcontextprotocol/logLevel")
+            .and_then(|v| serde_json::from_value::<LogLevel>(v.clone()).ok());
+        let session = *self
+            .log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Wants {
+            progress: context.meta.get_progress_token().is_some(),
+            log_level: per_request.or(session),
+        }
     }
 }
 
@@ -51,6 +86,7 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(
@@ -88,10 +124,12 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        let call = self
-            .source
-            .call(&context.extensions, &request.name, arguments);
-        let Some(outcome) = watch_call(call, &context).await else {
+        let (events, reports) = Events::channel(self.wants(&context));
+        let events = Arc::new(events);
+        let call =
+            self.source
+                .call(&context.extensions, &request.name, arguments, Arc::clone(&events));
+        let Some(outcome) = watch_call(call, reports, &context).await else {
             // The client cancelled: the guest is gone with the call's future, and rmcp
             // sends no answer to a cancelled request.
             tracing::info!(tool = %request.name, "the client cancelled the call");
@@ -106,6 +144,26 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
             Err(e) => result::refused(e)?,
         };
         Ok(answer.into())
+    }
+
+    #[expect(
+        deprecated,
+        reason = "MCP logging: SEP-2577 deprecates it for a later revision; 2025-11-25 has it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let level = serde_json::to_value(request.level)
+            .ok()
+            .and_then(|v| serde_json::from_value::<LogLevel>(v).ok())
+            .ok_or_else(|| ErrorData::invalid_params("unknown log level", None))?;
+        *self
+            .log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(level);
+        Ok(())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -161,47 +219,80 @@ async fn forward_changes(mut changes: broadcast::Receiver<()>, peer: Peer<RoleSe
     }
 }
 
-/// Drives `call` to its end, sending a progress notification every
-/// [`PROGRESS_INTERVAL`] when the request carried a token; `None` when the client
-/// cancelled first (the call's future, and with it the guest, is dropped).
+/// Drives `call` to its end, sending what it reports as notifications on the way (see
+/// the module docs); `None` when the client cancelled first (the call's future, and with
+/// it the guest, is dropped). Reports still queued when the call ends are sent before
+/// its result.
 async fn watch_call<T>(
     call: impl Future<Output = T>,
+    mut reports: mpsc::Receiver<CallEvent>,
     context: &RequestContext<RoleServer>,
 ) -> Option<T> {
-    let progress: Option<ProgressToken> = context.meta.get_progress_token();
-    let started = Instant::now();
-    let mut ticks =
-        tokio::time::interval_at((started + PROGRESS_INTERVAL).into(), PROGRESS_INTERVAL);
-    // A late tick is skipped rather than repeated: progress must keep increasing.
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut reported = 0;
+    let token: Option<ProgressToken> = context.meta.get_progress_token();
     let mut call = std::pin::pin!(call);
-    loop {
+    let outcome = loop {
         tokio::select! {
-            outcome = &mut call => return Some(outcome),
+            outcome = &mut call => break outcome,
             () = context.ct.cancelled() => return None,
-            _ = ticks.tick(), if progress.is_some() => {
-                let seconds = started.elapsed().as_secs();
-                let Some(token) = progress.clone().filter(|_| seconds > reported) else {
-                    continue;
-                };
-                reported = seconds;
-                let note = ProgressNotificationParam::new(token, seconds as f64)
-                    .with_message(format!("running, {seconds} s"));
-                if let Err(e) = context.peer.notify_progress(note).await {
-                    tracing::debug!("cannot send progress: {e}");
-                }
-            }
+            Some(report) = reports.recv() => notify(report, token.as_ref(), &context.peer).await,
         }
+    };
+    while let Ok(report) = reports.try_recv() {
+        notify(report, token.as_ref(), &context.peer).await;
+    }
+    Some(outcome)
+}
+
+/// Sends one report to the client.
+#[expect(
+    deprecated,
+    reason = "MCP logging: SEP-2577 deprecates it for a later revision; 2025-11-25 has it"
+)]
+async fn notify(report: CallEvent, token: Option<&ProgressToken>, peer: &Peer<RoleServer>) {
+    let sent = match report {
+        CallEvent::Progress {
+            progress,
+            total,
+            message,
+        } => {
+            let Some(token) = token else { return };
+            let mut note = ProgressNotificationParam::new(token.clone(), progress);
+            if let Some(total) = total {
+                note = note.with_total(total);
+            }
+            if let Some(message) = message {
+                note = note.with_message(message);
+            }
+            peer.notify_progress(note).await
+        }
+        CallEvent::Log {
+            level,
+            logger,
+            message,
+        } => {
+            let Ok(level) = serde_json::from_value(json!(level)) else {
+                return;
+            };
+            let mut note = rmcp::model::LoggingMessageNotificationParam::new(level, json!(message));
+            if let Some(logger) = logger {
+                note = note.with_logger(logger);
+            }
+            peer.notify_logging_message(note).await
+        }
+    };
+    if let Err(e) = sent {
+        tracing::debug!("cannot send a call's report: {e}");
     }
 }
 
 /// A listed tool in rmcp's terms.
 fn tool(listed: &ListedTool) -> Tool {
+    let mut parameters = listed.parameters.clone();
+    parameters.insert("$schema".into(), json!(JSON_SCHEMA_DIALECT));
     let mut tool = Tool::new_with_raw(
         listed.name.clone(),
         Some(Cow::Owned(listed.description.clone())),
-        Arc::new(listed.parameters.clone()),
+        Arc::new(parameters),
     )
     .with_annotations(
         ToolAnnotations::new()
@@ -210,7 +301,8 @@ fn tool(listed: &ListedTool) -> Tool {
             .idempotent(listed.hints.idempotent)
             .open_world(listed.hints.open_world),
     );
-    if let Some(output) = listed.output_schema() {
+    if let Some(mut output) = listed.output_schema() {
+        output.insert("$schema".into(), json!(JSON_SCHEMA_DIALECT));
         tool = tool.with_raw_output_schema(Arc::new(output));
     }
     tool

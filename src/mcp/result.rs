@@ -4,8 +4,12 @@
 //! |---|---|
 //! | unknown tool | protocol error `-32602` (invalid params) |
 //! | arguments that break the schema | `isError`, every violation with its JSON pointer |
+//! | `ok`, a string and no `outputSchema` (`-> str`, or no annotation) | a text block holding the string itself |
+//! | `ok`, rich content (images, audio, files, links, text) | one block per part, no `structuredContent` (clients drop the blocks beside it) |
+//! | `ok`, rich content where the `outputSchema` promised data | `isError` naming both |
 //! | `ok` | `structuredContent` (`{"result": value}` when the `outputSchema` wraps it) and the same JSON as text |
 //! | `ok`, result cut to `return_char_limit` | text saying so, then the kept text; `isError` when an `outputSchema` promised the whole value |
+//! | `tool_error` from `warden.ToolError` (or FastMCP's) | `isError` with just its message |
 //! | `tool_error` | `isError`: the exception's type, message and traceback |
 //! | host statuses (`timeout`, `out_of_fuel`, `memory_limit`, `output_limit`, `crashed`, `invalid_request`) | `isError`: the status, the host's sentence and the limit to raise |
 //! | the server could not run the call | `isError` with the source's message |
@@ -20,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::{Output, Ran, SourceError};
 use crate::app::MAX_VIOLATIONS;
-use crate::outcome::{CallResult, Status};
+use crate::outcome::{CallResult, ContentPart, Status};
 
 /// The result of a call that ran. `how_to_raise` says how the operator raises the
 /// limits it names.
@@ -38,13 +42,25 @@ pub(super) fn ran(ran: Ran, how_to_raise: impl Fn(&[&str]) -> String) -> CallToo
         "peak_memory_bytes": result.peak_memory_bytes,
     });
     let mut answer = match (result.status, result.truncated) {
-        (Status::Ok, None) => {
-            let value = result.value.clone().unwrap_or(Value::Null);
-            CallToolResult::structured(match output {
-                Output::Wrapped => json!({ "result": value }),
-                Output::Object | Output::NoSchema => value,
-            })
+        (Status::Ok, None) if !result.content.is_empty() => {
+            if output == Output::NoSchema {
+                CallToolResult::success(result.content.iter().map(block).collect())
+            } else {
+                let kinds: Vec<&str> = result.content.iter().map(kind).collect();
+                CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{}: the tool returned {} content, but its return annotation promises                      structured data (its outputSchema); annotate it with the content type                      (e.g. -> Image) or return the data",
+                    Status::ToolError,
+                    kinds.join(" and ")
+                ))])
+            }
         }
+        (Status::Ok, None) => match (output, result.value.clone().unwrap_or(Value::Null)) {
+            (Output::NoSchema, Value::String(text)) => {
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            (Output::Wrapped, value) => CallToolResult::structured(json!({ "result": value })),
+            (Output::Object | Output::NoSchema, value) => CallToolResult::structured(value),
+        },
         (Status::Ok, Some(cut)) => {
             let kept = match &result.value {
                 Some(Value::String(s)) => s.clone(),
@@ -130,11 +146,34 @@ pub(super) fn list_failed(error: SourceError) -> ErrorData {
     ErrorData::internal_error(format!("cannot list the tools: {error}"), None)
 }
 
-/// `Type: message` and the traceback of a tool's exception.
+/// One part of a rich result as an MCP content block (the part is in MCP's shape).
+fn block(part: &ContentPart) -> ContentBlock {
+    serde_json::to_value(part)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_else(|| ContentBlock::text(part.render()))
+}
+
+/// The kind of a part, in words.
+fn kind(part: &ContentPart) -> &'static str {
+    match part {
+        ContentPart::Text { .. } => "text",
+        ContentPart::Image { .. } => "image",
+        ContentPart::Audio { .. } => "audio",
+        ContentPart::Resource { .. } => "file",
+        ContentPart::ResourceLink { .. } => "link",
+    }
+}
+
+/// `Type: message` and the traceback of a tool's exception; the message alone for a
+/// `ToolError` the tool raised on purpose.
 fn exception(result: &CallResult) -> String {
     let Some(e) = &result.error else {
         return format!("{}: the tool failed", Status::ToolError);
     };
+    if e.deliberate {
+        return e.message.clone();
+    }
     let head = format!("{}: {}: {}", Status::ToolError, e.kind, e.message);
     match e.traceback.trim_end() {
         "" => head,
@@ -167,6 +206,7 @@ mod tests {
             status,
             value: None,
             truncated: None,
+            content: Vec::new(),
             error: None,
             message: None,
             stdout: String::new(),
@@ -237,6 +277,7 @@ mod tests {
             message: "negative".into(),
             traceback: "Traceback (most recent call last):\n  line 3\nValueError: negative\n"
                 .into(),
+            deliberate: false,
         });
         failed.stdout = "printed\n".into();
         let r = ran_with(failed, Output::Object);

@@ -12,6 +12,15 @@
 //!                                       | "invalid", "message": TEXT}}
 //! ```
 //!
+//! The same door carries what a call reports while it runs (`runtime/warden.py`),
+//! handed to the call's [`Events`] (which forwards only what the caller asked for) with
+//! every secret's value redacted; the host answers `{"ok": true}`:
+//!
+//! ```text
+//! guest: {"op": "progress", "progress": N, "total": N | null, "message": TEXT | null}
+//!      | {"op": "log", "level": "info", "logger": NAME | null, "message": TEXT}
+//! ```
+//!
 //! The host never follows a redirect: the guest's library does, and each hop is a new
 //! frame, checked again. Bodies pass as they came (no decompression).
 
@@ -28,6 +37,7 @@ use super::address::{PrivateNetwork, refusal};
 use super::client::{Clients, address_refusal};
 use super::secrets::CallSecrets;
 use crate::grants::hosts::{Scheme, Target, normalize_name, parse_address};
+use crate::events::{Events, LogLevel};
 use crate::grants::{Grants, HostPattern};
 use crate::limits::{Limits, RequestCount};
 use crate::outcome::RequestRecord;
@@ -57,6 +67,19 @@ const HOP_BY_HOP: &[&str] = &[
 #[serde(tag = "op", rename_all = "snake_case")]
 enum Frame {
     Http(HttpFrame),
+    Progress {
+        progress: f64,
+        #[serde(default)]
+        total: Option<f64>,
+        #[serde(default)]
+        message: Option<String>,
+    },
+    Log {
+        level: LogLevel,
+        #[serde(default)]
+        logger: Option<String>,
+        message: String,
+    },
 }
 
 #[derive(Deserialize)]
@@ -70,6 +93,9 @@ struct HttpFrame {
     #[serde(default)]
     timeout: Option<f64>,
 }
+
+/// The answer to a progress report or a log record.
+const REPORTED: &[u8] = br#"{"ok":true}"#;
 
 /// Why a frame got no response.
 pub(super) enum Failure {
@@ -132,6 +158,7 @@ pub struct Exchange {
     clients: Arc<Clients>,
     deadline: Instant,
     ledger: Mutex<Ledger>,
+    events: Option<Arc<Events>>,
 }
 
 impl Exchange {
@@ -143,6 +170,7 @@ impl Exchange {
         private: PrivateNetwork,
         clients: Arc<Clients>,
         deadline: Instant,
+        events: Option<Arc<Events>>,
     ) -> Exchange {
         Exchange {
             hosts: grants.hosts.clone(),
@@ -155,6 +183,7 @@ impl Exchange {
             clients,
             deadline,
             ledger: Mutex::new(Ledger::default()),
+            events,
         }
     }
 
@@ -187,6 +216,28 @@ impl Exchange {
     pub async fn answer(&self, frame: &[u8]) -> Vec<u8> {
         let frame: HttpFrame = match serde_json::from_slice::<Frame>(frame) {
             Ok(Frame::Http(f)) => f,
+            Ok(Frame::Progress {
+                progress,
+                total,
+                message,
+            }) => {
+                if let Some(events) = &self.events {
+                    let message = message.map(|m| self.secrets.redact(&m));
+                    events.progress(progress, total, message.as_deref());
+                }
+                return REPORTED.to_vec();
+            }
+            Ok(Frame::Log {
+                level,
+                logger,
+                message,
+            }) => {
+                if let Some(events) = &self.events {
+                    let logger = logger.map(|l| self.secrets.redact(&l));
+                    events.log(level, logger.as_deref(), &self.secrets.redact(&message));
+                }
+                return REPORTED.to_vec();
+            }
             Err(e) => {
                 return Failure::Invalid(format!("Warden's host could not read the frame: {e}"))
                     .answer();

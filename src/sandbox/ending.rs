@@ -15,9 +15,10 @@
 
 use serde_json::Value;
 
+use super::content;
 use super::protocol::{self, Answer, Response};
 use crate::limits::Limits;
-use crate::outcome::{Status, ToolError, Truncation};
+use crate::outcome::{ContentPart, Status, ToolError, Truncation};
 
 /// How the guest's run ended, as the host saw it.
 #[derive(Debug)]
@@ -65,6 +66,8 @@ pub(super) struct Verdict {
     pub error: Option<ToolError>,
     /// The host's own explanation; never text from the guest.
     pub message: Option<String>,
+    /// A rich result's parts, checked.
+    pub content: Vec<ContentPart>,
 }
 
 impl Verdict {
@@ -75,6 +78,18 @@ impl Verdict {
             truncated: None,
             error: None,
             message: Some(message),
+            content: Vec::new(),
+        }
+    }
+
+    fn tool_error(error: ToolError) -> Verdict {
+        Verdict {
+            status: Status::ToolError,
+            value: None,
+            truncated: None,
+            error: Some(error),
+            message: None,
+            content: Vec::new(),
         }
     }
 }
@@ -121,7 +136,39 @@ pub(super) fn decide(observed: Observed, limits: &Limits) -> Verdict {
         (Ended::Trapped(TrapKind::Other(trap)), _) => {
             Verdict::host(Status::Crashed, format!("the guest trapped: {trap}"))
         }
-        (Ended::Returned(0), Answer::Response(Response::Ok { value, truncated })) => {
+        (
+            Ended::Returned(0),
+            Answer::Response(Response::Ok {
+                content: Some(parts),
+                ..
+            }),
+        ) => match content::check(parts, limits) {
+            Ok(parts) => {
+                let rendered: Vec<String> = parts.iter().map(ContentPart::render).collect();
+                let (value, truncated) =
+                    enforce_char_limit(Value::String(rendered.join("\n")), None, limits);
+                Verdict {
+                    status: Status::Ok,
+                    value: Some(value),
+                    truncated,
+                    error: None,
+                    message: None,
+                    content: parts,
+                }
+            }
+            Err(refused) => Verdict::tool_error(ToolError {
+                kind: refused.kind().into(),
+                message: refused.to_string(),
+                traceback: String::new(),
+                deliberate: false,
+            }),
+        },
+        (
+            Ended::Returned(0),
+            Answer::Response(Response::Ok {
+                value, truncated, ..
+            }),
+        ) => {
             let (value, truncated) = enforce_char_limit(value, truncated, limits);
             Verdict {
                 status: Status::Ok,
@@ -135,29 +182,21 @@ pub(super) fn decide(observed: Observed, limits: &Limits) -> Verdict {
                 value: Some(value),
                 truncated,
                 error: None,
+                content: Vec::new(),
             }
         }
-        (Ended::Returned(0), Answer::Response(Response::ToolError { error })) => Verdict {
-            status: Status::ToolError,
-            value: None,
-            truncated: None,
-            error: Some(error),
-            message: None,
-        },
-        (Ended::Returned(0), Answer::TooDeep) => Verdict {
-            status: Status::ToolError,
-            value: None,
-            truncated: None,
-            error: Some(ToolError {
-                kind: "UnserializableResult".into(),
-                message: format!(
-                    "the result nests deeper than {} levels of lists and dicts; flatten it",
-                    protocol::MAX_RESULT_DEPTH
-                ),
-                traceback: String::new(),
-            }),
-            message: None,
-        },
+        (Ended::Returned(0), Answer::Response(Response::ToolError { error })) => {
+            Verdict::tool_error(error)
+        }
+        (Ended::Returned(0), Answer::TooDeep) => Verdict::tool_error(ToolError {
+            kind: "UnserializableResult".into(),
+            message: format!(
+                "the result nests deeper than {} levels of lists and dicts; flatten it",
+                protocol::MAX_RESULT_DEPTH
+            ),
+            traceback: String::new(),
+            deliberate: false,
+        }),
         (Ended::Returned(0), Answer::Missing) => Verdict::host(
             Status::Crashed,
             "the guest returned no well-formed response".into(),
@@ -277,6 +316,7 @@ mod tests {
                 kind: "ValueError".into(),
                 message: "bad".into(),
                 traceback: String::new(),
+                deliberate: false,
             },
         })
     }

@@ -1,15 +1,17 @@
 //! A call as the guest side runs it: plain data that crosses to a worker process.
 //!
-//! A [`Job`] is everything of a [`Call`] but the host's side of its outbound requests:
-//! the secrets' values and the network stay with whoever made the job (the server);
+//! A [`Job`] is everything of a [`Call`] but the host's side of its outbound requests
+//! and of its reports: the secrets' values, the network and the reports' watcher stay
+//! with whoever made the job (the server);
 //! the guest's environment holds each secret's placeholder only.
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, SandboxError, ToolFolder, resolve, wasi};
-use crate::grants::{Grants, SecretValue};
+use super::{Call, Outbound, SandboxError, ToolFolder, resolve, wasi};
+use crate::events::Wants;
+use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::outbound::CallSecrets;
 
@@ -36,17 +38,16 @@ pub struct Job {
     /// The guest's whole environment: the base variables, the granted ones and each
     /// granted secret's placeholder.
     pub env: Vec<(String, String)>,
+    /// What the caller wants to hear while the call runs (progress, log records).
+    pub wants: Wants,
 }
 
 impl Job {
     /// The job of `call`, and the secrets its outbound requests may use (bound to
     /// their placeholders), which stay with the caller.
-    pub fn of(
-        call: Call<'_>,
-        secrets: &std::collections::BTreeMap<String, SecretValue>,
-    ) -> Result<(Job, CallSecrets), SandboxError> {
+    pub fn of(call: Call<'_>, outbound: &Outbound) -> Result<(Job, CallSecrets), SandboxError> {
         let grants = resolve(call.grants)?;
-        let bound = CallSecrets::bind(&grants, secrets)?;
+        let bound = CallSecrets::bind(&grants, &outbound.secrets)?;
         let mut env = wasi::environment(&grants);
         // The guest sees each secret's placeholder, never its value.
         for (name, placeholder) in bound.environment() {
@@ -63,6 +64,7 @@ impl Job {
             limits: *call.limits,
             packages: call.packages.map(ToOwned::to_owned),
             env,
+            wants: outbound.events.as_ref().map(|e| e.wants()).unwrap_or_default(),
         };
         Ok((job, bound))
     }

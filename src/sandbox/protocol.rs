@@ -17,22 +17,37 @@ pub const HARNESS: &str = include_str!("../../runtime/harness.py");
 /// `_warden_outbound` just before the harness, which installs it.
 pub const OUTBOUND: &str = include_str!("../../runtime/outbound.py");
 
-/// Turned once, while Warden builds its snapshot, with [`snapshot_stdin`] on stdin:
-/// defines `_warden_outbound`, then the harness in `__main__`. The file names make their
-/// frames readable in a crash report.
-pub const LOAD_HARNESS: &str = "import sys\n\
-_w_sources = sys.stdin.buffer.read().split(b'\\0', 1)\n\
-_w_module = type(sys)('_warden_outbound')\n\
-_w_module.__file__ = '/warden/outbound.py'\n\
-exec(compile(_w_sources[0], '/warden/outbound.py', 'exec'), _w_module.__dict__)\n\
-sys.modules['_warden_outbound'] = _w_module\n\
-exec(compile(_w_sources[1], '/warden/harness.py', 'exec'))\n\
-del _w_sources, _w_module\n";
+/// The `warden` module tools import (progress, rich results, `ToolError`, the FastMCP
+/// stand-ins): loaded as the module `warden` just before the harness.
+pub const WARDEN: &str = include_str!("../../runtime/warden.py");
 
-/// The snapshot turn's stdin: the outbound module and the harness, split by a NUL
-/// (which Python source cannot hold).
+/// Turned once, while Warden builds its snapshot, with [`snapshot_stdin`] on stdin:
+/// defines `_warden_outbound` and `warden`, then the harness in `__main__`. The file
+/// names make their frames readable in a crash report.
+pub const LOAD_HARNESS: &str = "import sys\n\
+_w_sources = sys.stdin.buffer.read().split(b'\\0', 2)\n\
+for _w_name, _w_file, _w_source in (\n\
+    ('_warden_outbound', '/warden/outbound.py', _w_sources[0]),\n\
+    ('warden', '/warden/warden.py', _w_sources[1]),\n\
+):\n\
+    _w_module = type(sys)(_w_name)\n\
+    _w_module.__file__ = _w_file\n\
+    sys.modules[_w_name] = _w_module\n\
+    exec(compile(_w_source, _w_file, 'exec'), _w_module.__dict__)\n\
+exec(compile(_w_sources[2], '/warden/harness.py', 'exec'))\n\
+del _w_sources, _w_module, _w_name, _w_file, _w_source\n";
+
+/// The snapshot turn's stdin: the outbound module, the `warden` module and the harness,
+/// split by NULs (which Python source cannot hold).
 pub fn snapshot_stdin() -> Vec<u8> {
-    [OUTBOUND.as_bytes(), b"\0", HARNESS.as_bytes()].concat()
+    [
+        OUTBOUND.as_bytes(),
+        b"\0",
+        WARDEN.as_bytes(),
+        b"\0",
+        HARNESS.as_bytes(),
+    ]
+    .concat()
 }
 
 /// Turned per call: the harness reads the request from stdin. It returns None, so the
@@ -65,6 +80,13 @@ pub struct Request<'a> {
     pub env: serde_json::Map<String, serde_json::Value>,
     /// Characters of the result kept.
     pub return_char_limit: u32,
+    /// Bytes the binary parts of a rich result may hold, decoded.
+    pub return_bytes: u64,
+    /// Whether the caller asked for progress reports (`warden.progress` is free
+    /// otherwise).
+    pub progress: bool,
+    /// The least MCP level of log records the caller asked for; none when nobody asked.
+    pub log_level: Option<&'a str>,
     /// The guest folder of the tool's installed packages, appended to `sys.path`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub packages: Option<&'a str>,
@@ -86,6 +108,10 @@ pub enum Response {
         /// Set when the result was cut.
         #[serde(default)]
         truncated: Option<Truncation>,
+        /// The parts of a rich result (images, audio, files, links, text), unchecked:
+        /// the host checks each before anyone sees it.
+        #[serde(default)]
+        content: Option<Vec<serde_json::Value>>,
     },
     /// The tool raised, or returned something without a JSON form.
     ToolError {

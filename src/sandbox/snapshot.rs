@@ -29,7 +29,7 @@ use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 use super::artifacts::Role;
 use super::guest::{Exports, turn};
 use super::pipe::CappedPipe;
-use super::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, snapshot_stdin};
+use super::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, WARDEN, snapshot_stdin};
 use super::{RuntimeFiles, SandboxError, io_error, on_own_thread, state_exports, wasi};
 
 /// How the snapshot is built (the steps above), for [`identity`]: changed with them.
@@ -46,6 +46,7 @@ pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
         runtime.sha256.as_str(),
         HARNESS,
         OUTBOUND,
+        WARDEN,
         LOAD_HARNESS,
         super::WASMTIME_VERSION,
     ] {

@@ -1,5 +1,6 @@
 //! Choosing the tool function and turning its signature and docstring into a [`ToolSchema`].
 
+use super::content;
 use std::collections::HashSet;
 
 use rustpython_parser::ast::{self, Constant, Expr};
@@ -285,6 +286,15 @@ fn parameter(
         mapper.diags.push(d);
         return;
     }
+    // A FastMCP-style `ctx: Context` is the guest's to pass, not the caller's.
+    if a
+        .def
+        .annotation
+        .as_deref()
+        .is_some_and(|t| content::is_context(mapper.module, t))
+    {
+        return;
+    }
     let Some(annotation) = a.def.annotation.as_deref() else {
         let d = mapper.index.diag(
             Severity::Error,
@@ -342,6 +352,10 @@ fn parameter(
 fn returns(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>, doc: &Docstring) -> Option<Value> {
     let r = f.returns?;
     if matches!(r, Expr::Constant(c) if matches!(c.value, Constant::None)) {
+        return None;
+    }
+    // Images, audio, files and links are content blocks, not structured data.
+    if content::is_content(mapper.module, r) {
         return None;
     }
     mapper.severity = Severity::Warning;

@@ -306,6 +306,8 @@ impl<'a> Module<'a> {
                 Some(Resolved::Qualified(q)) => match q.as_str() {
                     "pydantic.BaseModel" | "pydantic.main.BaseModel" => return ClassKind::Pydantic,
                     "typing.TypedDict" => return ClassKind::TypedDict,
+                    // Fields with defaults, built by keyword: a dataclass's shape.
+                    "typing.NamedTuple" => return ClassKind::Dataclass,
                     "enum.Enum" | "enum.IntEnum" | "enum.StrEnum" => return ClassKind::Enum,
                     _ => {}
                 },

@@ -64,6 +64,7 @@ pub(super) fn crashed(why: &str, started: Instant) -> CallResult {
         kind: "WorkerCrashed".into(),
         message: message.clone(),
         traceback: String::new(),
+        deliberate: false,
     };
     ended(Status::Crashed, message, Some(error), started)
 }
@@ -84,6 +85,7 @@ fn ended(
         status,
         value: None,
         truncated: None,
+        content: Vec::new(),
         error,
         message: Some(message),
         stdout: String::new(),

@@ -12,6 +12,7 @@ use bytesize::ByteSize;
 use super::call::{converse, crashed, timed_out};
 use super::process::{Worker, worker_failed};
 use super::wire::{ToServer, ToWorker};
+use crate::events::Events;
 use crate::grants::Access;
 use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
 use crate::outcome::CallResult;
@@ -298,11 +299,12 @@ impl Workers {
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
         crate::sandbox::check_memory(call.limits, self.pool.max_memory)?;
-        let (job, secrets) = Job::of(call, &outbound.secrets)?;
+        let (job, secrets) = Job::of(call, outbound)?;
         let pool = Arc::clone(&self.pool);
         let warm = warm.cloned();
         let (private, share) = (outbound.private_network, outbound.share.clone());
-        self.on_pool(async move { pool.call(job, secrets, warm, private, share).await })
+        let events = outbound.events.clone();
+        self.on_pool(async move { pool.call(job, secrets, warm, private, share, events).await })
             .await
     }
 
@@ -381,6 +383,7 @@ impl Pool {
         warm: Option<WarmState>,
         private: PrivateNetwork,
         share: ShareKey,
+        events: Option<Arc<Events>>,
     ) -> Result<CallResult, SandboxError> {
         let key = WorkerKey::of(&share, &job.tool_dir, job.packages.as_deref(), Some(&job));
         let _slot = self.slots.acquire().await;
@@ -393,6 +396,7 @@ impl Pool {
             private,
             Arc::clone(&self.clients),
             deadline + DOOR_MARGIN,
+            events,
         );
         let seat = Arc::new(Seat::new(&self.cores, share));
         let mut worker = self.checkout(&key).await?;

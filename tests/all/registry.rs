@@ -458,6 +458,7 @@ fn runs_are_audited_with_status_fuel_and_time(db: Db) {
         status: Status::OutOfFuel,
         value: None,
         truncated: None,
+        content: Vec::new(),
         error: None,
         message: Some("out of fuel".into()),
         stdout: String::new(),
