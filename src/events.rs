@@ -16,9 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 /// MCP's log levels (RFC 5424's), least severe first.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     /// Detail for debugging.
@@ -163,7 +161,9 @@ pub struct Events {
 
 impl fmt::Debug for Events {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Events").field("wants", &self.wants).finish()
+        f.debug_struct("Events")
+            .field("wants", &self.wants)
+            .finish()
     }
 }
 
@@ -318,7 +318,11 @@ mod tests {
         };
         let (events, mut rx) = Events::channel(wants);
         events.log(LogLevel::Info, Some("tool"), "quiet");
-        events.log(LogLevel::Error, Some("tool"), &"x".repeat(MAX_MESSAGE_CHARS + 10));
+        events.log(
+            LogLevel::Error,
+            Some("tool"),
+            &"x".repeat(MAX_MESSAGE_CHARS + 10),
+        );
         let seen = drain(&mut rx);
         assert_eq!(seen.len(), 1);
         let CallEvent::Log {

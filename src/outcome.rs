@@ -131,11 +131,7 @@ pub enum ContentPart {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
         /// Its type.
-        #[serde(
-            rename = "mimeType",
-            default,
-            skip_serializing_if = "Option::is_none"
-        )]
+        #[serde(rename = "mimeType", default, skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
     },
 }
@@ -160,7 +156,8 @@ pub struct EmbeddedFile {
 impl ContentPart {
     /// One line (or the text itself) standing for this part where only text can go.
     pub fn render(&self) -> String {
-        let size = |b64: &str| b64.len() / 4 * 3;
+        let size =
+            |b64: &str| b64.len() / 4 * 3 - b64.bytes().rev().take_while(|&b| b == b'=').count();
         match self {
             ContentPart::Text { text } => text.clone(),
             ContentPart::Image { data, mime_type } => {
@@ -170,7 +167,9 @@ impl ContentPart {
                 format!("[audio {mime_type}, {} bytes]", size(data))
             }
             ContentPart::Resource { resource } => match (&resource.text, &resource.blob) {
-                (Some(text), _) => format!("[file {} ({})]\n{text}", resource.uri, resource.mime_type),
+                (Some(text), _) => {
+                    format!("[file {} ({})]\n{text}", resource.uri, resource.mime_type)
+                }
                 (None, blob) => format!(
                     "[file {} ({}), {} bytes]",
                     resource.uri,

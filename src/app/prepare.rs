@@ -143,7 +143,7 @@ impl PreparedTool {
             match returns.iter_errors(value).next() {
                 None => return,
                 Some(e) => format!(
-                    "the tool returned {}, which does not match its return annotation                      ({annotation}): {} at {:?}; return what the annotation says, or change                      the annotation",
+                    "the tool returned {}, which does not match its return annotation ({annotation}): {} at {:?}; return what the annotation says, or change the annotation",
                     json_kind(value),
                     e,
                     e.instance_path().to_string()
@@ -151,7 +151,7 @@ impl PreparedTool {
             }
         } else {
             format!(
-                "the tool returned rich content (an image, audio, a file or a link), but its                  return annotation ({annotation}) describes data; annotate it with the                  content type (e.g. -> Image) or return the data"
+                "the tool returned rich content (an image, audio, a file or a link), but its return annotation ({annotation}) describes data; annotate it with the content type (e.g. -> Image) or return the data"
             )
         };
         result.status = Status::ToolError;

@@ -134,9 +134,7 @@ impl LimitsSpec {
             http_response_bytes: self
                 .http_response_bytes
                 .map_or(defaults.http_response_bytes, ByteSize::b),
-            return_bytes: self
-                .return_bytes
-                .map_or(defaults.return_bytes, ByteSize::b),
+            return_bytes: self.return_bytes.map_or(defaults.return_bytes, ByteSize::b),
             ..defaults
         };
         given.check()?;

@@ -310,9 +310,10 @@ fn write_parts(dir: &Path, parts: &[ContentPart]) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for (i, part) in parts.iter().enumerate() {
         let (bytes, mime) = match part {
-            ContentPart::Image { data, mime_type } | ContentPart::Audio { data, mime_type } => {
-                (base64::engine::general_purpose::STANDARD.decode(data)?, mime_type)
-            }
+            ContentPart::Image { data, mime_type } | ContentPart::Audio { data, mime_type } => (
+                base64::engine::general_purpose::STANDARD.decode(data)?,
+                mime_type,
+            ),
             ContentPart::Resource { resource } => match (&resource.text, &resource.blob) {
                 (Some(text), _) => (text.clone().into_bytes(), &resource.mime_type),
                 (None, Some(blob)) => (

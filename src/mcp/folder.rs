@@ -12,8 +12,8 @@ use super::catalog::{Catalog, CatalogError, CatalogTool, Defaults, Problem, Sour
 use super::watch::Fingerprint;
 use super::{ListedTool, Ran, SourceError, ToolSource};
 use crate::app::Refusal;
-use crate::packages::Packages;
 use crate::events::Events;
+use crate::packages::Packages;
 use crate::sandbox::{Outbound, ShareKey, Warmth};
 use crate::worker::Workers;
 

@@ -81,6 +81,10 @@ impl<S: ToolSource> McpServer<S> {
 }
 
 impl<S: ToolSource> ServerHandler for McpServer<S> {
+    #[expect(
+        deprecated,
+        reason = "MCP logging: SEP-2577 deprecates it for a later revision; 2025-11-25 has it"
+    )]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -126,9 +130,12 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         let arguments = request.arguments.unwrap_or_default();
         let (events, reports) = Events::channel(self.wants(&context));
         let events = Arc::new(events);
-        let call =
-            self.source
-                .call(&context.extensions, &request.name, arguments, Arc::clone(&events));
+        let call = self.source.call(
+            &context.extensions,
+            &request.name,
+            arguments,
+            Arc::clone(&events),
+        );
         let Some(outcome) = watch_call(call, reports, &context).await else {
             // The client cancelled: the guest is gone with the call's future, and rmcp
             // sends no answer to a cancelled request.

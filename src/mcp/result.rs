@@ -48,7 +48,7 @@ pub(super) fn ran(ran: Ran, how_to_raise: impl Fn(&[&str]) -> String) -> CallToo
             } else {
                 let kinds: Vec<&str> = result.content.iter().map(kind).collect();
                 CallToolResult::error(vec![ContentBlock::text(format!(
-                    "{}: the tool returned {} content, but its return annotation promises                      structured data (its outputSchema); annotate it with the content type                      (e.g. -> Image) or return the data",
+                    "{}: the tool returned {} content, but its return annotation promises structured data (its outputSchema); annotate it with the content type (e.g. -> Image) or return the data",
                     Status::ToolError,
                     kinds.join(" and ")
                 ))])

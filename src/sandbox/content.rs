@@ -191,7 +191,9 @@ fn mime(mime_type: &str, kind: Option<&str>) -> Result<(), String> {
     if let Some(kind) = kind
         && !essence.starts_with(&format!("{kind}/"))
     {
-        return Err(format!("an {kind} part needs an {kind}/* mime type, not {mime_type:?}"));
+        return Err(format!(
+            "an {kind} part needs an {kind}/* mime type, not {mime_type:?}"
+        ));
     }
     Ok(())
 }
@@ -219,8 +221,36 @@ fn sniff(bytes: &[u8]) -> Option<&'static str> {
         [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n', ..] => Some("image/png"),
         [0xff, 0xd8, 0xff, ..] => Some("image/jpeg"),
         [b'G', b'I', b'F', b'8', b'7' | b'9', b'a', ..] => Some("image/gif"),
-        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => Some("image/webp"),
-        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'A', b'V', b'E', ..] => Some("audio/wav"),
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'E',
+            b'B',
+            b'P',
+            ..,
+        ] => Some("image/webp"),
+        [
+            b'R',
+            b'I',
+            b'F',
+            b'F',
+            _,
+            _,
+            _,
+            _,
+            b'W',
+            b'A',
+            b'V',
+            b'E',
+            ..,
+        ] => Some("audio/wav"),
         _ => None,
     }
 }
@@ -250,7 +280,9 @@ mod tests {
         ];
         let checked = check(parts, &Limits::default()).unwrap();
         assert_eq!(checked.len(), 6);
-        assert!(matches!(&checked[1], ContentPart::Image { mime_type, .. } if mime_type == "image/png"));
+        assert!(
+            matches!(&checked[1], ContentPart::Image { mime_type, .. } if mime_type == "image/png")
+        );
     }
 
     #[test]
@@ -258,16 +290,31 @@ mod tests {
         let cases = [
             (json!({"type": "video", "data": ""}), "video"),
             (image(PNG, "text/plain"), "image/*"),
-            (json!({"type": "image", "data": "not base64!", "mimeType": "image/png"}), "base64"),
+            (
+                json!({"type": "image", "data": "not base64!", "mimeType": "image/png"}),
+                "base64",
+            ),
             (image(PNG, "image/jpeg"), "its bytes are image/png"),
             (image(PNG, "png"), "not a mime type"),
-            (json!({"type": "resource", "resource": {"uri": "relative", "mimeType": "text/plain", "text": "t"}}), "absolute uri"),
-            (json!({"type": "resource", "resource": {"uri": "a:b", "mimeType": "text/plain"}}), "exactly one"),
-            (json!({"type": "text", "text": "x", "extra": 1}), "unknown field"),
+            (
+                json!({"type": "resource", "resource": {"uri": "relative", "mimeType": "text/plain", "text": "t"}}),
+                "absolute uri",
+            ),
+            (
+                json!({"type": "resource", "resource": {"uri": "a:b", "mimeType": "text/plain"}}),
+                "exactly one",
+            ),
+            (
+                json!({"type": "text", "text": "x", "extra": 1}),
+                "unknown field",
+            ),
         ];
         for (part, says) in cases {
-            let e = check(vec![json!({"type": "text", "text": "ok"}), part.clone()], &Limits::default())
-                .unwrap_err();
+            let e = check(
+                vec![json!({"type": "text", "text": "ok"}), part.clone()],
+                &Limits::default(),
+            )
+            .unwrap_err();
             let text = e.to_string();
             assert!(text.starts_with("part 1 "), "{part}: {text}");
             assert!(text.contains(says), "{part}: {text}");
@@ -282,8 +329,18 @@ mod tests {
             ..Limits::default()
         };
         assert!(check(vec![image(PNG, "image/png")], &limits).is_ok());
-        let e = check(vec![image(PNG, "image/png"), image(PNG, "image/png")], &limits).unwrap_err();
-        assert_eq!(e, ContentError::TooLarge { bytes: 24, limit: 12 });
+        let e = check(
+            vec![image(PNG, "image/png"), image(PNG, "image/png")],
+            &limits,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            ContentError::TooLarge {
+                bytes: 24,
+                limit: 12
+            }
+        );
         assert_eq!(e.kind(), "ResultTooLarge");
         let few = Limits {
             return_chars: crate::limits::CharLimit(3),
@@ -292,6 +349,9 @@ mod tests {
         let e = check(vec![json!({"type": "text", "text": "four"})], &few).unwrap_err();
         assert!(e.to_string().contains("return_char_limit"), "{e}");
         let many = vec![json!({"type": "text", "text": ""}); MAX_PARTS + 1];
-        assert!(matches!(check(many, &Limits::default()), Err(ContentError::TooManyParts { .. })));
+        assert!(matches!(
+            check(many, &Limits::default()),
+            Err(ContentError::TooManyParts { .. })
+        ));
     }
 }

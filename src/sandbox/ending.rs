@@ -307,6 +307,7 @@ mod tests {
         Answer::Response(Response::Ok {
             value,
             truncated: None,
+            content: None,
         })
     }
 

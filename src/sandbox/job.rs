@@ -64,7 +64,11 @@ impl Job {
             limits: *call.limits,
             packages: call.packages.map(ToOwned::to_owned),
             env,
-            wants: outbound.events.as_ref().map(|e| e.wants()).unwrap_or_default(),
+            wants: outbound
+                .events
+                .as_ref()
+                .map(|e| e.wants())
+                .unwrap_or_default(),
         };
         Ok((job, bound))
     }

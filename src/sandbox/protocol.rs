@@ -24,18 +24,19 @@ pub const WARDEN: &str = include_str!("../../runtime/warden.py");
 /// Turned once, while Warden builds its snapshot, with [`snapshot_stdin`] on stdin:
 /// defines `_warden_outbound` and `warden`, then the harness in `__main__`. The file
 /// names make their frames readable in a crash report.
-pub const LOAD_HARNESS: &str = "import sys\n\
-_w_sources = sys.stdin.buffer.read().split(b'\\0', 2)\n\
-for _w_name, _w_file, _w_source in (\n\
-    ('_warden_outbound', '/warden/outbound.py', _w_sources[0]),\n\
-    ('warden', '/warden/warden.py', _w_sources[1]),\n\
-):\n\
-    _w_module = type(sys)(_w_name)\n\
-    _w_module.__file__ = _w_file\n\
-    sys.modules[_w_name] = _w_module\n\
-    exec(compile(_w_source, _w_file, 'exec'), _w_module.__dict__)\n\
-exec(compile(_w_sources[2], '/warden/harness.py', 'exec'))\n\
-del _w_sources, _w_module, _w_name, _w_file, _w_source\n";
+pub const LOAD_HARNESS: &str = r"import sys
+_w_sources = sys.stdin.buffer.read().split(b'\0', 2)
+for _w_name, _w_file, _w_source in (
+    ('_warden_outbound', '/warden/outbound.py', _w_sources[0]),
+    ('warden', '/warden/warden.py', _w_sources[1]),
+):
+    _w_module = type(sys)(_w_name)
+    _w_module.__file__ = _w_file
+    sys.modules[_w_name] = _w_module
+    exec(compile(_w_source, _w_file, 'exec'), _w_module.__dict__)
+exec(compile(_w_sources[2], '/warden/harness.py', 'exec'))
+del _w_sources, _w_module, _w_name, _w_file, _w_source
+";
 
 /// The snapshot turn's stdin: the outbound module, the `warden` module and the harness,
 /// split by NULs (which Python source cannot hold).

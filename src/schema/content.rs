@@ -27,7 +27,8 @@ pub(crate) fn is_context(module: &Module<'_>, annotation: &Expr) -> bool {
             _ => false,
         },
         other => qualified(module, other).is_some_and(|q| {
-            q.strip_suffix(".Context").is_some_and(|home| HOMES.contains(&home))
+            q.strip_suffix(".Context")
+                .is_some_and(|home| HOMES.contains(&home))
                 || q == "fastmcp.server.context.Context"
         }),
     }

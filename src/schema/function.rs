@@ -287,8 +287,7 @@ fn parameter(
         return;
     }
     // A FastMCP-style `ctx: Context` is the guest's to pass, not the caller's.
-    if a
-        .def
+    if a.def
         .annotation
         .as_deref()
         .is_some_and(|t| content::is_context(mapper.module, t))
