@@ -207,7 +207,8 @@ async fn lists_every_tool_by_name_with_schemas_and_hints_and_reports_bad_files()
             "type": "object",
             "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
             "required": ["a", "b"],
-            "additionalProperties": false
+            "additionalProperties": false,
+            "$schema": "https://json-schema.org/draft/2020-12/schema"
         })
     );
     assert_eq!(
@@ -215,7 +216,8 @@ async fn lists_every_tool_by_name_with_schemas_and_hints_and_reports_bad_files()
         Some(json!({
             "type": "object",
             "properties": {"result": {"type": "integer"}},
-            "required": ["result"]
+            "required": ["result"],
+            "$schema": "https://json-schema.org/draft/2020-12/schema"
         }))
     );
     let hints = add.annotations.clone().unwrap();
@@ -475,36 +477,24 @@ async fn a_2026_client_hears_list_changes_through_its_subscription() {
 const NAP: &str = "import time\ndef nap(seconds: float) -> str:\n    \
 \"\"\"Sleep.\"\"\"\n    time.sleep(seconds)\n    return 'rested'\n";
 
+const STEPS: &str = "import time\nimport warden\ndef steps() -> str:\n    \
+\"\"\"Report three steps.\"\"\"\n    for done in (0, 50, 50, 20, 100):\n        \
+warden.progress(done, 100, f'at {done}')\n        time.sleep(0.02)\n    return 'done'\n";
+
 #[tokio::test]
-async fn a_call_with_a_progress_token_hears_progress_every_second() {
-    let dir = tools_dir(&[], &[("nap.py", NAP)]);
+async fn a_call_with_a_progress_token_hears_the_tools_progress_strictly_increasing() {
+    let dir = tools_dir(&[], &[("steps.py", STEPS)]);
     let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
     // rmcp's client gives every request a progress token of its own.
-    let r = server.call("nap", json!({"seconds": 2.6})).await;
-    assert_eq!(
-        r.structured_content,
-        Some(json!({"result": "rested"})),
-        "{}",
-        text(&r)
-    );
+    let r = server.call("steps", json!({})).await;
+    assert_eq!(text(&r), "done");
+    assert_eq!(r.structured_content, None);
     let progress = server.recorder.progress.lock().unwrap().clone();
-    assert!(progress.len() >= 2, "{progress:?}");
-    assert!(
-        progress
-            .iter()
-            .all(|p| p.progress_token == progress[0].progress_token)
-    );
-    // One a second from the first second on, each saying how long it has run.
-    assert_eq!(progress[0].progress, 1.0);
-    for (i, p) in progress.iter().enumerate() {
-        assert_eq!(
-            p.message.as_deref(),
-            Some(format!("running, {} s", p.progress).as_str())
-        );
-        if i > 0 {
-            assert!(p.progress > progress[i - 1].progress, "{progress:?}");
-        }
-    }
+    let values: Vec<f64> = progress.iter().map(|p| p.progress).collect();
+    // The repeated 50 and the step back to 20 are dropped.
+    assert_eq!(values, [0.0, 50.0, 100.0], "{progress:?}");
+    assert!(progress.iter().all(|p| p.total == Some(100.0)));
+    assert_eq!(progress[1].message.as_deref(), Some("at 50"));
     server.stop().await;
 }
 
@@ -557,10 +547,12 @@ fn a_call_without_a_progress_token_hears_no_progress() {
         2,
     );
     let answer = lines.last().unwrap();
+    // A `-> str` tool answers with a text block holding the string itself.
     assert_eq!(
-        answer["result"]["structuredContent"],
-        json!({"result": "rested"})
+        answer["result"]["content"],
+        json!([{"type": "text", "text": "rested"}])
     );
+    assert_eq!(answer["result"].get("structuredContent"), None);
     assert!(
         lines
             .iter()
@@ -630,4 +622,120 @@ async fn calls_start_warm_once_the_warm_state_is_ready() {
     }
     assert_eq!(starts.last(), Some(&json!("warm")), "{starts:?}");
     server.stop().await;
+}
+
+fn initialize() -> [Value; 2] {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+}
+
+const LOGS: &str = "import logging\nlog = logging.getLogger('tool.logs')\ndef logs() -> str:\n    \
+\"\"\"Log at three levels.\"\"\"\n    log.debug('fine detail')\n    log.info('started')\n    \
+log.warning('careful')\n    return 'logged'\n";
+
+#[test]
+fn log_records_reach_the_client_at_the_level_it_set_and_not_without_one() {
+    let dir = tools_dir(&[], &[("logs.py", LOGS)]);
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "logs", "arguments": {}}});
+    let [init, initialized] = initialize();
+    let set = json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel",
+        "params": {"level": "info"}});
+    let lines = raw_session(
+        &["--cold", "--tools", arg(dir.path())],
+        &[init.clone(), initialized.clone(), set, call.clone()],
+        3,
+    );
+    assert!(
+        lines[0]["result"]["capabilities"]["logging"].is_object(),
+        "{}",
+        lines[0]
+    );
+    let set_answer = lines.iter().find(|l| l["id"] == 2).unwrap();
+    assert_eq!(set_answer["result"], json!({}));
+    let logs: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["method"] == "notifications/message")
+        .map(|l| &l["params"])
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            &json!({"level": "info", "logger": "tool.logs", "data": "started"}),
+            &json!({"level": "warning", "logger": "tool.logs", "data": "careful"}),
+        ]
+    );
+    // Nobody asked: no log notification at all.
+    let quiet = raw_session(
+        &["--cold", "--tools", arg(dir.path())],
+        &[init, initialized, call],
+        3,
+    );
+    assert!(
+        quiet.iter().all(|l| l["method"] != "notifications/message"),
+        "{quiet:?}"
+    );
+    assert_eq!(
+        quiet.last().unwrap()["result"]["content"][0]["text"],
+        "logged"
+    );
+}
+
+const RICH: &str = "import warden\ndef rich(kind: str) -> list[str | warden.Image | warden.File | warden.Link]:\n    \
+\"\"\"Rich results.\"\"\"\n    png = b'\\x89PNG\\r\\n\\x1a\\n' + bytes(range(8))\n    \
+if kind == 'error':\n        raise warden.ToolError('say it plainly')\n    \
+if kind == 'audio':\n        return [warden.Audio(b'RIFF0000WAVEfmt ')]\n    \
+return ['look:', warden.Image(png), warden.File(b'\\x00\\x01', name='a.bin'), \
+warden.Link('https://example.com/r', name='r')]\n";
+
+#[test]
+fn rich_results_are_content_blocks_byte_exact_without_structured_content() {
+    let dir = tools_dir(&[], &[("rich.py", RICH)]);
+    let call = |id: u64, kind: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "rich", "arguments": {"kind": kind}}})
+    };
+    // One session per call: rmcp answers calls in the order they finish.
+    let session = |requests: &[Value], id: u64| {
+        let [init, initialized] = initialize();
+        let mut all = vec![init, initialized];
+        all.extend_from_slice(requests);
+        raw_session(&["--cold", "--tools", arg(dir.path())], &all, id)
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let lines: Vec<Value> = [
+        session(&[list], 2),
+        session(&[call(3, "all")], 3),
+        session(&[call(4, "audio")], 4),
+        session(&[call(5, "error")], 5),
+    ]
+    .concat();
+    let answer = |id: u64| &lines.iter().find(|l| l["id"] == id).unwrap()["result"];
+    // A content annotation has no outputSchema.
+    assert_eq!(answer(2)["tools"][0].get("outputSchema"), None);
+    let all = answer(3);
+    assert_eq!(all.get("structuredContent"), None);
+    assert_eq!(
+        all["content"],
+        json!([
+            {"type": "text", "text": "look:"},
+            {"type": "image", "data": "iVBORw0KGgoAAQIDBAUGBw==", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a.bin",
+                "mimeType": "application/octet-stream", "blob": "AAE="}},
+            {"type": "resource_link", "uri": "https://example.com/r", "name": "r"}
+        ])
+    );
+    assert_eq!(
+        answer(4)["content"],
+        json!([{"type": "audio", "data": "UklGRjAwMDBXQVZFZm10IA==", "mimeType": "audio/wav"}])
+    );
+    assert_eq!(answer(5)["isError"], true);
+    assert_eq!(
+        answer(5)["content"],
+        json!([{"type": "text", "text": "say it plainly"}])
+    );
 }
