@@ -48,7 +48,7 @@ for _ in $(seq 1 600); do
 done
 curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null || { cat "$WORK/serve.log" >&2; exit 1; }
 KEY=$(curl -sf -X POST "http://127.0.0.1:$PORT/v1/admin/tenants" -H "Authorization: Bearer conformance" \
-  -H 'Content-Type: application/json' -d '{"name": "conformance"}' | grep -o 'wdn_[A-Za-z0-9_-]*' | head -1)
+  -H 'Content-Type: application/json' -d '{"name": "conformance"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["api_key"])')
 [ -n "$KEY" ] || { echo "conformance: could not create a tenant" >&2; cat "$WORK/serve.log" >&2; exit 1; }
 for tool in tests/conformance/tools/*.py; do
   code=$(curl -s -o "$WORK/register.json" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/v1/tools/upload" \

@@ -1,14 +1,16 @@
 from typing import TypedDict
 
 
-class Address(TypedDict, total=False):
+# Lower-case: the suite looks for the definition "address" in $defs, which is named
+# after the class.
+class address(TypedDict, total=False):  # noqa: N801
     """A postal address."""
 
     street: str
     city: str
 
 
-def json_schema_2020_12_tool(name: str | None = None, address: Address | None = None) -> str:
+def json_schema_2020_12_tool(name: str | None = None, address: address | None = None) -> str:
     """Tool with JSON Schema 2020-12 features.
 
     Args:
