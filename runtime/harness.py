@@ -109,7 +109,13 @@ def _warden_call():
                 frames = None
         text = ""
         if frames is not None:
-            lines = traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
+            # Formatted here rather than with traceback.format_list, which parses each
+            # source line to place carets: most of a failing call's cost.
+            lines = [
+                f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
+                + (f"    {f.line.strip()}\n" if f.line else "")
+                for f in frames
+            ] + traceback.format_exception_only(type(exc), exc)
             text = clip("Traceback (most recent call last):\n" + "".join(lines))
         emit(
             {
