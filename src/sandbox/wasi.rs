@@ -10,8 +10,9 @@
 //! - stdin: the call's JSON request; stdout and stderr: capped in-memory pipes;
 //! - the WASI calls checked in `syscalls.rs` (special files, file ceilings, timers);
 //! - read-only folders: an empty folder at `/` (so every path outside the grants is
-//!   simply absent), the standard library at `/usr/local/lib`, the tool's folder at
-//!   `/tool`;
+//!   simply absent), the standard library at `/usr/local/lib`, matplotlib's data where
+//!   matplotlib looks for it (inside the standard library's zip, see
+//!   [`MATPLOTLIB_DATA_GUEST`]), the tool's folder at `/tool`;
 //! - the granted mounts, read-only unless granted `rw`.
 //!
 //! Nothing is inherited from the host process: not its environment, its stdio, its
@@ -32,6 +33,11 @@ use crate::grants::{Access, Grants};
 
 /// Where the standard library folder is mounted; the runtime looks for `python315.zip`.
 pub const STDLIB_GUEST: &str = "/usr/local/lib";
+/// Where matplotlib's data folder is mounted: matplotlib reads its `matplotlibrc`, fonts
+/// and styles as files beside its own code, which lives in the standard library's zip.
+/// wasi-libc resolves a path by the longest folder prefix, so this folder answers for
+/// that path although `python315.zip` itself is a file.
+pub const MATPLOTLIB_DATA_GUEST: &str = "/usr/local/lib/python315.zip/matplotlib/mpl-data";
 /// Where the tool's folder is mounted.
 pub const TOOL_GUEST: &str = "/tool";
 /// Where a tool's installed packages are mounted (read-only), when it has any.
@@ -64,6 +70,8 @@ pub struct RuntimeFolders<'a> {
     pub empty_root: &'a Path,
     /// The folder holding `python315.zip`.
     pub stdlib: &'a Path,
+    /// matplotlib's data, mounted read-only at [`MATPLOTLIB_DATA_GUEST`].
+    pub matplotlib_data: &'a Path,
     /// The folder holding the tool's source (none while Warden builds its snapshot).
     pub tool: Option<&'a Path>,
     /// The tool's installed packages, if any, mounted read-only at [`PACKAGES_GUEST`].
@@ -85,6 +93,11 @@ pub fn context(
 
     b.preopened_dir(folders.empty_root, "/", FsPerms::ReadOnly)?;
     b.preopened_dir(folders.stdlib, STDLIB_GUEST, FsPerms::ReadOnly)?;
+    b.preopened_dir(
+        folders.matplotlib_data,
+        MATPLOTLIB_DATA_GUEST,
+        FsPerms::ReadOnly,
+    )?;
     if let Some(tool) = folders.tool {
         b.preopened_dir(tool, TOOL_GUEST, FsPerms::ReadOnly)?;
     }

@@ -175,7 +175,11 @@ impl Workers {
             let sandbox = Sandbox::open(sandbox_config)?;
             (sandbox.warm_store().clone(), sandbox.runtime().clone())
         };
-        let runtime_dirs = vec![files.empty_root.clone(), files.stdlib_dir()];
+        let runtime_dirs = vec![
+            files.empty_root.clone(),
+            files.stdlib_dir(),
+            files.matplotlib_data_dir(),
+        ];
         let mut base_read_only = runtime_dirs;
         for dir in [warm.dir().to_owned(), sandbox_config.home.join("packages")] {
             std::fs::create_dir_all(&dir).map_err(|source| SandboxError::Io {

@@ -421,3 +421,59 @@ fn a_database_url_is_refused_never_taken_as_a_path() {
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// A tool drawing with the bundled matplotlib and Pillow: its figure and image become
+/// PNG parts, written by `--out` and listed under `--json`. matplotlib needs a writable
+/// folder for its font cache: here a granted one at `/tmp`.
+#[test]
+fn run_writes_a_matplotlib_figure_and_a_pil_image_with_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("charts.py");
+    std::fs::write(
+        &tool,
+        "import warden\n\
+         def charts(n: int) -> list[str | warden.Image]:\n    \
+             \"\"\"A bar chart and a swatch.\"\"\"\n    \
+             import matplotlib\n    \
+             matplotlib.use('Agg')\n    \
+             import matplotlib.pyplot as plt\n    \
+             from PIL import Image\n    \
+             fig, ax = plt.subplots(figsize=(2, 2), dpi=50)\n    \
+             ax.bar(range(n), [i * i for i in range(n)])\n    \
+             return [f'{n} bars', fig, Image.new('RGB', (4, 3), 'red')]\n",
+    )
+    .unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let out = dir.path().join("out");
+    let o = warden(&[
+        "run",
+        tool.to_str().unwrap(),
+        "--args",
+        r#"{"n": 4}"#,
+        "--mount",
+        &format!("{}:/tmp:rw", scratch.display()),
+        "--disk-write",
+        "16MiB",
+        "--fuel",
+        "100G",
+        "--timeout",
+        "120s",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(result["status"], "ok", "{result}");
+    let files: Vec<String> = serde_json::from_value(result["files"].clone()).unwrap();
+    assert_eq!(files.len(), 2, "{result}");
+    for file in &files {
+        let bytes = std::fs::read(file).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "{file} is no PNG");
+        assert!(std::path::Path::new(file).starts_with(&out), "{file}");
+    }
+    // The swatch is 4x3: a PNG's IHDR holds width and height.
+    let swatch = std::fs::read(&files[1]).unwrap();
+    assert_eq!(&swatch[16..24], &[0, 0, 0, 4, 0, 0, 0, 3]);
+}

@@ -48,6 +48,7 @@ pub(super) fn prepare(
     let folders = wasi::RuntimeFolders {
         empty_root: base.empty_root,
         stdlib: &base.stdlib,
+        matplotlib_data: &base.matplotlib_data,
         tool: Some(tool.host_dir()),
         packages,
     };
