@@ -48,7 +48,7 @@ use tower_http::request_id::{
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
-pub use mcp::{MCP_PATH, McpAccess, McpCaller};
+pub use mcp::{MAX_SESSIONS_PER_TENANT, MCP_PATH, McpAccess, McpCaller};
 
 use crate::app::App;
 use crate::tenant::TenantId;

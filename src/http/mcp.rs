@@ -8,7 +8,10 @@
 //! `?tag=` scope) travels to the handler in the request's extensions ([`McpCaller`]).
 //! A 2025-11-25 session belongs to the tenant that opened it: a request naming another
 //! tenant's session, or a session this server does not know, is answered 404, and the
-//! client opens a new one. 2026-07-28 requests have no session.
+//! client opens a new one. 2026-07-28 requests have no session. A tenant holds at most
+//! [`MAX_SESSIONS_PER_TENANT`] sessions: opening one more closes its least recently used
+//! one (rmcp also ends a session after 5 idle minutes). A DELETE ending a session is
+//! answered 204 (rmcp's 202 makes the Python SDK complain).
 //!
 //! # What they see and run
 //! The tenant's enabled tools (the latest version of each; with `?tag=T`, those tagged
@@ -24,7 +27,7 @@
 //! defaults are loopback only. `warden serve --mcp-allow-host/--mcp-allow-origin` set
 //! them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -35,6 +38,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::Extensions;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
@@ -103,11 +107,13 @@ pub(super) fn routes<S: Clone + Send + Sync + 'static>(
         .enforce_origin_validation()
         .with_max_request_body_bytes(config.max_run_body_bytes)
         .with_cancellation_token(shutdown);
-    let sessions = Arc::new(LocalSessionManager::default());
-    let service = StreamableHttpService::new(move || Ok(server.clone()), sessions, mcp_config);
+    let manager = Arc::new(LocalSessionManager::default());
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), manager.clone(), mcp_config);
     let state = Arc::new(Gate {
         app,
         sessions: SessionOwners::default(),
+        manager,
     });
     Router::new()
         .route_service(MCP_PATH, service)
@@ -118,6 +124,8 @@ pub(super) fn routes<S: Clone + Send + Sync + 'static>(
 struct Gate {
     app: App,
     sessions: SessionOwners,
+    /// rmcp's sessions: those a tenant holds past its bound are closed there.
+    manager: Arc<LocalSessionManager>,
 }
 
 /// The query of an `/mcp` request.
@@ -156,21 +164,48 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
         tenant: tenant.clone(),
         tag,
     });
-    let response = next.run(Request::from_parts(parts, body)).await;
+    let mut response = next.run(Request::from_parts(parts, body)).await;
     match session {
-        Some(id) if closing && response.status().is_success() => gate.sessions.forget(&id),
+        Some(id) if closing && response.status().is_success() => {
+            gate.sessions.forget(&id);
+            if response.status() == StatusCode::ACCEPTED {
+                *response.status_mut() = StatusCode::NO_CONTENT;
+            }
+        }
         Some(_) => {}
         None => {
             let opened = response
                 .headers()
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok());
-            if let Some(id) = opened {
-                gate.sessions.open(id, tenant);
+            if let Some(id) = opened
+                && gate.sessions.open(id, tenant.clone()) > MAX_SESSIONS_PER_TENANT
+            {
+                gate.close_least_recently_used(&tenant).await;
             }
         }
     }
     response
+}
+
+impl Gate {
+    /// Closes `tenant`'s least recently used sessions past its bound, after forgetting
+    /// the sessions rmcp has ended by itself (idle ones).
+    async fn close_least_recently_used(&self, tenant: &TenantId) {
+        let live: HashSet<String> = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        for id in self.sessions.trim(tenant, &live) {
+            if let Err(e) = self.manager.close_session(&id.as_str().into()).await {
+                tracing::warn!(error = %e, "closing a least recently used MCP session failed");
+            }
+        }
+    }
 }
 
 /// The `?tag=` of the request, if any.
@@ -203,17 +238,44 @@ struct SessionOwners {
 
 /// Sessions kept before the long-idle ones are forgotten.
 const MAX_SESSIONS: usize = 10_000;
+/// Sessions one tenant may hold open at once: one more closes its least recently used.
+pub const MAX_SESSIONS_PER_TENANT: usize = 64;
 /// Idle time after which a session may be forgotten (rmcp ends its own sessions after
 /// 5 idle minutes).
 const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
 
 impl SessionOwners {
-    fn open(&self, id: &str, tenant: TenantId) {
+    /// Records that `tenant` opened `id`; answers how many sessions the tenant holds.
+    fn open(&self, id: &str, tenant: TenantId) -> usize {
         let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
         if owners.len() >= MAX_SESSIONS {
             owners.retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
         }
+        let held = owners
+            .values()
+            .filter(|(owner, _)| *owner == tenant)
+            .count();
         owners.insert(id.to_owned(), (tenant, Instant::now()));
+        held + 1
+    }
+
+    /// Forgets the sessions not in `live`, then `tenant`'s least recently used ones
+    /// past [`MAX_SESSIONS_PER_TENANT`]; answers the latter, for rmcp to close.
+    fn trim(&self, tenant: &TenantId, live: &HashSet<String>) -> Vec<String> {
+        let mut owners = self.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        owners.retain(|id, _| live.contains(id));
+        let mut held: Vec<(Instant, String)> = owners
+            .iter()
+            .filter(|(_, (owner, _))| owner == tenant)
+            .map(|(id, (_, seen))| (*seen, id.clone()))
+            .collect();
+        let past = held.len().saturating_sub(MAX_SESSIONS_PER_TENANT);
+        held.sort();
+        let closing: Vec<String> = held.into_iter().take(past).map(|(_, id)| id).collect();
+        for id in &closing {
+            owners.remove(id);
+        }
+        closing
     }
 
     /// Whether the session exists and `tenant` opened it.

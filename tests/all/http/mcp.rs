@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
-use warden::http::{HttpConfig, McpAccess, serve_with};
+use warden::http::{HttpConfig, MAX_SESSIONS_PER_TENANT, McpAccess, serve_with};
 
 use super::{ADD, SPIN, Service};
 
@@ -426,6 +426,63 @@ async fn a_session_belongs_to_the_tenant_that_opened_it() {
     )
     .await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+/// Opens a 2025-11-25 session for `key` and answers its id.
+async fn open_session(url: &str, key: &str) -> String {
+    let opened = post(url, Some(key), None, initialize()).await;
+    assert_eq!(opened.status(), StatusCode::OK);
+    opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_past_its_session_bound_loses_its_least_recently_used_one() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let alice = s.tenant(json!({})).await;
+    let bob = s.tenant(json!({})).await;
+    let ping = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+    let bobs = open_session(&url, &bob).await;
+    let first = open_session(&url, &alice).await;
+    let second = open_session(&url, &alice).await;
+    for _ in 2..MAX_SESSIONS_PER_TENANT {
+        open_session(&url, &alice).await;
+    }
+    // Used now: the first becomes the most recently used, the second the least.
+    let r = post(&url, Some(&alice), Some(&first), ping(2)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let newest = open_session(&url, &alice).await;
+    let r = post(&url, Some(&alice), Some(&second), ping(3)).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "the least recently used");
+    for (key, session) in [(&alice, &first), (&alice, &newest), (&bob, &bobs)] {
+        let r = post(&url, Some(key), Some(session), ping(4)).await;
+        assert_eq!(r.status(), StatusCode::OK, "{session}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_a_session_answers_204() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let key = s.tenant(json!({})).await;
+    let session = open_session(&url, &key).await;
+    let r = reqwest::Client::new()
+        .delete(&url)
+        .bearer_auth(&key)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let r = post(&url, Some(&key), Some(&session), ping).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "an ended session");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
