@@ -8,8 +8,8 @@
 //! *defines* the version: `function`, `source`, `schema`, `grants`, `limits` and, when the
 //! tool has requirements, `packages` (its [`Lock`]: a changed lock is a new version). Any change
 //! to one of them, a single byte of source or a raised limit, makes a new id; the same
-//! content always makes the same id, on any machine. `name`, `tags` and `description`
-//! are labels and stay out of the hash: relabelling a tool does not make a new version.
+//! content always makes the same id, on any machine. `name`, `tags`, `description`,
+//! `title` and `icon` are labels and stay out of the hash: relabelling a tool does not make a new version.
 //!
 //! The canonical form is the compact JSON of those fields, in that order, under a
 //! format tag (`warden.manifest.v1`) so the form can change later without ambiguity.
@@ -29,6 +29,11 @@ use crate::id::{Id, IdKind};
 use crate::limits::Limits;
 use crate::packages::Lock;
 use crate::schema::ToolSchema;
+
+mod presentation;
+pub use presentation::{
+    MAX_ICON_BYTES, MAX_TITLE_BYTES, PresentationError, check_icon, check_title,
+};
 
 /// Largest tool source accepted: 1 MiB of UTF-8. A larger source is refused at
 /// registration with [`ManifestError::SourceTooLarge`].
@@ -67,6 +72,14 @@ pub struct Manifest {
     /// version id.
     #[serde(default)]
     pub description: Option<String>,
+    /// A name for people that clients show instead of `name` (MCP's `title`). Not part
+    /// of the version id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// An icon clients show beside the tool (MCP's `icons`): an `https:` URL or a
+    /// `data:image/...;base64,` URI. Not part of the version id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
 }
 
 impl Manifest {
@@ -147,6 +160,12 @@ impl Manifest {
             .is_some_and(|d| d.len() > MAX_DESCRIPTION_BYTES)
         {
             return Err(ManifestError::DescriptionTooLong);
+        }
+        if let Some(title) = &self.title {
+            check_title(title)?;
+        }
+        if let Some(icon) = &self.icon {
+            check_icon(icon)?;
         }
         self.grants.check()?;
         if let Some(m) = self
@@ -341,6 +360,9 @@ pub enum ManifestError {
     /// The grants contradict each other.
     #[error(transparent)]
     Grants(#[from] GrantError),
+    /// The title or icon cannot be shown.
+    #[error(transparent)]
+    Presentation(#[from] PresentationError),
 }
 
 #[cfg(test)]
@@ -364,6 +386,8 @@ mod tests {
             packages: Default::default(),
             tags: vec![],
             description: None,
+            title: None,
+            icon: None,
         }
     }
 

@@ -91,6 +91,10 @@ pub struct ListedTool {
     pub returns: Option<Value>,
     /// What the tool's grants say about its effects.
     pub hints: Hints,
+    /// A name for people (MCP's `title`), if the tool has one.
+    pub title: Option<String>,
+    /// An icon's `https:` URL or `data:` URI (MCP's `icons`), if the tool has one.
+    pub icon: Option<String>,
 }
 
 impl ListedTool {

@@ -47,6 +47,14 @@ pub struct ToolSpec {
     /// A note for people.
     #[serde(default)]
     pub description: Option<String>,
+    /// A name for people, shown by MCP clients instead of the tool's name (at most
+    /// 200 bytes, one line).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// An icon MCP clients show beside the tool: an `https:` URL, or a
+    /// `data:image/png;base64,...` URI (PNG, JPEG, SVG or WebP; at most 64 KiB).
+    #[serde(default)]
+    pub icon: Option<String>,
     /// Packages the tool needs, in Letta's shape: `{"name": "pydantic", "version":
     /// "<2"}`, `version` an exact version or a PEP 440 specifier set. Added to the
     /// source's PEP 723 `dependencies`. Default: none.
@@ -247,6 +255,8 @@ pub fn manifest(
         packages: Default::default(),
         tags: spec.tags,
         description: spec.description,
+        title: spec.title,
+        icon: spec.icon,
     };
     manifest.check()?;
     Ok((manifest, diagnostics))

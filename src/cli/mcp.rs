@@ -55,6 +55,8 @@ command line's grants for that tool and overrides the limits it names):
   secrets = [\"API_KEY@api.example.com\"] # as --secret; the value from Warden's environment
   limits = { fuel = \"5G\", timeout = \"30s\", memory = \"512MiB\" }  # any limit flag, _ for -
   idempotent = true                    # MCP's idempotentHint
+  title = \"Summarize a report\"         # shown by clients instead of the name
+  icon = \"https://example.com/s.png\"   # or data:image/png;base64,...
 
 Point a client at it with the command `warden` and the arguments `mcp --tools DIR`.";
 

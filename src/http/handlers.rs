@@ -159,6 +159,10 @@ pub(super) struct UploadSpec {
     #[serde(default)]
     description: Option<String>,
     #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    icon: Option<String>,
+    #[serde(default)]
     pip_requirements: Vec<PipRequirement>,
 }
 
@@ -239,6 +243,8 @@ pub(super) async fn upload_tool(
         limits: extra.limits,
         tags: extra.tags,
         description: extra.description,
+        title: extra.title,
+        icon: extra.icon,
         pip_requirements: extra.pip_requirements,
     };
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))

@@ -332,6 +332,8 @@ fn listed(callable: &CallableTool) -> Option<ListedTool> {
         parameters,
         returns: schema.returns.clone(),
         hints: Hints::of(&callable.manifest.grants, false),
+        title: callable.manifest.title.clone(),
+        icon: callable.manifest.icon.clone(),
     })
 }
 

@@ -248,6 +248,11 @@ impl Loader<'_> {
             return Err("the derived parameters schema is not an object; please report it".into());
         };
         let table = self.config.tools.get(&name);
+        if let Some(table) = table {
+            table
+                .check_presentation()
+                .map_err(|e| format!("{e}; fix [tools.{name}] in {CONFIG_FILE}"))?;
+        }
         let (grants, outbound) = match table {
             Some(table) => {
                 let grants = table.grants(self.config_dir);
@@ -279,6 +284,8 @@ impl Loader<'_> {
             parameters,
             returns: schema.returns.clone(),
             hints: Hints::of(&grants, table.is_some_and(|t| t.idempotent)),
+            title: table.and_then(|t| t.title.clone()),
+            icon: table.and_then(|t| t.icon.clone()),
         };
         let prepared = match self.previous.get(&name) {
             // Same file, same source: same schema, packages and warm state.

@@ -8,6 +8,8 @@
 //! secrets = ["API_KEY@api.example.com"]  # the value: Warden's own variable API_KEY
 //! limits = { fuel = "5G", timeout = "30s", memory = "512MiB" }
 //! idempotent = true
+//! title = "Summarize a report"         # shown by MCP clients instead of the name
+//! icon = "https://example.com/summarize.png"   # or a data:image/png;base64,... URI
 //! ```
 //!
 //! A `[tools.NAME]` table (NAME is the tool's function) replaces the command line's
@@ -87,9 +89,26 @@ pub struct ToolConfig {
     /// (MCP's `idempotentHint`). Default: false.
     #[serde(default)]
     pub idempotent: bool,
+    /// A name for people, shown by MCP clients instead of the tool's name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// An icon's `https:` URL or `data:image/...;base64,` URI, shown beside the tool.
+    #[serde(default)]
+    pub icon: Option<String>,
 }
 
 impl ToolConfig {
+    /// Checks the title and icon as a registration would.
+    pub fn check_presentation(&self) -> Result<(), crate::manifest::PresentationError> {
+        if let Some(title) = &self.title {
+            crate::manifest::check_title(title)?;
+        }
+        if let Some(icon) = &self.icon {
+            crate::manifest::check_icon(icon)?;
+        }
+        Ok(())
+    }
+
     /// The table's grants, relative mount folders resolved against `dir`.
     pub fn grants(&self, dir: &Path) -> Grants {
         let mounts = self
@@ -283,10 +302,19 @@ mod tests {
             secrets = ["API_KEY@api.example.com"]
             limits = { fuel = "5G", timeout = "30s", memory = "512MiB", http_requests = 3 }
             idempotent = true
+            title = "Summarize"
+            icon = "https://example.com/s.png"
             "#,
         )
         .unwrap();
         let tool = &config.tools["summarize"];
+        assert_eq!(tool.check_presentation(), Ok(()));
+        assert_eq!(tool.title.as_deref(), Some("Summarize"));
+        let bad = ToolConfig {
+            icon: Some("http://example.com/s.png".into()),
+            ..tool.clone()
+        };
+        assert!(bad.check_presentation().is_err());
         let grants = tool.grants(Path::new("/srv/tools"));
         assert_eq!(grants.mounts[0].host, Path::new("/srv/tools/reports"));
         assert_eq!(grants.mounts[0].access, Access::Ro);

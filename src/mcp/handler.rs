@@ -15,7 +15,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Implementation,
+    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Icon, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
 };
@@ -26,6 +26,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::{ListedTool, ToolSource, result};
 use crate::events::{CallEvent, Events, LogLevel, Wants};
+use crate::manifest::check_icon;
 
 /// The JSON Schema dialect of every listed `inputSchema` and `outputSchema`.
 pub const JSON_SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -312,5 +313,11 @@ fn tool(listed: &ListedTool) -> Tool {
         output.insert("$schema".into(), json!(JSON_SCHEMA_DIALECT));
         tool = tool.with_raw_output_schema(Arc::new(output));
     }
+    tool.title.clone_from(&listed.title);
+    tool.icons = listed.icon.as_ref().map(|src| {
+        let mut icon = Icon::new(src.clone());
+        icon.mime_type = check_icon(src).ok().flatten().map(str::to_owned);
+        vec![icon]
+    });
     tool
 }

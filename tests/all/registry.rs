@@ -35,6 +35,8 @@ fn manifest(name: &str, body: &str) -> Manifest {
         packages: Default::default(),
         tags: vec![],
         description: None,
+        title: None,
+        icon: None,
     }
 }
 

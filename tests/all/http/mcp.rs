@@ -202,6 +202,52 @@ async fn each_tenant_lists_and_calls_only_its_own_enabled_tools() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_title_and_icon_are_listed_and_checked_at_registration() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let key = s.tenant(json!({})).await;
+    let icon = "data:image/png;base64,iVBORw0KGgo=";
+    s.register(
+        &key,
+        json!({"source": ADD, "title": "Add two numbers", "icon": icon}),
+    )
+    .await;
+    s.register(&key, json!({"source": HELLO})).await;
+    let (c, _) = connect(&format!("http://{addr}/mcp"), &key, modern()).await;
+    let listed = tools(&c).await;
+    assert_eq!(listed[0].title.as_deref(), Some("Add two numbers"));
+    let icons = listed[0].icons.as_ref().expect("icons");
+    assert_eq!(icons[0].src, icon);
+    assert_eq!(icons[0].mime_type.as_deref(), Some("image/png"));
+    assert_eq!(
+        (listed[1].title.as_ref(), listed[1].icons.as_ref()),
+        (None, None)
+    );
+    for (field, value, says) in [
+        ("icon", "javascript:alert(1)", "invalid icon"),
+        ("icon", "data:text/html;base64,PGI+", "no icon type"),
+        ("title", "two\nlines", "one line"),
+    ] {
+        let r = s
+            .send(
+                Method::POST,
+                "/v1/tools",
+                Some(&key),
+                Some(json!({"source": SPIN, field: value})),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{field}: {}",
+            r.json
+        );
+        assert!(r.json.to_string().contains(says), "{field}: {}", r.json);
+    }
+    let _ = c.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tag_in_the_query_scopes_the_tools() {
     let s = Service::start();
     let (addr, _stop) = start(&s).await;
