@@ -3,6 +3,7 @@
 //! and shares the run's sandbox.
 
 mod audit;
+mod content;
 mod fairness;
 mod lifecycle;
 mod load;
