@@ -99,14 +99,17 @@ def _warden_call():
 
         # Drop the harness's own frames: start at the first frame of the tool file. An
         # error in the harness's own words (`message`) shows no harness frames at all.
-        frames = traceback.extract_tb(exc.__traceback__)
-        for i, frame in enumerate(frames):
-            if frame.filename == module_path:
-                frames = frames[i:]
-                break
+        # The frames are skipped before their source lines are looked up: looking up
+        # the harness's own lines (then dropped) was most of a failing call's cost.
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != module_path:
+            tb = tb.tb_next
+        if tb is not None:
+            frames = traceback.extract_tb(tb)
+        elif message is not None:
+            frames = None
         else:
-            if message is not None:
-                frames = None
+            frames = traceback.extract_tb(exc.__traceback__)
         text = ""
         if frames is not None:
             # Formatted here rather than with traceback.format_list, which parses each
