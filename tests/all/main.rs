@@ -26,6 +26,7 @@ mod http;
 mod initial_state;
 /// `warden mcp` through an MCP client: list, call, errors, progress, cancellation, changes.
 mod mcp;
+mod mcp_python;
 /// Several `warden serve` processes on one PostgreSQL: changes, ceilings, keys, health.
 mod nodes;
 /// Outbound HTTP through the host: grants, private addresses, secrets, limits.

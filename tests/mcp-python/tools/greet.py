@@ -1,0 +1,3 @@
+def greet(name: str) -> str:
+    """Greets someone."""
+    return f"hello, {name} ✓"
