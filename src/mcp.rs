@@ -25,6 +25,7 @@ pub mod config;
 mod folder;
 mod handler;
 mod result;
+mod trail;
 mod watch;
 
 use std::future::Future;
@@ -42,6 +43,7 @@ use crate::schema::{Violation, mcp_output, mcp_output_wraps};
 
 pub use folder::FolderSource;
 pub use handler::McpServer;
+pub use trail::{LocalTrail, TRAIL_TENANT};
 
 /// Where an MCP server's tools come from, and how one of them runs.
 pub trait ToolSource: Send + Sync + 'static {

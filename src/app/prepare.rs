@@ -91,6 +91,11 @@ impl PreparedTool {
         self
     }
 
+    /// The schema calls are checked against.
+    pub fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
     /// The function the schema describes.
     pub fn function(&self) -> &str {
         &self.schema.name

@@ -9,7 +9,8 @@ use clap::Args;
 use rmcp::ServiceExt;
 
 use warden::mcp::catalog::{Defaults, Problem, Sources};
-use warden::mcp::{FolderSource, McpServer};
+use warden::mcp::{FolderSource, LocalTrail, McpServer, TRAIL_TENANT};
+use warden::registry::Location;
 use warden::sandbox::{Progress, Sandbox, SandboxConfig};
 use warden::worker::{Workers, WorkersConfig};
 
@@ -38,6 +39,17 @@ pub struct McpArgs {
     /// Tool files to serve instead of a folder.
     #[arg(value_name = "FILE.py")]
     pub files: Vec<PathBuf>,
+
+    /// Where every call is recorded: a SQLite file, or a postgresql:// URL. Calls are
+    /// appended to the audit trail of the tenant `warden-mcp` there (made on first use),
+    /// each tool file registered as a version; `warden audit export --db FILE --tenant
+    /// ID` exports it signed.
+    #[arg(
+        long,
+        value_name = "PATH|URL",
+        default_value = "$WARDEN_HOME/mcp-audit.db"
+    )]
+    pub audit_db: String,
 
     /// Limits, grants and where calls start from, for every tool.
     #[command(flatten)]
@@ -108,6 +120,19 @@ pub(super) fn mcp(config: &SandboxConfig, args: McpArgs) -> Result<ExitCode> {
         report,
     )
     .map_err(|e| usage(e.to_string()))?;
+    let trail_at = if args.audit_db == "$WARDEN_HOME/mcp-audit.db" {
+        Location::Sqlite(config.home.join("mcp-audit.db"))
+    } else {
+        Location::parse(&args.audit_db).map_err(|e| usage(format!("--audit-db: {e}")))?
+    };
+    let trail = LocalTrail::open(&trail_at).with_context(|| {
+        format!("cannot open the local audit trail {trail_at}; check --audit-db")
+    })?;
+    eprintln!(
+        "warden: every call is recorded in {trail_at} (the audit trail of tenant {TRAIL_TENANT}, {})",
+        trail.tenant()
+    );
+    let source = source.with_trail(Arc::new(trail));
     let names = source
         .catalog()
         .names()

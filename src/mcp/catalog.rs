@@ -19,6 +19,7 @@ use super::{Hints, ListedTool};
 use crate::app::PreparedTool;
 use crate::grants::{self, Grants, SecretValue};
 use crate::limits::Limits;
+use crate::manifest::Manifest;
 use crate::packages::{Packages, script};
 use crate::sandbox::{Outbound, ToolFolder};
 use crate::schema::{self, DeriveOptions, Severity};
@@ -126,6 +127,26 @@ pub struct CatalogTool {
     pub limits: Limits,
     /// The host's side of its outbound requests.
     pub outbound: Outbound,
+}
+
+impl CatalogTool {
+    /// The tool as a registry version: what the local trail records a call of. `None`
+    /// for a function name that is no tool name (more than 64 characters).
+    pub fn manifest(&self) -> Option<Manifest> {
+        Some(Manifest {
+            name: self.listed.name.parse().ok()?,
+            function: self.prepared.function().to_owned(),
+            source: self.source.clone(),
+            schema: self.prepared.schema().clone(),
+            grants: self.grants.clone(),
+            limits: self.limits,
+            packages: Default::default(),
+            tags: Vec::new(),
+            description: None,
+            title: self.listed.title.clone(),
+            icon: self.listed.icon.clone(),
+        })
+    }
 }
 
 /// Every tool of the sources, by name.

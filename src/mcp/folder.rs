@@ -9,10 +9,12 @@ use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 use super::catalog::{Catalog, CatalogError, CatalogTool, Defaults, Problem, Sources};
+use super::trail::LocalTrail;
 use super::watch::Fingerprint;
 use super::{ListedTool, Ran, SourceError, ToolSource};
 use crate::app::Refusal;
 use crate::events::Events;
+use crate::outcome::CallResult;
 use crate::packages::Packages;
 use crate::sandbox::{Outbound, ShareKey, Warmth};
 use crate::worker::Workers;
@@ -35,6 +37,8 @@ pub struct FolderSource {
     /// The files as they were just before the catalog was first loaded.
     loaded_from: Option<Fingerprint>,
     changes: broadcast::Sender<()>,
+    /// Where each call is recorded, if anywhere.
+    trail: Option<Arc<LocalTrail>>,
 }
 
 impl std::fmt::Debug for FolderSource {
@@ -73,7 +77,14 @@ impl FolderSource {
             catalog: RwLock::new(Arc::new(catalog)),
             loaded_from,
             changes: broadcast::channel(16).0,
+            trail: None,
         })
+    }
+
+    /// Records every call in `trail`.
+    pub fn with_trail(mut self, trail: Arc<LocalTrail>) -> Self {
+        self.trail = Some(trail);
+        self
     }
 
     /// The current catalog.
@@ -225,6 +236,9 @@ impl ToolSource for FolderSource {
                 SourceError::Failed(format!("Warden could not run the call: {e}"))
             })?;
         prepared.check_result(&mut result);
+        if let Some(trail) = &self.trail {
+            record(trail, &tool, &result).await;
+        }
         Ok(Ran {
             result,
             output: tool.listed.output(),
@@ -258,5 +272,22 @@ impl ToolSource for FolderSource {
             }
             Sources::Files(_) => format!("raise it with {flags}"),
         }
+    }
+}
+
+/// Appends the call to the local trail before its result is answered; a failure is
+/// logged (the call has run: its result still goes to the client).
+async fn record(trail: &Arc<LocalTrail>, tool: &CatalogTool, result: &CallResult) {
+    let Some(manifest) = tool.manifest() else {
+        tracing::warn!(tool = %tool.listed.name, "the call is not recorded: its name is no tool name");
+        return;
+    };
+    let (trail, recorded) = (Arc::clone(trail), result.clone());
+    match tokio::task::spawn_blocking(move || trail.record(&manifest, &recorded)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::error!(tool = %tool.listed.name, "the call could not be recorded in the local audit trail: {e}")
+        }
+        Err(e) => tracing::error!(tool = %tool.listed.name, "recording the call failed: {e}"),
     }
 }

@@ -739,3 +739,102 @@ fn rich_results_are_content_blocks_byte_exact_without_structured_content() {
         json!([{"type": "text", "text": "say it plainly"}])
     );
 }
+
+/// `warden` as the user types it, with the shared home; asserts it succeeds.
+fn warden_ok(args: &[&str]) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .env("WARDEN_HOME", home())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn stdio_calls_are_recorded_in_a_local_trail_that_exports_and_verifies() {
+    let dir = tools_dir(
+        &[],
+        &[(
+            "twice.py",
+            "def twice(x: int) -> int:\n    \"\"\"Doubles.\"\"\"\n    return 2 * x\n",
+        )],
+    );
+    let trail = dir.path().join("trail.db");
+    let session = |x: i64| {
+        raw_session(
+            &[
+                "--cold",
+                "--tools",
+                arg(dir.path()),
+                "--audit-db",
+                arg(&trail),
+            ],
+            &[
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"}}}),
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "twice", "arguments": {"x": x}}}),
+            ],
+            2,
+        )
+    };
+    assert_eq!(
+        session(4).last().unwrap()["result"]["structuredContent"],
+        json!({"result": 8})
+    );
+    // A changed file is a new version of the same tool, in the same trail.
+    std::fs::write(
+        dir.path().join("twice.py"),
+        "def twice(x: int) -> int:\n    \"\"\"Doubles.\"\"\"\n    return x + x\n",
+    )
+    .unwrap();
+    assert_eq!(
+        session(5).last().unwrap()["result"]["structuredContent"],
+        json!({"result": 10})
+    );
+
+    let registry = warden::registry::Registry::open(&trail).unwrap();
+    let tenants = registry.tenants().unwrap();
+    assert_eq!(tenants.len(), 1, "one tenant however many sessions");
+    assert_eq!(tenants[0].name, warden::mcp::TRAIL_TENANT);
+    let tenant = tenants[0].id.to_string();
+    drop(registry);
+    let export = dir.path().join("export.jsonl");
+    warden_ok(&[
+        "audit",
+        "export",
+        "--db",
+        arg(&trail),
+        "--tenant",
+        &tenant,
+        "--out",
+        arg(&export),
+    ]);
+    let text = std::fs::read_to_string(&export).unwrap();
+    let kinds: Vec<String> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| l["event"]["kind"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tenant_created",
+            "tool_created",
+            "run",
+            "tool_updated",
+            "run"
+        ],
+        "{text}"
+    );
+    let pubkey = warden_ok(&["audit", "pubkey"]);
+    let verified = warden_ok(&["audit", "verify", arg(&export), "--pubkey", pubkey.trim()]);
+    assert!(verified.starts_with("intact: 5 events"), "{verified}");
+}
