@@ -17,11 +17,13 @@ example: build
 	$(WARDEN) run examples/word_count.py --args '{"text": "the cat and the hat", "top": 2}'
 	$(WARDEN) run examples/vector_stats.py --args '{"values": [3, 4]}' --json
 
-## Run every test (unit, integration against the real runtime, CLI, and several nodes
-## on a real PostgreSQL server, whose Debian package is installed when missing).
+## Run every test (unit, integration against the real runtime, CLI, several nodes on a
+## real PostgreSQL server, whose Debian package is installed when missing), then the
+## official MCP conformance suite against `warden serve` (needs Node.js 20+ and npm).
 test:
 	./tests/ensure-postgres.sh
 	$(CARGO) test --features escape-hatch
+	bash tests/conformance/run.sh
 
 ## Fetch, verify and compile the runtime.
 runtime: build
