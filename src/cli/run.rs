@@ -558,7 +558,12 @@ fn print_human(r: &CallResult, start: Start) {
         }
     }
     if let Some(e) = &r.error {
-        eprintln!("{}", e.traceback.trim_end());
+        match e.traceback.trim_end() {
+            // The tool's own words (warden.ToolError), or a result the host refused.
+            "" if e.deliberate => eprintln!("{}", e.message),
+            "" => eprintln!("{}: {}", e.kind, e.message),
+            traceback => eprintln!("{traceback}"),
+        }
     }
     if let Some(v) = &r.value {
         match v {

@@ -477,3 +477,30 @@ fn run_writes_a_matplotlib_figure_and_a_pil_image_with_out() {
     let swatch = std::fs::read(&files[1]).unwrap();
     assert_eq!(&swatch[16..24], &[0, 0, 0, 4, 0, 0, 0, 3]);
 }
+
+/// An error without a traceback (the tool's own `warden.ToolError`, a result the host
+/// refused) still says what happened.
+#[test]
+fn run_shows_a_tool_error_without_a_traceback() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("picky.py");
+    std::fs::write(
+        &tool,
+        "import warden\n\
+         def picky(n: int) -> int:\n    \
+             \"\"\"Refuses or lies.\"\"\"\n    \
+             if n < 0:\n        \
+                 raise warden.ToolError('n must be 0 or more')\n    \
+             return warden.Link('https://example.com', name='x')\n",
+    )
+    .unwrap();
+    let o = warden(&["run", tool.to_str().unwrap(), "--args", r#"{"n": -1}"#]);
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    assert!(
+        stderr(&o).ends_with("\nn must be 0 or more\n"),
+        "{}",
+        stderr(&o)
+    );
+    let o = warden(&["run", tool.to_str().unwrap(), "--args", r#"{"n": 1}"#]);
+    assert!(stderr(&o).contains("\nResultMismatch: "), "{}", stderr(&o));
+}

@@ -498,7 +498,10 @@ async fn a_call_with_a_progress_token_hears_the_tools_progress_strictly_increasi
     server.stop().await;
 }
 
-/// A raw stdio session: every line the server writes, until the answer with `id`.
+/// A raw stdio session: every line the server writes, until the answer with `id`. Each
+/// request is sent once the one before it is answered, as a client that waits would
+/// (the server handles requests concurrently: a `logging/setLevel` sent together with a
+/// call may apply after the call started).
 fn raw_session(args: &[&str], requests: &[Value], id: u64) -> Vec<Value> {
     use std::io::{BufRead, BufReader, Write};
     sandbox();
@@ -512,19 +515,29 @@ fn raw_session(args: &[&str], requests: &[Value], id: u64) -> Vec<Value> {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut lines = Vec::new();
+    let mut read_until = |answer: &Value, lines: &mut Vec<Value>| {
+        loop {
+            let line = out.next().expect("the server answers").unwrap();
+            let line: Value = serde_json::from_str(&line).expect("stdout holds JSON-RPC only");
+            assert_eq!(line["jsonrpc"], "2.0", "{line}");
+            let done = line["id"] == *answer && line.get("method").is_none();
+            lines.push(line);
+            if done {
+                return;
+            }
+        }
+    };
     for request in requests {
         writeln!(stdin, "{request}").unwrap();
-    }
-    let mut lines = Vec::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line: Value = serde_json::from_str(&line.unwrap()).expect("stdout holds JSON-RPC only");
-        assert_eq!(line["jsonrpc"], "2.0", "{line}");
-        let done = line["id"] == id;
-        lines.push(line);
-        if done {
-            break;
+        if let Some(asked) = request.get("id")
+            && *asked != id
+        {
+            read_until(asked, &mut lines);
         }
     }
+    read_until(&json!(id), &mut lines);
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
