@@ -36,7 +36,9 @@
 //! and mounted read-only at `/tool`. The version id covers the source and the function,
 //! so one folder holds exactly one file, shared by every tool of that content.
 
+mod approval;
 mod audit;
+mod auth;
 pub mod bytecode;
 mod cache;
 mod changes;
@@ -57,7 +59,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::manifest::{Manifest, VersionId};
 use crate::outbound::PrivateNetwork;
@@ -70,6 +71,7 @@ use crate::schema::{self, Diagnostic, Format, Health, LettaExtras};
 use crate::tenant::{ApiKey, TenantId, TenantPolicy};
 use crate::worker::Workers;
 
+pub use approval::{MAX_NOTE_CHARS, PendingReview, Principal, ReviewOutcome, ReviewRequest};
 pub use audit::ExportStream;
 pub use cluster::SLOT_POLL;
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
@@ -266,54 +268,6 @@ impl App {
             .map_err(|e| AppError::Task(e.to_string()))?
     }
 
-    /// The tenant whose API key is `bearer`.
-    pub async fn authenticate(&self, bearer: Option<&str>) -> Result<TenantId, AppError> {
-        let Some(key) = bearer.map(str::to_owned) else {
-            return Err(AppError::Unauthorized);
-        };
-        self.observe_outside_writes().await?;
-        // A malformed key is refused by the registry alike; it is never cached.
-        let digest = cache::key_digest(&key);
-        if let Some(tenant) = digest.as_ref().and_then(|d| self.inner.cache.key(d)) {
-            return Ok(tenant);
-        }
-        let ticket = self.inner.cache.ticket();
-        let tenant = self
-            .blocking(move |r| r.authenticate(&key)?.ok_or(AppError::Unauthorized))
-            .await?;
-        if let Some(digest) = digest {
-            self.inner.cache.put_key(ticket, digest, tenant.clone());
-        }
-        Ok(tenant)
-    }
-
-    /// Drops what the cache holds if another process wrote to the registry since it
-    /// was read (a cheap check; it waits for the database only when that is busy).
-    async fn observe_outside_writes(&self) -> Result<(), AppError> {
-        let outside = match self.inner.registry.outside_writes(false)? {
-            Some(v) => v,
-            None => {
-                self.blocking(|r| Ok(r.outside_writes(true)?.unwrap_or(0)))
-                    .await?
-            }
-        };
-        self.inner.cache.observe(outside);
-        Ok(())
-    }
-
-    /// Checks the operator key.
-    pub fn authorize_operator(&self, bearer: Option<&str>) -> Result<(), AppError> {
-        let Some(expected) = &self.inner.operator_key else {
-            return Err(AppError::AdminDisabled);
-        };
-        let given: [u8; 32] = Sha256::digest(bearer.unwrap_or("").as_bytes()).into();
-        if bearer.is_some() && bool::from(expected.ct_eq(&given)) {
-            Ok(())
-        } else {
-            Err(AppError::OperatorUnauthorized)
-        }
-    }
-
     /// Whether the registry answers.
     pub async fn health(&self) -> Result<(), AppError> {
         self.blocking(|r| Ok(r.schema_version().map(|_| ())?)).await
@@ -388,7 +342,10 @@ impl App {
             // stored: a failure leaves no version behind.
             manifest.packages = packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;
-            let tool = r.register(&t, &manifest)?;
+            let widens =
+                |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);
+            let gate: crate::registry::Widens<'_> = policy.review_widening.then_some(&widens);
+            let tool = r.register_reviewed(&t, &manifest, gate)?;
             view(r, &t, &tool.id, diagnostics, None)
         })
         .await
@@ -418,7 +375,10 @@ impl App {
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
             manifest.packages = packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;
-            let (_, outcome) = r.update(&t, &id, &manifest)?;
+            let widens =
+                |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);
+            let gate: crate::registry::Widens<'_> = policy.review_widening.then_some(&widens);
+            let (_, outcome) = r.update_reviewed(&t, &id, &manifest, gate)?;
             view(r, &t, &id, diagnostics, Some(outcome))
         })
         .await

@@ -36,7 +36,7 @@ use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum_extra::TypedHeader;
 use axum_extra::headers::Authorization;
 use axum_extra::headers::authorization::Bearer;
@@ -50,7 +50,8 @@ use tower_http::trace::TraceLayer;
 pub use error::ApiError;
 pub use mcp::{MAX_SESSIONS_PER_TENANT, MCP_PATH, McpAccess, McpCaller};
 
-use crate::app::App;
+use crate::app::{App, AppError, Principal};
+use crate::registry::Reviewer;
 use crate::tenant::TenantId;
 
 /// Limits of the HTTP surface.
@@ -143,6 +144,8 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
         .route("/v1/tools/{id}/versions", get(h::versions))
         .route("/v1/tools/{id}/capabilities", get(review::capabilities))
         .route("/v1/tools/{id}/versions/{a}/diff/{b}", get(review::diff))
+        .route("/v1/tools/{id}/versions/{n}/review", post(review::decide))
+        .route("/v1/reviews", get(review::pending))
         .route("/v1/tools/{id}/enable", post(h::enable_tool))
         .route("/v1/tools/{id}/disable", post(h::disable_tool))
         .route("/v1/tools/{id}/schema", get(h::tool_schema))
@@ -168,6 +171,14 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
         )
         .route("/v1/admin/tenants/{id}/revoke-key", post(admin::revoke_key))
         .route("/v1/admin/tenants/{id}/rotate-key", post(admin::rotate_key))
+        .route(
+            "/v1/admin/tenants/{id}/reviewer-keys",
+            post(admin::create_reviewer_key).get(admin::list_reviewer_keys),
+        )
+        .route(
+            "/v1/admin/tenants/{id}/reviewer-keys/{key}",
+            delete(admin::revoke_reviewer_key),
+        )
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::Method })
         .layer(middleware::from_fn_with_state(
@@ -299,6 +310,38 @@ impl FromRequestParts<App> for Caller {
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
         let credentials = bearer(parts, app).await;
         Ok(Caller(app.authenticate(token(&credentials)).await?))
+    }
+}
+
+/// The tenant a request may read (its API key or one of its reviewer keys names it):
+/// what the read-only endpoints take.
+#[derive(Debug, Clone)]
+pub struct Reader(pub TenantId);
+
+impl FromRequestParts<App> for Reader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
+        let credentials = bearer(parts, app).await;
+        let principal = app.identify(token(&credentials)).await?;
+        Ok(Reader(principal.tenant().clone()))
+    }
+}
+
+/// A request made with a reviewer key: the only one that decides reviews. A tenant's
+/// own API key is refused ([`AppError::ReviewerOnly`]).
+#[derive(Debug, Clone)]
+pub struct ReviewerCaller(pub Reviewer);
+
+impl FromRequestParts<App> for ReviewerCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, ApiError> {
+        let credentials = bearer(parts, app).await;
+        match app.identify(token(&credentials)).await? {
+            Principal::Reviewer(r) => Ok(ReviewerCaller(r)),
+            Principal::Tenant(_) => Err(AppError::ReviewerOnly.into()),
+        }
     }
 }
 

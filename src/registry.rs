@@ -38,6 +38,8 @@ mod export;
 mod keys;
 mod migrations;
 mod postgres;
+mod reviewers;
+mod reviews;
 pub mod secrets;
 mod sqlite;
 mod tenants;
@@ -52,11 +54,13 @@ use serde::{Deserialize, Serialize};
 use db::Tx;
 pub use postgres::{CONNECT_TIMEOUT, POOL_SIZE, POOL_WAIT};
 
-pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH, ToolLabels};
+pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH, ReviewDecision, ToolLabels};
 pub use ceilings::{LEASE, SlotId};
 pub use copy::Copied;
 pub use db::Dialect;
 pub use export::{AuditExport, EXPORT_PAGE};
+pub use reviewers::{Reviewer, ReviewerKeyId, ReviewerKeyInfo, ReviewerKeyKind};
+pub use reviews::{Decided, DiffHash, Pending, ReviewError, ReviewState, Widens};
 pub use tenants::Tenant;
 pub use tools::{Tool, ToolQuery, Update, Version, VersionSummary};
 
@@ -310,6 +314,8 @@ pub enum Kind {
     Version,
     /// A tenant's secret.
     Secret,
+    /// A tenant's reviewer key.
+    ReviewerKey,
 }
 
 impl fmt::Display for Kind {
@@ -319,6 +325,7 @@ impl fmt::Display for Kind {
             Kind::Tool => "tool",
             Kind::Version => "version",
             Kind::Secret => "secret",
+            Kind::ReviewerKey => "reviewer key",
         })
     }
 }
@@ -358,6 +365,9 @@ pub enum RegistryError {
     /// A tenant's name or policy is not valid.
     #[error(transparent)]
     Tenant(#[from] TenantError),
+    /// The review gate refused a decision or a submission.
+    #[error(transparent)]
+    Review(#[from] ReviewError),
     /// The database file could not be opened.
     #[error("cannot open the registry database {}: {source}; check the path and its permissions", .path.display())]
     Open {

@@ -25,8 +25,12 @@ use crate::id::{Id, IdKind};
 use crate::grants::{Access, GrantError, Grants, HostPattern, canonical_host_folder};
 use crate::limits::{LimitError, Limits};
 
-/// Prefix of every API key, so that leaked keys are easy to find by secret scanners.
+/// Prefix of every tenant API key, so that leaked keys are easy to find by secret
+/// scanners.
 pub const API_KEY_PREFIX: &str = "wdn_";
+/// Prefix of every reviewer key: a key that reads a tenant's tools and trail and decides
+/// reviews, but cannot register, change or run tools.
+pub const REVIEWER_KEY_PREFIX: &str = "wdr_";
 /// Random bytes in a key: 32 (256 bits), written as 64 lower-case hex digits.
 const API_KEY_BYTES: usize = 32;
 
@@ -54,7 +58,8 @@ impl IdKind for TenantKind {
     }
 }
 
-/// A tenant's secret API key: `wdn_` and 64 lower-case hex digits.
+/// A secret key: a tenant's API key (`wdn_` and 64 lower-case hex digits) or a reviewer
+/// key of a tenant (`wdr_` and 64 hex digits; see [`ApiKey::is_reviewer`]).
 ///
 /// It is shown once, when created or rotated; only its [`ApiKeyHash`] is stored. `Debug`
 /// does not print the secret.
@@ -65,6 +70,19 @@ impl ApiKey {
     /// A fresh key from the thread's cryptographically secure generator.
     pub fn generate() -> ApiKey {
         ApiKey(format!("{API_KEY_PREFIX}{}", random_hex::<API_KEY_BYTES>()))
+    }
+
+    /// A fresh reviewer key.
+    pub fn generate_reviewer() -> ApiKey {
+        ApiKey(format!(
+            "{REVIEWER_KEY_PREFIX}{}",
+            random_hex::<API_KEY_BYTES>()
+        ))
+    }
+
+    /// Whether this is a reviewer key (`wdr_`), not a tenant's API key.
+    pub fn is_reviewer(&self) -> bool {
+        self.0.starts_with(REVIEWER_KEY_PREFIX)
     }
 
     /// The secret, to show to its owner once.
@@ -93,7 +111,10 @@ impl FromStr for ApiKey {
     type Err = TenantError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.strip_prefix(API_KEY_PREFIX) {
+        let digits = s
+            .strip_prefix(API_KEY_PREFIX)
+            .or_else(|| s.strip_prefix(REVIEWER_KEY_PREFIX));
+        match digits {
             Some(hex) if is_lower_hex(hex, 2 * API_KEY_BYTES) => Ok(ApiKey(s.to_owned())),
             // The message never echoes what was given: it may be someone's secret.
             _ => Err(TenantError::ApiKey),
@@ -149,6 +170,16 @@ pub struct TenantPolicy {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<String>, example = json!(["*.example.com:443"]))]
     pub allowed_hosts: Vec<HostPattern>,
+    /// Hold every new version whose capabilities widen those of the tool's last
+    /// approved version (a new folder or host, a folder made `rw`, a raised limit, new
+    /// packages...) until a reviewer key of the tenant approves it; calls run the
+    /// approved version meanwhile. Default: false (every version runs once registered).
+    #[serde(skip_serializing_if = "is_false")]
+    pub review_widening: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A host folder under which a tenant's tools may mount folders, and how.
@@ -275,6 +306,7 @@ impl Default for TenantPolicy {
             calls_per_minute: DEFAULT_CALLS_PER_MINUTE,
             allowed_folders: Vec::new(),
             allowed_hosts: Vec::new(),
+            review_widening: false,
         }
     }
 }
@@ -426,7 +458,7 @@ pub enum TenantError {
     Name(String),
     /// Not an API key (its text is not repeated: it may be a secret).
     #[error(
-        "malformed api key: give the key shown when the tenant was created, wdn_ and 64 hex digits"
+        "malformed api key: give the key shown when it was created, wdn_ (a tenant's) or wdr_ (a reviewer's) and 64 hex digits"
     )]
     ApiKey,
     /// A policy folder is relative (or not UTF-8, so it cannot be stored).

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::Principal;
 use crate::registry::{Tenant, Tool, ToolId, Version};
 use crate::tenant::{ApiKey, TenantId};
 
@@ -39,8 +40,8 @@ struct State {
     generation: u64,
     /// The registry's count of other processes' writes when the entries were read.
     outside: u64,
-    /// SHA-256 of an API key -> its tenant.
-    keys: HashMap<[u8; 32], Entry<TenantId>>,
+    /// SHA-256 of an API key or reviewer key -> whose it is.
+    keys: HashMap<[u8; 32], Entry<Principal>>,
     tenants: HashMap<TenantId, Entry<Arc<Tenant>>>,
     tools: HashMap<(TenantId, ToolId), Entry<Current>>,
 }
@@ -96,16 +97,16 @@ impl Cache {
         Ticket(self.lock().generation)
     }
 
-    /// The tenant whose key hashes to `digest`, if known.
-    pub(super) fn key(&self, digest: &[u8; 32]) -> Option<TenantId> {
+    /// Whose key hashes to `digest`, if known.
+    pub(super) fn key(&self, digest: &[u8; 32]) -> Option<Principal> {
         fresh(self.lock().keys.get(digest))
     }
 
-    /// Remembers that `digest` is `tenant`'s key.
-    pub(super) fn put_key(&self, ticket: Ticket, digest: [u8; 32], tenant: TenantId) {
+    /// Remembers whose key `digest` is.
+    pub(super) fn put_key(&self, ticket: Ticket, digest: [u8; 32], principal: Principal) {
         let mut state = self.lock();
         if state.generation == ticket.0 {
-            insert(&mut state.keys, digest, tenant);
+            insert(&mut state.keys, digest, principal);
         }
     }
 
@@ -143,12 +144,13 @@ impl Cache {
         state.tools.retain(|(t, _), _| t != tenant);
     }
 
-    /// Forgets the tenant and its keys (its policy or key changed).
+    /// Forgets the tenant and its keys, reviewer keys included (its policy or a key
+    /// changed).
     pub(super) fn tenant_changed(&self, tenant: &TenantId) {
         let mut state = self.lock();
         state.generation += 1;
         state.tenants.remove(tenant);
-        state.keys.retain(|_, e| &e.value != tenant);
+        state.keys.retain(|_, e| e.value.tenant() != tenant);
     }
 
     /// Notes the registry's count of other processes' writes (see
@@ -184,11 +186,12 @@ mod tests {
         let tenant = TenantId::generate();
         let ticket = cache.ticket();
         cache.tenant_changed(&tenant);
-        cache.put_key(ticket, [1; 32], tenant.clone());
+        let principal = Principal::Tenant(tenant.clone());
+        cache.put_key(ticket, [1; 32], principal.clone());
         assert_eq!(cache.key(&[1; 32]), None);
         let ticket = cache.ticket();
-        cache.put_key(ticket, [1; 32], tenant.clone());
-        assert_eq!(cache.key(&[1; 32]), Some(tenant.clone()));
+        cache.put_key(ticket, [1; 32], principal.clone());
+        assert_eq!(cache.key(&[1; 32]), Some(principal));
         cache.tenant_changed(&tenant);
         assert_eq!(cache.key(&[1; 32]), None);
     }

@@ -49,6 +49,40 @@ pub enum AppError {
     /// A limit was given below its minimum.
     #[error(transparent)]
     Limit(#[from] LimitError),
+    /// A reviewer key was used where only the tenant's API key may act.
+    #[error(
+        "this is a reviewer key: it reads the tenant's tools, versions and audit trail and approves or rejects held versions, but cannot register, change or run tools; use the tenant's API key (wdn_...)"
+    )]
+    ReviewerKeyNotAllowed,
+    /// Something other than a reviewer key tried to decide a review.
+    #[error(
+        "only a reviewer key (wdr_...) can approve or reject a version, not the tenant's own API key: ask the operator for one (warden tenant reviewer-key create)"
+    )]
+    ReviewerOnly,
+    /// The tool has no approved version: its only versions wait for review.
+    #[error(
+        "tool {tool} has no approved version yet: its version waits for a reviewer (GET /v1/reviews lists it); calls run once a reviewer approves it"
+    )]
+    ReviewPending {
+        /// The tool.
+        tool: ToolId,
+    },
+    /// The tool has no approved version: a reviewer rejected the one it had.
+    #[error(
+        "tool {tool} has no approved version: a reviewer rejected its version, which never runs; register a changed version"
+    )]
+    ReviewRejected {
+        /// The tool.
+        tool: ToolId,
+    },
+    /// A review decision's note is too long.
+    #[error("the note has {chars} characters, more than the {max} allowed: shorten it")]
+    NoteTooLong {
+        /// Its length.
+        chars: usize,
+        /// The most allowed.
+        max: usize,
+    },
     /// The tool is disabled.
     #[error("tool {tool} is disabled: enable it to call it")]
     Disabled {

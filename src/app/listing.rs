@@ -1,5 +1,6 @@
 //! A tenant's callable tools by name, as a client that knows tools by name (an MCP
-//! client over `/mcp`) sees them: the enabled ones, optionally those with one tag.
+//! client over `/mcp`) sees them: the enabled ones with an approved version (each with
+//! that version, never one waiting for review), optionally those with one tag.
 
 use crate::manifest::{Manifest, Tag, ToolName};
 use crate::registry::{MAX_PAGE_SIZE, RegistryError, Tool, ToolQuery};
@@ -35,7 +36,11 @@ impl App {
                     limit: MAX_PAGE_SIZE,
                 };
                 let page = r.tools(&t, &query)?;
-                for tool in page.items.into_iter().filter(|tool| tool.enabled) {
+                for tool in page
+                    .items
+                    .into_iter()
+                    .filter(|tool| tool.enabled && tool.approved)
+                {
                     match r.current(&t, &tool.id) {
                         Ok((tool, version)) => callable.push(CallableTool {
                             tool,
@@ -78,7 +83,7 @@ impl App {
                         tool,
                         manifest: version.manifest,
                     })
-                    .filter(|c| c.tool.enabled && in_scope))
+                    .filter(|c| c.tool.enabled && c.tool.approved && in_scope))
                 }
                 Err(RegistryError::NotFound { .. }) => Ok(None),
                 Err(e) => Err(e.into()),

@@ -152,6 +152,15 @@ impl App {
     ) -> Result<Admitted, AppError> {
         let (tenant_row, current) = self.current_cached(tenant, tool).await?;
         let (tool, version) = (current.0.clone(), current.1.clone());
+        // Nothing about a version a reviewer has not approved runs.
+        if !tool.approved {
+            return Err(match version.review {
+                crate::registry::ReviewState::Rejected => {
+                    AppError::ReviewRejected { tool: tool.id }
+                }
+                _ => AppError::ReviewPending { tool: tool.id },
+            });
+        }
         // Folders may have moved or become symlinks since registration.
         if version.manifest.grants.mounts.is_empty() {
             tenant_row.policy.admit_grants(&version.manifest.grants)?;
@@ -270,6 +279,8 @@ impl App {
             let (t2, id2) = (t.clone(), id.clone());
             let current = app.blocking(move |r| Ok(r.current(&t2, &id2)?)).await;
             let prepared = match current {
+                // A version waiting for review is not even prepared.
+                Ok((tool, _)) if !tool.approved => return,
                 Ok((_, version)) => app.prepared(&version.id, &version.manifest).await,
                 Err(e) => Err(e),
             };

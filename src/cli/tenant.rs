@@ -1,4 +1,4 @@
-//! `warden tenant create|list|policy|set-policy|revoke-key|rotate-key`: tenant
+//! `warden tenant create|list|policy|set-policy|revoke-key|rotate-key|reviewer-key`: tenant
 //! administration on the registry database (`$WARDEN_HOME/warden.db`, or `--db`)
 //! directly, for the operator.
 
@@ -114,6 +114,35 @@ pub enum TenantCommand {
         /// The tenant's id (tnt_...).
         id: String,
     },
+    /// A tenant's reviewer keys: they read its tools and audit trail and approve or
+    /// reject held versions, but cannot register, change or run tools.
+    #[command(subcommand)]
+    ReviewerKey(ReviewerKeyCommand),
+}
+
+/// `warden tenant reviewer-key`.
+#[derive(Debug, Subcommand)]
+pub enum ReviewerKeyCommand {
+    /// Mint a reviewer key for a tenant and print it (shown only this once).
+    Create {
+        /// The tenant's id (tnt_...).
+        id: String,
+        /// Print the key as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a tenant's reviewer keys (ids and hints, never the keys).
+    List {
+        /// The tenant's id (tnt_...).
+        id: String,
+    },
+    /// Revoke a reviewer key: it stops working at once.
+    Revoke {
+        /// The tenant's id (tnt_...).
+        id: String,
+        /// The key's id (rvk_...), as `create` and `list` print it.
+        key: String,
+    },
 }
 
 /// `warden tenant create`.
@@ -170,6 +199,11 @@ pub struct PolicyArgs {
     /// all (e.g. 8MiB).
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_RETURN_BYTES, value_parser = limits::parse_size)]
     pub max_return_bytes: ByteSize,
+    /// Hold every new tool version that widens what the tool can do until a reviewer
+    /// key of the tenant approves it (`warden tenant reviewer-key create`); calls run
+    /// the last approved version meanwhile.
+    #[arg(long)]
+    pub review_widening: bool,
 }
 
 impl PolicyArgs {
@@ -186,6 +220,7 @@ impl PolicyArgs {
                 return_bytes: self.max_return_bytes,
                 ..Limits::default()
             },
+            review_widening: self.review_widening,
         };
         policy.check().map_err(|e| usage(e.to_string()))?;
         Ok(policy)
@@ -242,8 +277,44 @@ pub(super) fn tenant(home: &Path, db: &DbArgs, cmd: TenantCommand) -> Result<Exi
             let key = registry.rotate_key(&id)?;
             println!("new api key of {id} (shown once): {}", key.expose());
         }
+        TenantCommand::ReviewerKey(cmd) => reviewer_key(&registry, cmd)?,
     }
     Ok(ExitCode::Ok)
+}
+
+fn reviewer_key(registry: &Registry, cmd: ReviewerKeyCommand) -> Result<()> {
+    match cmd {
+        ReviewerKeyCommand::Create { id, json } => {
+            let id = tenant_id(&id)?;
+            let (info, key) = registry.create_reviewer_key(&id)?;
+            if json {
+                let out = serde_json::json!({ "reviewer_key": info, "api_key": key.expose() });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                println!("created reviewer key {} for {id}", info.id);
+                println!("reviewer key (shown once): {}", key.expose());
+            }
+        }
+        ReviewerKeyCommand::List { id } => {
+            for k in registry.reviewer_keys(&tenant_id(&id)?)? {
+                let state = if k.revoked_at_ms.is_some() {
+                    "revoked"
+                } else {
+                    "active"
+                };
+                println!("{}  {}  {state}", k.id, k.key_hint);
+            }
+        }
+        ReviewerKeyCommand::Revoke { id, key } => {
+            let id = tenant_id(&id)?;
+            let key = key
+                .parse()
+                .map_err(|e: warden::registry::RegistryError| usage(e.to_string()))?;
+            registry.revoke_reviewer_key(&id, &key)?;
+            println!("revoked reviewer key {key} of {id}");
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn tenant_id(s: &str) -> Result<TenantId> {

@@ -149,6 +149,82 @@ pub(super) async fn rotate_key(
     }))
 }
 
+/// A reviewer key just minted.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct NewReviewerKey {
+    /// The key (`wdr_...`), shown only here.
+    api_key: String,
+    /// Its id, hint and time, as listed.
+    reviewer_key: crate::registry::ReviewerKeyInfo,
+}
+
+/// Mint a reviewer key for the tenant, shown once.
+///
+/// A reviewer key reads everything of its tenant (tools, versions and their sources,
+/// capabilities, diffs, pending reviews, the audit trail and its export) and approves or
+/// rejects held versions; it cannot register, change or run tools. Audited as
+/// `reviewer_key_created`.
+#[utoipa::path(post, path = "/v1/admin/tenants/{id}/reviewer-keys", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    responses((status = 201, description = "The new key.", body = NewReviewerKey)))]
+pub(super) async fn create_reviewer_key(
+    State(app): State<App>,
+    _: Operator,
+    PathParam(id): PathParam<String>,
+) -> Answer<impl IntoResponse> {
+    let (info, key) = app.create_reviewer_key(&tenant_id(&id)?).await?;
+    let created = NewReviewerKey {
+        api_key: key.expose().to_owned(),
+        reviewer_key: info,
+    };
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// A tenant's reviewer keys.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct ReviewerKeyList {
+    /// Oldest first, revoked ones included.
+    items: Vec<crate::registry::ReviewerKeyInfo>,
+}
+
+/// The tenant's reviewer keys (ids and hints; never the keys).
+#[utoipa::path(get, path = "/v1/admin/tenants/{id}/reviewer-keys", tag = "admin",
+    security(("operatorKey" = [])), params(TenantIdParam),
+    responses((status = 200, description = "The keys.", body = ReviewerKeyList)))]
+pub(super) async fn list_reviewer_keys(
+    State(app): State<App>,
+    _: Operator,
+    PathParam(id): PathParam<String>,
+) -> Answer<Json<ReviewerKeyList>> {
+    Ok(Json(ReviewerKeyList {
+        items: app.reviewer_keys(&tenant_id(&id)?).await?,
+    }))
+}
+
+/// The path of one reviewer key.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(super) struct ReviewerKeyPath {
+    /// The tenant's id.
+    id: String,
+    /// The reviewer key's id (`rvk_...`).
+    key: String,
+}
+
+/// Revoke one of the tenant's reviewer keys: it stops working at once, on every node.
+#[utoipa::path(delete, path = "/v1/admin/tenants/{id}/reviewer-keys/{key}", tag = "admin",
+    security(("operatorKey" = [])), params(ReviewerKeyPath),
+    responses((status = 204, description = "Revoked (or revoked already).")))]
+pub(super) async fn revoke_reviewer_key(
+    State(app): State<App>,
+    _: Operator,
+    PathParam(path): PathParam<ReviewerKeyPath>,
+) -> Answer<StatusCode> {
+    let key = path.key.parse().map_err(AppError::from)?;
+    app.revoke_reviewer_key(&tenant_id(&path.id)?, &key).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 /// The path of a tenant's endpoints.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Path)]

@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use crate::app::{AppError, retry_after_secs};
 use crate::packages::{Fault, PackagesError};
-use crate::registry::RegistryError;
+use crate::registry::{RegistryError, ReviewError};
 use crate::sandbox::SandboxError;
 use crate::schema::{Diagnostic, SchemaError, Violation};
 use crate::tenant::TenantError;
@@ -175,6 +175,11 @@ impl ApiError {
                 AppError::Limit(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_limits"),
                 AppError::InvalidSchema { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_schema"),
                 AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
+                AppError::ReviewerKeyNotAllowed => client(S::FORBIDDEN, "reviewer_key"),
+                AppError::ReviewerOnly => client(S::FORBIDDEN, "reviewer_only"),
+                AppError::ReviewPending { .. } => client(S::CONFLICT, "review_pending"),
+                AppError::ReviewRejected { .. } => client(S::CONFLICT, "review_rejected"),
+                AppError::NoteTooLong { .. } => client(S::UNPROCESSABLE_ENTITY, "note_too_long"),
                 AppError::RateLimited { .. } => client(S::TOO_MANY_REQUESTS, "rate_limited"),
                 // Only a caller that can cancel (an MCP client) gets this.
                 AppError::Cancelled => client(S::SERVICE_UNAVAILABLE, "cancelled"),
@@ -267,6 +272,13 @@ fn registry(e: &RegistryError) -> Wire {
         RegistryError::Rename { .. } => client(S::UNPROCESSABLE_ENTITY, "rename"),
         RegistryError::Manifest(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_manifest"),
         RegistryError::Tenant(t) => tenant(t),
+        RegistryError::Review(ReviewError::Stale { .. } | ReviewError::DiffChanged { .. }) => {
+            client(S::CONFLICT, "review_stale")
+        }
+        RegistryError::Review(ReviewError::NotPending { .. }) => client(S::CONFLICT, "not_pending"),
+        RegistryError::Review(ReviewError::Rejected { .. }) => {
+            client(S::CONFLICT, "version_rejected")
+        }
         // The service's own fault, but a passing one: 503 tells clients to retry.
         RegistryError::Unavailable { .. } => Wire {
             status: S::SERVICE_UNAVAILABLE,

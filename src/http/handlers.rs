@@ -18,7 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::ErrorBody;
 use super::extract::{JsonBody, Object, PathParam, QueryParams, Upload};
-use super::{ApiError, Caller, Operator, openapi};
+use super::{ApiError, Caller, Operator, Reader, openapi};
 use crate::app::{App, AppError, BatchCall, LimitsSpec, RunOutput, ToolSpec, ToolView, Validation};
 use crate::grants::Grants;
 use crate::manifest::{Tag, ToolName};
@@ -285,24 +285,24 @@ pub(super) struct ToolPageDoc {
 /// List the tenant's tools by name.
 ///
 /// `tag` filters; `after` (the previous page's `next`) and `limit` paginate.
-#[utoipa::path(get, path = "/v1/tools", tag = "tools", security(("tenantKey" = [])),
+#[utoipa::path(get, path = "/v1/tools", tag = "tools", security(("tenantKey" = []), ("reviewerKey" = [])),
     params(ToolQuery),
     responses((status = 200, description = "One page of tools.", body = ToolPageDoc)))]
 pub(super) async fn list_tools(
     State(app): State<App>,
-    Caller(t): Caller,
+    Reader(t): Reader,
     QueryParams(query): QueryParams<ToolQuery>,
 ) -> Answer<Json<Page<crate::registry::Tool, ToolName>>> {
     Ok(Json(app.tools(&t, query).await?))
 }
 
 /// A tool with its current version.
-#[utoipa::path(get, path = "/v1/tools/{id}", tag = "tools", security(("tenantKey" = [])),
+#[utoipa::path(get, path = "/v1/tools/{id}", tag = "tools", security(("tenantKey" = []), ("reviewerKey" = [])),
     params(ToolIdParam),
     responses((status = 200, description = "The tool.", body = ToolView)))]
 pub(super) async fn get_tool(
     State(app): State<App>,
-    Caller(t): Caller,
+    Reader(t): Reader,
     PathParam(id): PathParam<String>,
 ) -> Answer<Json<ToolView>> {
     Ok(Json(app.tool(&t, &tool_id(&id)?).await?))
@@ -354,12 +354,12 @@ pub(super) struct VersionList {
 }
 
 /// The tool's versions, oldest first.
-#[utoipa::path(get, path = "/v1/tools/{id}/versions", tag = "tools", security(("tenantKey" = [])),
+#[utoipa::path(get, path = "/v1/tools/{id}/versions", tag = "tools", security(("tenantKey" = []), ("reviewerKey" = [])),
     params(ToolIdParam),
     responses((status = 200, description = "The versions.", body = VersionList)))]
 pub(super) async fn versions(
     State(app): State<App>,
-    Caller(t): Caller,
+    Reader(t): Reader,
     PathParam(id): PathParam<String>,
 ) -> Answer<Json<VersionList>> {
     let items = app.versions(&t, &tool_id(&id)?).await?;
@@ -405,7 +405,7 @@ pub(super) struct SchemaQuery {
 }
 
 /// The schema as `format`, strict if `strict=true`.
-#[utoipa::path(get, path = "/v1/tools/{id}/schema", tag = "tools", security(("tenantKey" = [])),
+#[utoipa::path(get, path = "/v1/tools/{id}/schema", tag = "tools", security(("tenantKey" = []), ("reviewerKey" = [])),
     params(ToolIdParam, SchemaQuery),
     responses(
         (status = 200, description = "The tool's schema in the format asked for.", body = Object),
@@ -414,7 +414,7 @@ pub(super) struct SchemaQuery {
     ))]
 pub(super) async fn tool_schema(
     State(app): State<App>,
-    Caller(t): Caller,
+    Reader(t): Reader,
     PathParam(id): PathParam<String>,
     QueryParams(q): QueryParams<SchemaQuery>,
 ) -> Answer<Json<Value>> {
@@ -551,12 +551,12 @@ pub(super) struct AuditPageDoc {
 /// The tenant's audit events, newest first.
 ///
 /// `before` (the previous page's `next`) and `limit` paginate.
-#[utoipa::path(get, path = "/v1/audit", tag = "audit", security(("tenantKey" = [])),
+#[utoipa::path(get, path = "/v1/audit", tag = "audit", security(("tenantKey" = []), ("reviewerKey" = [])),
     params(AuditQuery),
     responses((status = 200, description = "One page of events.", body = AuditPageDoc)))]
 pub(super) async fn audit(
     State(app): State<App>,
-    Caller(t): Caller,
+    Reader(t): Reader,
     QueryParams(q): QueryParams<AuditQuery>,
 ) -> Answer<Json<Page<AuditRecord, u64>>> {
     Ok(Json(app.audit(&t, q.before, q.limit).await?))

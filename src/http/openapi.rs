@@ -59,6 +59,8 @@ use crate::tenant::AllowedFolder;
         h::versions,
         review::capabilities,
         review::diff,
+        review::pending,
+        review::decide,
         h::enable_tool,
         h::disable_tool,
         h::tool_schema,
@@ -74,6 +76,9 @@ use crate::tenant::AllowedFolder;
         admin::set_policy,
         admin::revoke_key,
         admin::rotate_key,
+        admin::create_reviewer_key,
+        admin::list_reviewer_keys,
+        admin::revoke_reviewer_key,
         secrets::put_secret,
         secrets::delete_secret,
         secrets::list_secrets,
@@ -87,12 +92,13 @@ use crate::tenant::AllowedFolder;
         (name = "audit", description = "A tenant's hash-chained audit trail, and its signed export."),
         (name = "tenant", description = "The caller's own tenant and policy."),
         (name = "secrets", description = "A tenant's secrets: set and deleted, never read back."),
-        (name = "admin", description = "Tenants, with the operator key."),
+        (name = "reviews", description = "Versions held until a reviewer approves them."),
+        (name = "admin", description = "Tenants and their reviewer keys, with the operator key."),
     )
 )]
 struct ApiDoc;
 
-/// The two bearer keys.
+/// The three bearer keys.
 struct SecuritySchemes;
 
 impl Modify for SecuritySchemes {
@@ -109,6 +115,13 @@ impl Modify for SecuritySchemes {
         components.add_security_scheme(
             "tenantKey",
             bearer("A tenant's API key (`wdn_...`): `Authorization: Bearer wdn_...`."),
+        );
+        components.add_security_scheme(
+            "reviewerKey",
+            bearer(
+                "A reviewer key of a tenant (`wdr_...`): reads the tenant's tools and audit \
+                 trail and decides reviews; it cannot register, change or run tools.",
+            ),
         );
         components.add_security_scheme(
             "operatorKey",
@@ -172,8 +185,11 @@ fn shared_errors(op: &Value) -> Vec<(u16, Vec<&'static str>)> {
     };
     let body = &op["requestBody"]["content"];
     let mut errors = Vec::new();
-    if schemes.contains(&"tenantKey") {
+    if schemes.contains(&"tenantKey") || schemes.contains(&"reviewerKey") {
         errors.push((401, vec!["unauthorized"]));
+    }
+    if schemes.contains(&"tenantKey") && !schemes.contains(&"reviewerKey") {
+        errors.push((403, vec!["reviewer_key"]));
     }
     if schemes.contains(&"operatorKey") {
         errors.push((401, vec!["unauthorized"]));
@@ -209,6 +225,7 @@ fn meaning(code: &str) -> &'static str {
     match code {
         "unauthorized" => "a missing, malformed, unknown or revoked key",
         "admin_disabled" => "the service was started without an operator key",
+        "reviewer_key" => "a reviewer key, which cannot register, change or run tools",
         "invalid_path" => "a path parameter that does not decode",
         "not_found" => "no such id for this tenant (a malformed id included)",
         "invalid_query" => "a query string that does not parse, or has unknown keys",

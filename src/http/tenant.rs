@@ -15,7 +15,7 @@ use http_body::Frame;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{ApiError, Caller};
+use super::{ApiError, Reader};
 use crate::app::{App, ExportStream};
 use crate::registry::Tenant;
 
@@ -23,9 +23,9 @@ type Answer<T> = Result<T, ApiError>;
 
 /// The caller's own tenant: its id, name, key hint and policy (ceilings, concurrency,
 /// rate, the folders and hosts its tools may be granted).
-#[utoipa::path(get, path = "/v1/tenant", tag = "tenant", security(("tenantKey" = [])),
+#[utoipa::path(get, path = "/v1/tenant", tag = "tenant", security(("tenantKey" = []), ("reviewerKey" = [])),
     responses((status = 200, description = "The caller's tenant and policy.", body = Tenant)))]
-pub(super) async fn own_tenant(State(app): State<App>, Caller(t): Caller) -> Answer<Json<Tenant>> {
+pub(super) async fn own_tenant(State(app): State<App>, Reader(t): Reader) -> Answer<Json<Tenant>> {
     Ok(Json(app.tenant(&t).await?))
 }
 
@@ -37,14 +37,14 @@ pub(super) async fn own_tenant(State(app): State<App>, Caller(t): Caller) -> Ans
 /// with Ed25519 over the compact JSON of `["warden.audit.head.v1", tenant, seq, hash,
 /// exported_at_ms]`. Check it offline with `warden audit verify FILE --pubkey KEY`; the
 /// README gives every formula. An export that fails part-way ends without its head.
-#[utoipa::path(get, path = "/v1/audit/export", tag = "audit", security(("tenantKey" = [])),
+#[utoipa::path(get, path = "/v1/audit/export", tag = "audit", security(("tenantKey" = []), ("reviewerKey" = [])),
     responses(
         (status = 200, description = "The export, streamed.", body = String,
             content_type = "application/x-ndjson"),
         (status = 409, description = "`audit_signing_disabled`: the service has no audit signing key.",
             body = super::error::ErrorBody),
     ))]
-pub(super) async fn export_audit(State(app): State<App>, Caller(t): Caller) -> Answer<Response> {
+pub(super) async fn export_audit(State(app): State<App>, Reader(t): Reader) -> Answer<Response> {
     let stream = app.export_audit(&t).await?;
     let mut response = Body::new(ExportBody(stream)).into_response();
     let headers = response.headers_mut();

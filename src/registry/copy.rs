@@ -20,12 +20,13 @@ const TABLES: &[(&str, &str, &str)] = &[
     ),
     (
         "tools",
-        "id, tenant_id, name, description, enabled, current_version, created_at_ms, updated_at_ms",
+        "id, tenant_id, name, description, enabled, current_version, created_at_ms, updated_at_ms, \
+         pending_version",
         "id",
     ),
     (
         "versions",
-        "tool_id, version_id, number, manifest, created_at_ms",
+        "tool_id, version_id, number, manifest, created_at_ms, review",
         "tool_id, version_id",
     ),
     ("tool_tags", "tool_id, tag", "tool_id, tag"),
@@ -40,6 +41,11 @@ const TABLES: &[(&str, &str, &str)] = &[
         "tenant_id, name",
     ),
     ("node_keys", "name, fingerprint, recorded_at_ms", "name"),
+    (
+        "reviewer_keys",
+        "id, tenant_id, key_hash, key_hint, created_at_ms, revoked_at_ms",
+        "id",
+    ),
 ];
 
 /// Rows read from the source at a time: 1000.

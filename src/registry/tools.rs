@@ -7,10 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::audit::{AuditEvent, ToolLabels, append};
 use super::db::{Row, Tx, vals};
-use super::{Kind, Page, Registry, RegistryError, ToolId, is_unique_violation, now_ms, page_size};
+use super::reviews::ReviewState;
+use super::{Kind, Page, Registry, RegistryError, ToolId, page_size};
 use crate::manifest::{Manifest, Tag, ToolName, VersionId};
+
+mod write;
 use crate::tenant::TenantId;
 
 /// A tool: a name with a current version, labels and an on/off switch.
@@ -28,8 +30,16 @@ pub struct Tool {
     pub tags: Vec<Tag>,
     /// False when disabled: the app refuses to call it.
     pub enabled: bool,
-    /// The version that runs.
+    /// The version calls run: the newest approved one. A tool whose versions all wait
+    /// for review (or were rejected) shows its newest version here, with `approved`
+    /// false, and refuses calls.
     pub current_version: VersionId,
+    /// Whether `current_version` may run (false only for a tool without an approved
+    /// version).
+    pub approved: bool,
+    /// The version waiting for a reviewer, if any (see the tenant policy's
+    /// `review_widening`); it does not run until approved.
+    pub pending_version: Option<VersionId>,
     /// When it was registered, in Unix milliseconds.
     pub created_at_ms: i64,
     /// When its version, labels or switch last changed, in Unix milliseconds.
@@ -49,6 +59,8 @@ pub struct Version {
     pub manifest: Manifest,
     /// When this content was first registered, in Unix milliseconds.
     pub created_at_ms: i64,
+    /// Where it stands with the review gate.
+    pub review: ReviewState,
 }
 
 /// A version in a listing, without its manifest.
@@ -62,6 +74,8 @@ pub struct VersionSummary {
     pub created_at_ms: i64,
     /// Whether it is the tool's current version.
     pub current: bool,
+    /// Where it stands with the review gate: only `approved` versions run.
+    pub review: ReviewState,
 }
 
 /// What [`Registry::update`] did to the tool's version.
@@ -74,6 +88,9 @@ pub enum Update {
     Created,
     /// The content equals an older version's, which is current again.
     Restored,
+    /// The version widens what the tool can do and waits for a reviewer (the tenant's
+    /// policy holds such versions): calls still run the current version.
+    Pending,
 }
 
 /// Which tools [`Registry::tools`] lists: sorted by name, one page at a time.
@@ -95,7 +112,9 @@ fn tool_columns(tx: &Tx<'_>) -> String {
     format!(
         "t.id, t.tenant_id, t.name, t.description, t.enabled, \
          t.current_version, t.created_at_ms, t.updated_at_ms, \
-         (SELECT {} FROM tool_tags g WHERE g.tool_id = t.id)",
+         (SELECT {} FROM tool_tags g WHERE g.tool_id = t.id), t.pending_version, \
+         (SELECT v.review FROM versions v \
+          WHERE v.tool_id = t.id AND v.version_id = t.current_version)",
         tx.dialect().join_commas("g.tag")
     )
 }
@@ -110,6 +129,8 @@ struct ToolRow {
     created_at_ms: i64,
     updated_at_ms: i64,
     tags: Option<String>,
+    pending_version: Option<String>,
+    current_review: Option<String>,
 }
 
 fn read_tool(r: &Row) -> Result<ToolRow, RegistryError> {
@@ -123,6 +144,8 @@ fn read_tool(r: &Row) -> Result<ToolRow, RegistryError> {
         created_at_ms: r.get(6)?,
         updated_at_ms: r.get(7)?,
         tags: r.get(8)?,
+        pending_version: r.get(9)?,
+        current_review: r.get(10)?,
     })
 }
 
@@ -148,6 +171,15 @@ impl ToolRow {
             tags,
             enabled: self.enabled,
             current_version: self.current_version.parse().map_err(|e| bad(&e))?,
+            approved: match self.current_review.as_deref() {
+                Some(state) => ReviewState::parse(state)? == ReviewState::Approved,
+                None => return Err(bad(&"its current version is missing")),
+            },
+            pending_version: self
+                .pending_version
+                .map(|v| v.parse())
+                .transpose()
+                .map_err(|e| bad(&e))?,
             created_at_ms: self.created_at_ms,
             updated_at_ms: self.updated_at_ms,
         })
@@ -162,7 +194,11 @@ fn not_found(tool: &ToolId) -> RegistryError {
 }
 
 /// The tool, if it exists and belongs to `tenant`.
-fn load_tool(tx: &mut Tx<'_>, tenant: &TenantId, tool: &ToolId) -> Result<Tool, RegistryError> {
+pub(super) fn load_tool(
+    tx: &mut Tx<'_>,
+    tenant: &TenantId,
+    tool: &ToolId,
+) -> Result<Tool, RegistryError> {
     let sql = format!(
         "SELECT {} FROM tools t WHERE t.id = ?1 AND t.tenant_id = ?2",
         tool_columns(tx)
@@ -174,13 +210,13 @@ fn load_tool(tx: &mut Tx<'_>, tenant: &TenantId, tool: &ToolId) -> Result<Tool, 
 }
 
 /// A version of a tool already known to belong to the caller's tenant.
-fn load_version(
+pub(super) fn load_version(
     tx: &mut Tx<'_>,
     tool: &ToolId,
     version: &VersionId,
 ) -> Result<Version, RegistryError> {
     let row = tx.query_opt(
-        "SELECT number, manifest, created_at_ms FROM versions
+        "SELECT number, manifest, created_at_ms, review FROM versions
          WHERE tool_id = ?1 AND version_id = ?2",
         vals![tool.as_str(), version.as_str()],
     )?;
@@ -190,8 +226,8 @@ fn load_version(
             id: version.to_string(),
         });
     };
-    let (number, manifest, created_at_ms): (i64, String, i64) =
-        (row.get(0)?, row.get(1)?, row.get(2)?);
+    let (number, manifest, created_at_ms, review): (i64, String, i64, String) =
+        (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
     let what = format!("version {version} of tool {tool}");
     let manifest: Manifest =
         serde_json::from_str(&manifest).map_err(|e| RegistryError::corrupt(&what, e))?;
@@ -207,209 +243,11 @@ fn load_version(
         number: u32::try_from(number).map_err(|e| RegistryError::corrupt(&what, e))?,
         manifest,
         created_at_ms,
+        review: ReviewState::parse(&review)?,
     })
 }
 
-fn insert_version(
-    tx: &mut Tx<'_>,
-    tool: &ToolId,
-    version: &VersionId,
-    number: i64,
-    manifest: &Manifest,
-    at_ms: i64,
-) -> Result<(), RegistryError> {
-    let json = serde_json::to_string(manifest)
-        .map_err(|e| RegistryError::corrupt(format!("manifest of {}", manifest.name), e))?;
-    tx.execute(
-        "INSERT INTO versions (tool_id, version_id, number, manifest, created_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        vals![tool.as_str(), version.as_str(), number, json, at_ms],
-    )?;
-    Ok(())
-}
-
-fn replace_tags(tx: &mut Tx<'_>, tool: &ToolId, tags: &[Tag]) -> Result<(), RegistryError> {
-    tx.execute(
-        "DELETE FROM tool_tags WHERE tool_id = ?1",
-        vals![tool.as_str()],
-    )?;
-    for tag in tags {
-        tx.execute(
-            "INSERT INTO tool_tags (tool_id, tag) VALUES (?1, ?2)",
-            vals![tool.as_str(), tag.as_str()],
-        )?;
-    }
-    Ok(())
-}
-
 impl Registry {
-    /// Registers a new tool for `tenant` with `manifest` as its first version, all or
-    /// nothing. A name the tenant already uses is [`RegistryError::Conflict`].
-    ///
-    /// The manifest is checked ([`Manifest::check`]) but not admitted against the
-    /// tenant's policy: the caller does that first.
-    pub fn register(&self, tenant: &TenantId, manifest: &Manifest) -> Result<Tool, RegistryError> {
-        manifest.check()?;
-        let id = ToolId::generate();
-        let version = manifest.version_id();
-        let now = now_ms();
-        self.write(|tx| {
-            tx.lock_tenant(tenant)?;
-            let conflict = || RegistryError::Conflict {
-                name: manifest.name.clone(),
-            };
-            let taken = tx.query_opt(
-                "SELECT 1 FROM tools WHERE tenant_id = ?1 AND name = ?2",
-                vals![tenant.as_str(), manifest.name.as_str()],
-            )?;
-            if taken.is_some() {
-                return Err(conflict());
-            }
-            tx.execute(
-                "INSERT INTO tools (id, tenant_id, name, description, enabled, current_version,
-                                    created_at_ms, updated_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, TRUE, ?5, ?6, ?6)",
-                vals![
-                    id.as_str(),
-                    tenant.as_str(),
-                    manifest.name.as_str(),
-                    manifest.description.as_deref(),
-                    version.as_str(),
-                    now
-                ],
-            )
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    conflict()
-                } else {
-                    e
-                }
-            })?;
-            insert_version(tx, &id, &version, 1, manifest, now)?;
-            replace_tags(tx, &id, &manifest.tags)?;
-            let mut tags = manifest.tags.clone();
-            tags.sort();
-            let labels = (!tags.is_empty() || manifest.description.is_some()).then(|| ToolLabels {
-                tags,
-                description: manifest.description.clone(),
-            });
-            append(
-                tx,
-                tenant,
-                &AuditEvent::ToolCreated {
-                    tool: id.clone(),
-                    name: manifest.name.clone(),
-                    version: version.clone(),
-                    labels,
-                },
-            )?;
-            if manifest.grants != Default::default() {
-                let event =
-                    AuditEvent::grants_changed(id.clone(), version.clone(), &manifest.grants);
-                append(tx, tenant, &event)?;
-            }
-            tx.tools_changed(tenant)?;
-            load_tool(tx, tenant, &id)
-        })
-    }
-
-    /// Makes `manifest` the tool's current version; see [`Update`] for the three
-    /// outcomes. Tags and description are replaced by the manifest's in every case (a
-    /// change of them is audited as [`AuditEvent::ToolLabelsChanged`], whether or not
-    /// the version changed). The name must stay the same ([`RegistryError::Rename`]).
-    pub fn update(
-        &self,
-        tenant: &TenantId,
-        tool: &ToolId,
-        manifest: &Manifest,
-    ) -> Result<(Tool, Update), RegistryError> {
-        manifest.check()?;
-        let version = manifest.version_id();
-        let now = now_ms();
-        self.write(|tx| {
-            tx.lock_tenant(tenant)?;
-            let current = load_tool(tx, tenant, tool)?;
-            if current.name != manifest.name {
-                return Err(RegistryError::Rename {
-                    tool: tool.clone(),
-                    current: current.name,
-                    requested: manifest.name.clone(),
-                });
-            }
-            let mut tags = manifest.tags.clone();
-            tags.sort();
-            let labels_changed =
-                tags != current.tags || current.description != manifest.description;
-            let outcome = if version == current.current_version {
-                Update::Unchanged
-            } else {
-                let known = tx.query_opt(
-                    "SELECT 1 FROM versions WHERE tool_id = ?1 AND version_id = ?2",
-                    vals![tool.as_str(), version.as_str()],
-                )?;
-                if known.is_some() {
-                    Update::Restored
-                } else {
-                    let number: i64 = tx
-                        .query_one(
-                            "SELECT coalesce(max(number), 0) + 1 FROM versions WHERE tool_id = ?1",
-                            vals![tool.as_str()],
-                        )?
-                        .get(0)?;
-                    insert_version(tx, tool, &version, number, manifest, now)?;
-                    Update::Created
-                }
-            };
-            if outcome == Update::Unchanged && !labels_changed {
-                return Ok((current, outcome));
-            }
-            tx.execute(
-                "UPDATE tools SET current_version = ?2, description = ?3, updated_at_ms = ?4
-                 WHERE id = ?1",
-                vals![
-                    tool.as_str(),
-                    version.as_str(),
-                    manifest.description.as_deref(),
-                    now
-                ],
-            )?;
-            replace_tags(tx, tool, &manifest.tags)?;
-            if outcome != Update::Unchanged {
-                let previous = load_version(tx, tool, &current.current_version)?;
-                append(
-                    tx,
-                    tenant,
-                    &AuditEvent::ToolUpdated {
-                        tool: tool.clone(),
-                        from: current.current_version.clone(),
-                        to: version.clone(),
-                    },
-                )?;
-                if previous.manifest.grants != manifest.grants {
-                    let event =
-                        AuditEvent::grants_changed(tool.clone(), version.clone(), &manifest.grants);
-                    append(tx, tenant, &event)?;
-                }
-            }
-            if labels_changed {
-                let event = AuditEvent::ToolLabelsChanged {
-                    tool: tool.clone(),
-                    from: ToolLabels {
-                        tags: current.tags.clone(),
-                        description: current.description.clone(),
-                    },
-                    to: ToolLabels {
-                        tags,
-                        description: manifest.description.clone(),
-                    },
-                };
-                append(tx, tenant, &event)?;
-            }
-            tx.tools_changed(tenant)?;
-            Ok((load_tool(tx, tenant, tool)?, outcome))
-        })
-    }
-
     /// One of the tenant's tools.
     pub fn tool(&self, tenant: &TenantId, tool: &ToolId) -> Result<Tool, RegistryError> {
         self.autocommit(|tx| load_tool(tx, tenant, tool))
@@ -481,14 +319,14 @@ impl Registry {
         self.read(|tx| {
             let current = load_tool(tx, tenant, tool)?.current_version;
             let rows = tx.query(
-                "SELECT version_id, number, created_at_ms FROM versions
+                "SELECT version_id, number, created_at_ms, review FROM versions
                  WHERE tool_id = ?1 ORDER BY number",
                 vals![tool.as_str()],
             )?;
             rows.iter()
                 .map(|r| {
-                    let (id, number, created_at_ms): (String, i64, i64) =
-                        (r.get(0)?, r.get(1)?, r.get(2)?);
+                    let (id, number, created_at_ms, review): (String, i64, i64, String) =
+                        (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
                     let bad = |e: &dyn std::fmt::Display| {
                         RegistryError::corrupt(format!("version {id} of tool {tool}"), e)
                     };
@@ -498,6 +336,7 @@ impl Registry {
                         id,
                         number: u32::try_from(number).map_err(|e| bad(&e))?,
                         created_at_ms,
+                        review: ReviewState::parse(&review)?,
                     })
                 })
                 .collect()
@@ -528,58 +367,6 @@ impl Registry {
             let t = load_tool(tx, tenant, tool)?;
             let v = load_version(tx, tool, &t.current_version)?;
             Ok((t, v))
-        })
-    }
-
-    /// Deletes the tool with all its versions and tags; its name is free again. The
-    /// audit trail keeps its events.
-    pub fn delete(&self, tenant: &TenantId, tool: &ToolId) -> Result<(), RegistryError> {
-        self.write(|tx| {
-            tx.lock_tenant(tenant)?;
-            let t = load_tool(tx, tenant, tool)?;
-            tx.execute(
-                "DELETE FROM tools WHERE id = ?1 AND tenant_id = ?2",
-                vals![tool.as_str(), tenant.as_str()],
-            )?;
-            append(
-                tx,
-                tenant,
-                &AuditEvent::ToolDeleted {
-                    tool: tool.clone(),
-                    name: t.name,
-                },
-            )?;
-            tx.tools_changed(tenant)?;
-            Ok(())
-        })
-    }
-
-    /// Enables or disables the tool; a change is audited, a repeat is not.
-    pub fn set_enabled(
-        &self,
-        tenant: &TenantId,
-        tool: &ToolId,
-        enabled: bool,
-    ) -> Result<Tool, RegistryError> {
-        let now = now_ms();
-        self.write(|tx| {
-            tx.lock_tenant(tenant)?;
-            let t = load_tool(tx, tenant, tool)?;
-            if t.enabled == enabled {
-                return Ok(t);
-            }
-            tx.execute(
-                "UPDATE tools SET enabled = ?2, updated_at_ms = ?3 WHERE id = ?1",
-                vals![tool.as_str(), enabled, now],
-            )?;
-            let event = if enabled {
-                AuditEvent::ToolEnabled { tool: tool.clone() }
-            } else {
-                AuditEvent::ToolDisabled { tool: tool.clone() }
-            };
-            append(tx, tenant, &event)?;
-            tx.tools_changed(tenant)?;
-            load_tool(tx, tenant, tool)
         })
     }
 }

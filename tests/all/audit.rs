@@ -200,3 +200,50 @@ fn a_policy_set_on_the_command_line_is_shown_exported_and_verified_offline() {
     let missing = warden(home, &["audit", "verify", "no/such/file"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+#[test]
+fn reviewer_keys_and_the_review_policy_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    let created = ok(warden(
+        home,
+        &["tenant", "create", "acme", "--review-widening", "--json"],
+    ));
+    let created: Value = serde_json::from_slice(&created.stdout).unwrap();
+    let id = created["tenant"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["tenant"]["policy"]["review_widening"], true);
+
+    let minted = ok(warden(
+        home,
+        &["tenant", "reviewer-key", "create", &id, "--json"],
+    ));
+    let minted: Value = serde_json::from_slice(&minted.stdout).unwrap();
+    let key = minted["api_key"].as_str().unwrap();
+    let key_id = minted["reviewer_key"]["id"].as_str().unwrap();
+    assert!(
+        key.starts_with("wdr_") && key_id.starts_with("rvk_"),
+        "{minted}"
+    );
+    let listed = stdout(&ok(warden(home, &["tenant", "reviewer-key", "list", &id])));
+    assert!(
+        listed.contains(key_id) && listed.contains("active"),
+        "{listed}"
+    );
+    assert!(!listed.contains(key), "the key itself is never listed");
+    ok(warden(
+        home,
+        &["tenant", "reviewer-key", "revoke", &id, key_id],
+    ));
+    let listed = stdout(&ok(warden(home, &["tenant", "reviewer-key", "list", &id])));
+    assert!(listed.contains("revoked"), "{listed}");
+    let reg = Registry::open(home.join("warden.db")).unwrap();
+    assert_eq!(reg.authenticate_reviewer(key).unwrap(), None);
+
+    let bad = warden(home, &["tenant", "reviewer-key", "revoke", &id, "rvk_nope"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("reviewer key rvk_nope not found"),
+        "{}",
+        stderr(&bad)
+    );
+}

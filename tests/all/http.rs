@@ -5,6 +5,7 @@
 mod audit;
 mod content;
 mod fairness;
+mod gate;
 mod lifecycle;
 mod load;
 mod mcp;

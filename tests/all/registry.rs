@@ -103,6 +103,8 @@ on_both_databases!(
     concurrent_first_calls_share_a_new_bucket_exactly,
 );
 
+mod reviews;
+
 fn registry_with_tenant(db: Db) -> (Registry, TenantId) {
     let reg = db.open();
     let (tenant, _key) = reg.create_tenant("acme", &TenantPolicy::default()).unwrap();
@@ -510,7 +512,7 @@ fn reopening_keeps_tools_and_audit() {
         (tenant, key, tool, head)
     };
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 4);
+    assert_eq!(reg.schema_version().unwrap(), 5);
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
         Some(tenant.id.clone())
