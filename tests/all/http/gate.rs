@@ -117,6 +117,13 @@ async fn a_widening_version_waits_and_calls_run_the_approved_one_until_it_is_app
         .to_owned();
     assert_ne!(v1, v2);
     assert_eq!(add_result(&s, &key, &id).await, (2, v1.clone()));
+    let tenant = s.app.authenticate(Some(&key)).await.unwrap();
+    let listed = s.app.callable_tools(&tenant, None).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(
+        !listed[0].manifest.source.contains("+ 100"),
+        "MCP lists version 1"
+    );
 
     let queue = pending(&s, &reviewer).await;
     assert_eq!(queue.len(), 1, "{queue:?}");

@@ -15,6 +15,7 @@ on_both_databases!(
     a_new_tool_held_has_no_approved_version_until_decided,
     a_newer_version_makes_the_held_one_stale,
     rejected_content_is_refused_when_registered_again,
+    restoring_an_older_version_goes_through_the_gate,
     reviewer_keys_authenticate_until_revoked_and_never_as_the_tenant,
 );
 
@@ -195,4 +196,31 @@ fn reviewer_keys_authenticate_until_revoked_and_never_as_the_tenant(db: Db) {
     assert!(reg.reviewer_keys(&t).unwrap()[0].revoked_at_ms.is_some());
     let kinds = kinds(&reg, &t);
     assert!(kinds.ends_with(&["reviewer_key_created", "reviewer_key_revoked"]));
+}
+
+fn restoring_an_older_version_goes_through_the_gate(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
+    let who = reviewer(&reg, &t);
+    let v1 = manifest("f", "x");
+    let tool = reg.register(&t, &v1).unwrap();
+    reg.update(&t, &tool.id, &manifest("f", "x + 1")).unwrap();
+    let (after, outcome) = reg
+        .update_reviewed(&t, &tool.id, &v1, Some(&always))
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Update::Pending,
+        "restoring version 1 widens version 2 here"
+    );
+    assert_eq!(reg.current(&t, &tool.id).unwrap().1.number, 2);
+    assert_eq!(after.pending_version, Some(v1.version_id()));
+    decide(&reg, &t, &tool.id, 1, ReviewDecision::Approve, &who).unwrap();
+    assert_eq!(reg.current(&t, &tool.id).unwrap().1.number, 1);
+    // Widening nothing, a restore is approved at once, as without the gate.
+    let never = |_: Option<&Manifest>, _: &Manifest| false;
+    let (_, outcome) = reg
+        .update_reviewed(&t, &tool.id, &manifest("f", "x + 1"), Some(&never))
+        .unwrap();
+    assert_eq!(outcome, Update::Restored);
+    assert_eq!(reg.current(&t, &tool.id).unwrap().1.number, 2);
 }
