@@ -87,8 +87,9 @@ pub struct ReviewOutcome {
 /// Longest note a decision may carry: 2000 characters.
 pub const MAX_NOTE_CHARS: usize = 2000;
 
-/// The capabilities of `manifest`'s version (`None`: the empty baseline of a tool
-/// without an approved version: no grants, default limits, no packages).
+/// The capabilities of `version` of `tool` under `ceilings` (`None`: the empty
+/// baseline of a tool without an approved version: no grants, default limits, no
+/// packages).
 fn capabilities(tool: &Tool, version: Option<&Version>, ceilings: &Limits) -> Capabilities {
     let subject = |v: Option<&Version>| Subject {
         name: tool.name.to_string(),

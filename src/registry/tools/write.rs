@@ -1,5 +1,5 @@
 //! Writing tools and versions: registration, updates through the review gate
-//! ([`super::super::reviews`]), deletion and the on/off switch. Every write is one
+//! (`registry/reviews.rs`), deletion and the on/off switch. Every write is one
 //! transaction under the tenant's lock, audited in it.
 
 use super::{Tool, Update, load_tool, load_version};
