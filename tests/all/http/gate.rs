@@ -562,6 +562,8 @@ async fn a_revoked_reviewer_key_stops_working_and_keys_are_per_tenant() {
         )
         .await;
     assert_eq!(r.status, StatusCode::NOT_FOUND, "another tenant's tool");
+    let r = decide(&s, &reviewer, &theirs, 1, json!({"decision": "reject"})).await;
+    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
 
     let list = format!("/v1/admin/tenants/{tenant}/reviewer-keys");
     let r = s.send(Method::GET, &list, Some(OPERATOR_KEY), None).await;
