@@ -7,9 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-WARDEN=${WARDEN:-$ROOT/${CARGO_TARGET_DIR:-target}/debug/warden}
+TARGET=${CARGO_TARGET_DIR:-target}
+case $TARGET in /*) ;; *) TARGET=$ROOT/$TARGET ;; esac
+WARDEN=${WARDEN:-$TARGET/debug/warden}
 SUITE_VERSION=0.1.16
-DIR=$ROOT/target/conformance
+DIR=$TARGET/conformance
 SCENARIOS=(
   server-initialize ping tools-list tools-call-simple-text tools-call-image
   tools-call-audio tools-call-embedded-resource tools-call-mixed-content tools-call-error
