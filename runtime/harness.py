@@ -421,7 +421,13 @@ def _warden_prepare():
     os.environ = watched
     try:
         with open(module_path, "rb") as f:
-            code = compile(f.read(), module_path, "exec")
+            data = f.read()
+        code = compile(data, module_path, "exec")
+        # The tool's lines, kept in the warm state for tracebacks: cached with no
+        # modification time to check, a failing call reads no file for them.
+        _linecache.cache[module_path] = (
+            len(data), None, data.decode("utf-8", "replace").splitlines(True), module_path
+        )
         exec(code, module.__dict__)
     except BaseException as exc:
         os.environ = real
