@@ -156,8 +156,11 @@ pub struct EmbeddedFile {
 impl ContentPart {
     /// One line (or the text itself) standing for this part where only text can go.
     pub fn render(&self) -> String {
-        let size =
-            |b64: &str| b64.len() / 4 * 3 - b64.bytes().rev().take_while(|&b| b == b'=').count();
+        // Decoded size from the base64 length; saturating, so that even an unchecked
+        // part (say "=") renders instead of overflowing.
+        let size = |b64: &str| {
+            (b64.len() / 4 * 3).saturating_sub(b64.bytes().rev().take_while(|&b| b == b'=').count())
+        };
         match self {
             ContentPart::Text { text } => text.clone(),
             ContentPart::Image { data, mime_type } => {

@@ -83,12 +83,15 @@ impl LocalTrail {
             .cloned();
         let tool = match known {
             Some((tool, at)) if at == version => tool,
-            _ => self.register(manifest)?,
+            _ => {
+                let tool = self.register(manifest)?;
+                self.known
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(manifest.name.clone(), (tool.clone(), version.clone()));
+                tool
+            }
         };
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(manifest.name.clone(), (tool.clone(), version.clone()));
         let event = AuditEvent::run(tool, version, None, result);
         self.registry.append_audit(&self.tenant, &event)?;
         Ok(())
