@@ -40,6 +40,7 @@ mod error;
 mod guest;
 mod job;
 mod pipe;
+pub mod platform;
 pub mod protocol;
 pub mod share;
 pub mod snapshot;
@@ -68,6 +69,7 @@ pub use error::SandboxError;
 use guest::{Exports, Failure, Guest, new_store, run_call, trap_kind};
 pub use job::Job;
 use pipe::CappedPipe;
+pub use platform::{CpuLevel, Platform, PlatformError};
 use protocol::Request;
 pub use share::{CoreSeat, ShareKey, host_cores};
 use share::{Cores, Seat};
@@ -111,6 +113,9 @@ pub struct SandboxConfig {
     pub cores: NonZeroUsize,
     /// Whether fetching and compiling show progress.
     pub progress: Progress,
+    /// An installed bundle's runtime folder (`DIR/runtime`, read-only, precompiled for
+    /// this device). Default: none, the runtime fetched and compiled into `home`.
+    pub runtime: Option<PathBuf>,
 }
 
 impl SandboxConfig {
@@ -122,7 +127,16 @@ impl SandboxConfig {
             max_memory: ByteSize::gib(4),
             cores: host_cores(),
             progress: Progress::Show,
+            runtime: None,
         }
+    }
+
+    /// The runtime's files: the bundle's, or those under `home`.
+    pub fn runtime_files(&self) -> Result<RuntimeFiles, SandboxError> {
+        Ok(match &self.runtime {
+            Some(dir) => RuntimeFiles::bundled(dir)?,
+            None => RuntimeFiles::at(&self.home)?,
+        })
     }
 }
 
@@ -183,20 +197,42 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Fetches and compiles the runtime if needed (slow the first time, with progress),
-    /// then loads it. Blocking: call it outside async code or with `spawn_blocking`.
+    /// then loads it. A bundle's runtime, or any runtime in a binary built without the
+    /// compiler, is only loaded: never fetched or compiled. Blocking: call it outside
+    /// async code or with `spawn_blocking`.
     pub fn open(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
-        let files = RuntimeFiles::at(&config.home)?;
-        files.ensure(config.progress)?;
+        let files = config.runtime_files()?;
         sweep_orphaned_tool_folders(&std::env::temp_dir());
-        let engine = engine(config)?;
-        let (module, pending) =
-            compiled::load_or_build(&engine, &files, &config.home, config.progress)?;
+        let engine = engine(config, &files.platform)?;
+        let compiles = cfg!(feature = "compiler") && !files.bundled;
+        // A runtime compiled already needs only what a call reads: a home without the
+        // snapshot the compiler reads (~104 MB) is complete.
+        let compiled = compiled::path(&files)?.is_file() && files.runnable();
+        if files.bundled || (compiles && !compiled) {
+            files.ensure(config.progress)?;
+        } else if !files.runnable() {
+            return Err(SandboxError::Harness(format!(
+                "the runtime's standard library is not in {}: this warden is built without \
+                 the compiler; install a bundle (`warden bundle install FILE DIR`)",
+                files.root.display()
+            )));
+        }
+        #[cfg(feature = "compiler")]
+        {
+            if compiles {
+                let (module, pending) = compiled::load_or_build(&engine, &files, config.progress)?;
+                let mut sandbox = Sandbox::assemble(config, files, engine, module)?;
+                sandbox.start()?;
+                if let Some(pending) = pending {
+                    sandbox.check_new_snapshot()?;
+                    pending.keep()?;
+                }
+                return Ok(sandbox);
+            }
+        }
+        let module = compiled::load_existing(&engine, &files)?;
         let mut sandbox = Sandbox::assemble(config, files, engine, module)?;
         sandbox.start()?;
-        if let Some(pending) = pending {
-            sandbox.check_new_snapshot()?;
-            pending.keep()?;
-        }
         Ok(sandbox)
     }
 
@@ -204,14 +240,14 @@ impl Sandbox {
     /// and writing nothing: what a worker process does before it confines itself. Call
     /// [`Sandbox::start`] before the first call.
     pub fn load(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
-        let files = RuntimeFiles::at(&config.home)?;
-        if !files.present() {
+        let files = config.runtime_files()?;
+        if !files.runnable() {
             return Err(SandboxError::Harness(
                 "the runtime is not fetched yet; run `warden runtime fetch`".into(),
             ));
         }
-        let engine = engine(config)?;
-        let module = compiled::load_existing(&engine, &files, &config.home)?;
+        let engine = engine(config, &files.platform)?;
+        let module = compiled::load_existing(&engine, &files)?;
         Sandbox::assemble(config, files, engine, module)
     }
 
@@ -222,7 +258,7 @@ impl Sandbox {
         engine: Engine,
         module: Module,
     ) -> Result<Sandbox, SandboxError> {
-        let compiled_name = compiled::name(&engine, &files, &config.home)?;
+        let compiled_name = compiled::name(&files)?;
         let (linker, pre, exports) = link(&engine, &module)?;
         Ok(Sandbox {
             engine,
@@ -252,6 +288,7 @@ impl Sandbox {
     /// Runs one real call on a freshly built snapshot before it is cached: a tool reads
     /// a folder and a variable granted to this call only. A snapshot that remembered
     /// the folders or environment of the instance that built it would fail here.
+    #[cfg(feature = "compiler")]
     fn check_new_snapshot(&self) -> Result<(), SandboxError> {
         const TOOL: &str = "import os\n\
 def check() -> list:\n    \
@@ -297,8 +334,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
 
     /// Where the compiled runtime for `config` is cached (it may not exist yet).
     pub fn compiled_path(config: &SandboxConfig) -> Result<PathBuf, SandboxError> {
-        let files = RuntimeFiles::at(&config.home)?;
-        compiled::path(&engine(config)?, &files, &config.home)
+        compiled::path(&config.runtime_files()?)
     }
 
     /// The runtime files in use.

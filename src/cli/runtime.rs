@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use warden::limits::ByteSize;
-use warden::sandbox::{RuntimeFiles, Sandbox, SandboxConfig, prune_warm_states};
+use warden::sandbox::{Sandbox, SandboxConfig, prune_warm_states};
 
 use super::{ExitCode, UsageError};
 
@@ -33,8 +33,16 @@ pub enum RuntimeCommand {
 }
 
 pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<ExitCode> {
-    let files = RuntimeFiles::at(&config.home)?;
+    let files = config.runtime_files()?;
     match cmd {
+        RuntimeCommand::Fetch { .. } if files.bundled => {
+            bail!(
+                "this warden runs the bundled runtime in {}, precompiled for {}: there is \
+                 nothing to fetch or compile here",
+                files.root.display(),
+                files.platform
+            );
+        }
         RuntimeCommand::Fetch { wheel } => {
             if let Some(w) = &wheel
                 && !w.is_file()
@@ -48,7 +56,7 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
             eprintln!("runtime ready in {}", config.home.display());
         }
         RuntimeCommand::Verify => {
-            if !files.present() {
+            if !files.runnable() && !files.present() {
                 bail!(
                     "the runtime is not fetched into {}: run `warden runtime fetch`",
                     config.home.display()
@@ -83,6 +91,15 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
                 );
             }
             println!("present:   {}", files.present());
+            println!(
+                "platform:  {} ({})",
+                files.platform,
+                if files.bundled {
+                    "bundled, read-only"
+                } else {
+                    "this host's level"
+                }
+            );
             let compiled = Sandbox::compiled_path(config)?;
             let state = if compiled.is_file() {
                 "built"

@@ -24,6 +24,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::platform::Platform;
+
 /// The pinned runtime could not be fetched, read or verified.
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -66,6 +68,18 @@ pub enum ArtifactError {
     MatplotlibData {
         /// The standard library's zip.
         stdlib: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An installed bundle's runtime folder is incomplete or unreadable.
+    #[error(
+        "the bundled runtime in {} is unusable ({reason}): install the bundle again \
+         (`warden bundle install FILE DIR`)",
+        dir.display()
+    )]
+    Bundle {
+        /// The bundle's runtime folder.
+        dir: PathBuf,
         /// What is wrong.
         reason: String,
     },
@@ -166,24 +180,81 @@ impl RuntimeManifest {
 /// Where the verified runtime lives on this host.
 #[derive(Debug, Clone)]
 pub struct RuntimeFiles {
-    /// `runtime/<name>-<version>` under the home folder.
+    /// `runtime/<name>-<version>` under the home folder, or `<name>-<version>` in an
+    /// installed bundle's runtime folder.
     pub root: PathBuf,
     /// The empty folder mounted at the guest's `/`.
     pub empty_root: PathBuf,
+    /// The folder of compiled runtimes: `compiled` under the home folder or the bundle's
+    /// runtime folder.
+    pub compiled_dir: PathBuf,
+    /// What the compiled runtime is compiled for.
+    pub platform: Platform,
+    /// Whether these are a bundle's files: read-only, complete, never fetched or compiled.
+    pub bundled: bool,
     /// The manifest the files match.
     pub manifest: RuntimeManifest,
 }
 
+/// The file in a bundle's runtime folder that says what its compiled runtime is for.
+pub const PLATFORM_FILE: &str = "platform.toml";
+
+/// What [`PLATFORM_FILE`] holds.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlatformFile {
+    /// The target triple.
+    pub target: String,
+    /// The CPU level.
+    pub cpu: String,
+}
+
 impl RuntimeFiles {
-    /// The runtime's paths under `home` (nothing is checked or created).
+    /// The runtime's paths under `home`, compiled for this host at its default CPU level
+    /// (nothing is checked or created).
     pub fn at(home: &Path) -> Result<RuntimeFiles, ArtifactError> {
         let manifest = RuntimeManifest::pinned()?;
         let dir = format!("{}-{}", manifest.package.name, manifest.package.version);
         Ok(RuntimeFiles {
             root: home.join("runtime").join(dir),
             empty_root: home.join("runtime").join("empty"),
+            compiled_dir: home.join("compiled"),
+            platform: Platform::host(),
+            bundled: false,
             manifest,
         })
+    }
+
+    /// The runtime of an installed bundle, in its folder `dir` (`DIR/runtime`): read
+    /// only, with the compiled runtime its [`PLATFORM_FILE`] names.
+    pub fn bundled(dir: &Path) -> Result<RuntimeFiles, ArtifactError> {
+        let manifest = RuntimeManifest::pinned()?;
+        let name = format!("{}-{}", manifest.package.name, manifest.package.version);
+        let file = dir.join(PLATFORM_FILE);
+        let text = fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
+        let bad = |reason: String| ArtifactError::Bundle {
+            dir: dir.to_owned(),
+            reason,
+        };
+        let said: PlatformFile =
+            toml::from_str(&text).map_err(|e| bad(format!("{PLATFORM_FILE}: {e}")))?;
+        let platform = Platform::new(&said.target, &said.cpu).map_err(|e| bad(e.to_string()))?;
+        Ok(RuntimeFiles {
+            root: dir.join(name),
+            empty_root: dir.join("empty"),
+            compiled_dir: dir.join("compiled"),
+            platform,
+            bundled: true,
+            manifest,
+        })
+    }
+
+    /// The same runtime files, compiled for `platform` instead.
+    pub fn for_platform(&self, platform: Platform) -> RuntimeFiles {
+        RuntimeFiles {
+            platform,
+            ..self.clone()
+        }
     }
 
     /// Where an artifact is kept.
@@ -208,14 +279,37 @@ impl RuntimeFiles {
     /// True when every artifact is in place with its pinned size. (Content was verified
     /// before the file got its final name; `warden runtime verify` checks it again.)
     pub fn present(&self) -> bool {
-        self.manifest.artifact.iter().all(|a| {
-            fs::metadata(self.path(a.role)).is_ok_and(|m| m.is_file() && m.len() == a.size)
-        }) && self.empty_root.is_dir()
+        self.manifest
+            .artifact
+            .iter()
+            .all(|a| self.artifact_present(a))
+            && self.empty_root.is_dir()
     }
 
-    /// Hashes every artifact again and compares it with the manifest.
+    /// True when what a call needs is in place: the standard library, matplotlib's data
+    /// and the empty root. The snapshot (`python-snapshot.wasm`, ~104 MB) is needed only
+    /// to compile the runtime, never to run it.
+    pub fn runnable(&self) -> bool {
+        self.manifest
+            .artifact
+            .iter()
+            .filter(|a| a.role != Role::Snapshot)
+            .all(|a| self.artifact_present(a))
+            && self.empty_root.is_dir()
+            && self.matplotlib_data_dir().is_dir()
+    }
+
+    fn artifact_present(&self, a: &Artifact) -> bool {
+        fs::metadata(self.path(a.role)).is_ok_and(|m| m.is_file() && m.len() == a.size)
+    }
+
+    /// Hashes every artifact again and compares it with the manifest (a bundle's
+    /// runtime has no snapshot: it is checked against the bundle's own manifest).
     pub fn verify(&self) -> Result<(), ArtifactError> {
         for a in &self.manifest.artifact {
+            if self.bundled && a.role == Role::Snapshot {
+                continue;
+            }
             let path = self.path(a.role);
             let file = File::open(&path).map_err(|e| io_error(&path, e))?;
             let (size, digest) = hash_reader(file).map_err(|e| io_error(&path, e))?;
@@ -224,8 +318,18 @@ impl RuntimeFiles {
         Ok(())
     }
 
-    /// Fetches the runtime unless it is already present.
+    /// Fetches the runtime unless it is already present. A bundle's runtime is never
+    /// fetched: it is complete, or the bundle must be installed again.
     pub fn ensure(&self, progress: Progress) -> Result<(), ArtifactError> {
+        if self.bundled {
+            if self.runnable() {
+                return Ok(());
+            }
+            return Err(ArtifactError::Bundle {
+                dir: self.root.parent().unwrap_or(&self.root).to_owned(),
+                reason: "files are missing".into(),
+            });
+        }
         if !self.present() {
             self.fetch(None, progress)?;
         }

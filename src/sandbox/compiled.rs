@@ -1,58 +1,53 @@
-//! The compiled cache: Warden's snapshot as native code, built once per machine.
+//! The compiled cache: Warden's snapshot as native code, built once per machine (or
+//! shipped in a bundle, built for the device).
 //!
-//! `compiled/warden-<snapshot>-wasmtime-<version>-<engine>.cwasm` under Warden's home,
-//! where `<snapshot>` identifies what the snapshot is built from (the pinned runtime's
-//! hash and the harness, see [`snapshot::identity`]) and `<engine>` hashes the engine's
-//! compilation settings. Any change to either gives a new name, so a stale file is never
-//! loaded; older files are removed once a new one is in place.
+//! `<compiled>/warden-<snapshot>-wasmtime-<version>-<target>-<cpu>-<settings>.cwasm`,
+//! where `<compiled>` is `compiled/` under Warden's home or a bundle's runtime folder,
+//! `<snapshot>` identifies what the snapshot is built from (the pinned runtime's hash and
+//! the harness, see [`snapshot::identity`]), `<target>` and `<cpu>` the platform it is
+//! compiled for ([`super::platform`]: an explicit CPU level, never the build host's own
+//! flags) and `<settings>` hashes Warden's engine settings ([`super::engine::SETTINGS`]).
+//! Any change to one gives a new name, so a stale file is never loaded; older files are
+//! removed once a new one is in place. wasmtime checks the header again on every load.
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
+#[cfg(feature = "compiler")]
 use super::artifacts::Progress;
-use super::{RuntimeFiles, SandboxError, WASMTIME_VERSION, io_error, snapshot};
+use super::engine::SETTINGS;
+#[cfg(feature = "compiler")]
+use super::io_error;
+use super::{RuntimeFiles, SandboxError, WASMTIME_VERSION, snapshot};
 
-/// The `.cwasm` file for this engine, runtime and harness.
-pub fn path(engine: &Engine, files: &RuntimeFiles, home: &Path) -> Result<PathBuf, SandboxError> {
-    use std::hash::Hash;
-    let identity = snapshot::identity(files)?;
-    // SHA-256 rather than std's DefaultHasher, whose output may change between Rust
-    // releases and would then orphan every cache.
-    let mut engine_settings = Sha256Writer(Sha256::new());
-    engine
-        .precompile_compatibility_hash()
-        .hash(&mut engine_settings);
-    let engine_settings = hex::encode(engine_settings.0.finalize());
-    let key = format!(
-        "warden-{}-wasmtime-{WASMTIME_VERSION}-{}",
-        &identity[..16],
-        &engine_settings[..16]
-    );
-    Ok(home.join("compiled").join(format!("{key}.cwasm")))
+/// The `.cwasm` file of this runtime for its platform.
+pub fn path(files: &RuntimeFiles) -> Result<PathBuf, SandboxError> {
+    Ok(files.compiled_dir.join(name(files)?))
 }
 
-/// Feeds what a `Hash` implementation writes into SHA-256.
-struct Sha256Writer(Sha256);
-
-impl std::hash::Hasher for Sha256Writer {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-
-    fn finish(&self) -> u64 {
-        // Only the full digest is used (see `path`).
-        0
-    }
+/// The compiled snapshot's file name: its identity, which warm states are keyed by.
+pub fn name(files: &RuntimeFiles) -> Result<String, SandboxError> {
+    let identity = snapshot::identity(files)?;
+    let settings = hex::encode(Sha256::digest(format!("{SETTINGS:?}")));
+    Ok(format!(
+        "warden-{}-wasmtime-{WASMTIME_VERSION}-{}-{}-{}.cwasm",
+        &identity[..16],
+        files.platform.target(),
+        files.platform.cpu(),
+        &settings[..12]
+    ))
 }
 
 /// A freshly compiled snapshot under a temporary name.
+#[cfg(feature = "compiler")]
 pub struct Pending {
     tmp: tempfile::NamedTempFile,
     path: PathBuf,
 }
 
+#[cfg(feature = "compiler")]
 impl Pending {
     /// Moves the compiled snapshot to its cache name and removes older ones.
     pub fn keep(self) -> Result<(), SandboxError> {
@@ -65,39 +60,110 @@ impl Pending {
     }
 }
 
-/// The compiled snapshot's file name: its identity, which warm states are keyed by.
-pub fn name(engine: &Engine, files: &RuntimeFiles, home: &Path) -> Result<String, SandboxError> {
-    Ok(path(engine, files, home)?
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default())
-}
-
 /// Loads the compiled snapshot, which must exist: a worker process never compiles (the
-/// server that started it did, before).
+/// server that started it did, before), nor does a bundle's runtime or a binary built
+/// without the compiler. A module this host cannot run is refused with wasmtime's
+/// reason and the bundle to use instead.
 #[expect(
     unsafe_code,
     reason = "loading a compiled module is unsafe in wasmtime; see the SAFETY note"
 )]
-pub fn load_existing(
-    engine: &Engine,
-    files: &RuntimeFiles,
-    home: &Path,
-) -> Result<Module, SandboxError> {
-    let path = path(engine, files, home)?;
-    // SAFETY: as in `load_or_build`: a file Warden wrote into its own home with this
-    // engine's settings (its name carries their hash); wasmtime checks the header.
-    unsafe { Module::deserialize_file(engine, &path) }.map_err(|e| {
-        SandboxError::Compile(e.context(format!(
-            "the compiled runtime {} cannot be loaded; run `warden runtime fetch`",
-            path.display()
-        )))
+pub fn load_existing(engine: &Engine, files: &RuntimeFiles) -> Result<Module, SandboxError> {
+    let path = path(files)?;
+    if !path.is_file() {
+        return Err(missing(files, &path));
+    }
+    // SAFETY: a file Warden wrote (into its own home, or into a bundle whose every file
+    // was checked against a signed manifest on install), named by this engine's settings
+    // and platform; wasmtime checks its header, settings and CPU features before use.
+    unsafe { Module::deserialize_file(engine, &path) }
+        .map_err(|reason| incompatible(files, &path, reason))
+}
+
+/// The error for a compiled runtime that is not there.
+fn missing(files: &RuntimeFiles, path: &Path) -> SandboxError {
+    if files.bundled {
+        return SandboxError::Artifact(super::ArtifactError::Bundle {
+            dir: files.compiled_dir.parent().unwrap_or(path).to_owned(),
+            reason: format!("it has no {}", path.display()),
+        });
+    }
+    if cfg!(feature = "compiler") {
+        SandboxError::NotCompiled {
+            path: path.to_owned(),
+            what: "run `warden runtime fetch` to compile it".into(),
+        }
+    } else {
+        SandboxError::NotCompiled {
+            path: path.to_owned(),
+            what: "this warden is built without the compiler and only loads precompiled \
+                   runtimes: install a bundle made for this machine (`warden bundle create` \
+                   on a build machine, then `warden bundle install FILE DIR` here) and run \
+                   DIR/bin/warden"
+                .into(),
+        }
+    }
+}
+
+/// The error for a compiled runtime wasmtime will not load on this host.
+fn incompatible(files: &RuntimeFiles, path: &Path, reason: wasmtime::Error) -> SandboxError {
+    let host = super::platform::Platform::host();
+    SandboxError::Incompatible {
+        path: path.to_owned(),
+        compiled_for: files.platform.to_string(),
+        reason,
+        instead: format!(
+            "use a bundle made with `warden bundle create --target {} --cpu {}`",
+            host.target(),
+            host.cpu()
+        ),
+    }
+}
+
+/// The engine that compiles for `files`' platform: Warden's settings, no instance pool
+/// (its slots are sized by the host that runs calls, not by compilation).
+#[cfg(feature = "compiler")]
+fn compile_engine(files: &RuntimeFiles) -> Result<Engine, SandboxError> {
+    let config = super::engine::settings_config(&files.platform)?;
+    Engine::new(&config).map_err(|e| {
+        let hint = if files.platform.is_host_target() {
+            String::new()
+        } else {
+            " (to compile for another architecture, build warden with `--features all-arch`)"
+                .to_owned()
+        };
+        SandboxError::Engine(e.context(format!("cannot compile for {}{hint}", files.platform)))
     })
+}
+
+/// Builds Warden's snapshot and compiles it for `files`' platform: the bytes of a
+/// `.cwasm` (minutes and ~2.5 GB of memory, with progress). Blocking.
+#[cfg(feature = "compiler")]
+pub fn compile(files: &RuntimeFiles, progress: Progress) -> Result<Vec<u8>, SandboxError> {
+    let engine = compile_engine(files)?;
+    let spinner = progress.spinner(format!(
+        "preparing the Python runtime for {}, step 1/2: loading Warden's harness into a \
+         snapshot (about 2-3 minutes on 2 cores in all)",
+        files.platform
+    ));
+    let built = snapshot::build(files);
+    spinner.finish_and_clear();
+    let wasm = built?;
+    let spinner = progress.spinner(format!(
+        "preparing the Python runtime for {}, step 2/2: compiling it to native code",
+        files.platform
+    ));
+    let compiled = engine
+        .precompile_module(&wasm)
+        .map_err(SandboxError::Compile);
+    spinner.finish_and_clear();
+    compiled
 }
 
 /// Loads the compiled snapshot, or builds and compiles it (minutes, once, with
 /// progress). A new one comes with its [`Pending`] cache entry, kept only after the
 /// caller has checked it.
+#[cfg(feature = "compiler")]
 #[expect(
     unsafe_code,
     reason = "loading a compiled module is unsafe in wasmtime; see the SAFETY notes"
@@ -105,10 +171,9 @@ pub fn load_existing(
 pub fn load_or_build(
     engine: &Engine,
     files: &RuntimeFiles,
-    home: &Path,
     progress: Progress,
 ) -> Result<(Module, Option<Pending>), SandboxError> {
-    let path = path(engine, files, home)?;
+    let path = path(files)?;
     if path.is_file() {
         // SAFETY: the file was produced by `Engine::precompile_module` with this
         // engine's settings (the name carries their hash) and written by Warden into
@@ -122,28 +187,15 @@ pub fn load_or_build(
             ),
         }
     }
-    let dir = home.join("compiled");
-    std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
-    let spinner = progress.spinner(
-        "preparing the Python runtime for this machine, step 1/2: loading Warden's harness \
-         into a snapshot; this happens once (about 2-3 minutes on 2 cores in all)"
-            .to_owned(),
+    let dir = &files.compiled_dir;
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    let compiled = compile(files, progress)?;
+    tracing::info!(
+        "compiled the runtime for {} into {}",
+        files.platform,
+        path.display()
     );
-    let built = snapshot::build(files);
-    spinner.finish_and_clear();
-    let wasm = built?;
-    let spinner = progress.spinner(
-        "preparing the Python runtime for this machine, step 2/2: compiling it to native \
-         code; this happens once"
-            .to_owned(),
-    );
-    let compiled = engine
-        .precompile_module(&wasm)
-        .map_err(SandboxError::Compile);
-    spinner.finish_and_clear();
-    drop(wasm);
-    let compiled = compiled?;
-    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| io_error(&dir, e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
     std::io::Write::write_all(tmp.as_file_mut(), &compiled).map_err(|e| io_error(tmp.path(), e))?;
     drop(compiled);
     tmp.as_file()
@@ -157,6 +209,7 @@ pub fn load_or_build(
 
 /// Removes compiled runtimes other than `current` (earlier harnesses, settings or
 /// wasmtime versions): each is ~300 MB. A process still using one keeps its mapping.
+#[cfg(feature = "compiler")]
 fn remove_stale(dir: &Path, current: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -175,7 +228,7 @@ fn remove_stale(dir: &Path, current: &Path) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "compiler"))]
 mod tests {
     use super::*;
 

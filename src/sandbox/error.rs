@@ -34,6 +34,31 @@ pub enum SandboxError {
     /// Compiling the runtime failed.
     #[error("compiling the Python runtime failed: {0:#}")]
     Compile(wasmtime::Error),
+    /// The compiled runtime is not there, and this process will not compile it.
+    #[error("the compiled runtime {} is missing: {what}", path.display())]
+    NotCompiled {
+        /// Where it was looked for.
+        path: PathBuf,
+        /// What to do.
+        what: String,
+    },
+    /// wasmtime refuses the compiled runtime on this host (another CPU level, target,
+    /// wasmtime version or engine settings). Never rebuilt silently.
+    #[error(
+        "the compiled runtime {} (for {compiled_for}) cannot run on this host: {reason:#}; \
+         {instead}",
+        path.display()
+    )]
+    Incompatible {
+        /// The `.cwasm` file.
+        path: PathBuf,
+        /// The platform it was compiled for.
+        compiled_for: String,
+        /// wasmtime's reason.
+        reason: wasmtime::Error,
+        /// Which bundle to use instead.
+        instead: String,
+    },
     /// Building Warden's snapshot of the runtime failed.
     #[error(
         "pre-initializing the Python runtime with Warden's harness failed: {0:#}; \

@@ -22,15 +22,25 @@
 //! plain call of `_warden_call()`. [`super::compiled`] checks on the compiled result that
 //! a call reads its own grants before caching it.
 
-use wasmtime::{Config, Engine, Instance, Linker, Module, OptLevel, Store, Val};
+#[cfg(feature = "compiler")]
+use wasmtime::{Config, Engine, Linker, Module, OptLevel, Val};
+use wasmtime::{Instance, Store};
+#[cfg(feature = "compiler")]
 use wasmtime_wasi::p1::WasiP1Ctx;
+#[cfg(feature = "compiler")]
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 use super::artifacts::Role;
+#[cfg(feature = "compiler")]
 use super::guest::{Exports, turn};
+#[cfg(feature = "compiler")]
 use super::pipe::CappedPipe;
-use super::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, WARDEN, snapshot_stdin};
-use super::{RuntimeFiles, SandboxError, io_error, on_own_thread, state_exports, wasi};
+#[cfg(feature = "compiler")]
+use super::protocol::snapshot_stdin;
+use super::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, WARDEN};
+use super::{RuntimeFiles, SandboxError, state_exports};
+#[cfg(feature = "compiler")]
+use super::{io_error, on_own_thread, wasi};
 
 /// How the snapshot is built (the steps above), for [`identity`]: changed with them.
 const RECIPE: &str = "2: state exports, runtime folders, preopen reset";
@@ -58,7 +68,8 @@ pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
 
 /// Builds Warden's snapshot from the verified runtime files. Blocking and slow (it
 /// compiles the instrumented runtime, without optimization, to run it once): the result
-/// is compiled and cached by the caller.
+/// is compiled and cached by the caller. Only in a binary with the compiler.
+#[cfg(feature = "compiler")]
 pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
     let source = files.path(Role::Snapshot);
     let wasm = std::fs::read(&source).map_err(|e| io_error(&source, e))?;
@@ -160,6 +171,7 @@ pub(super) async fn reset_preopens<T: Send>(
 }
 
 /// The instance after the harness's turn, as Wizer reads it.
+#[cfg(feature = "compiler")]
 struct Loaded<'a> {
     store: &'a mut Store<WasiP1Ctx>,
     instance: Instance,
@@ -168,6 +180,7 @@ struct Loaded<'a> {
     unreadable: Option<String>,
 }
 
+#[cfg(feature = "compiler")]
 impl InstanceState for Loaded<'_> {
     async fn global_get(&mut self, name: &str, _: ValType) -> SnapshotVal {
         let value = self

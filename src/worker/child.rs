@@ -92,6 +92,7 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     let (
         ToWorker::Load {
             home,
+            runtime,
             max_memory_bytes,
         },
         _,
@@ -100,6 +101,7 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
         return Err("the server's first message was not `load`".into());
     };
     let mut config = SandboxConfig::new(home);
+    config.runtime = runtime;
     // One call at a time; its instance and a preparation's never overlap.
     config.max_instances = 1;
     config.max_memory = ByteSize(max_memory_bytes);

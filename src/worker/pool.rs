@@ -117,6 +117,8 @@ pub struct Workers {
 struct Pool {
     binary: PathBuf,
     home: PathBuf,
+    /// An installed bundle's runtime folder, if this process runs one.
+    runtime_dir: Option<PathBuf>,
     max_memory: ByteSize,
     /// Folders every worker may read: the runtime, warm states, package sites.
     base_read_only: Vec<PathBuf>,
@@ -201,6 +203,7 @@ impl Workers {
         let pool = Pool {
             binary: config.binary.clone(),
             home: sandbox_config.home.clone(),
+            runtime_dir: sandbox_config.runtime.clone(),
             max_memory: sandbox_config.max_memory,
             base_read_only,
             warm,
@@ -495,7 +498,9 @@ impl Pool {
         let worker = Worker::start(&self.binary).await?;
         self.started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        worker.load(&self.home, self.max_memory).await
+        worker
+            .load(&self.home, self.runtime_dir.as_deref(), self.max_memory)
+            .await
     }
 
     /// Puts a worker back among the idle ones, unless it has run its share of calls;

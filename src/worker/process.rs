@@ -104,10 +104,12 @@ impl Worker {
     pub(super) async fn load(
         self,
         home: &Path,
+        runtime: Option<&Path>,
         max_memory: ByteSize,
     ) -> Result<Worker, SandboxError> {
         let load = ToWorker::Load {
             home: home.to_owned(),
+            runtime: runtime.map(Path::to_owned),
             max_memory_bytes: max_memory.as_u64(),
         };
         self.step(&load, "load", |m| matches!(m, ToServer::Loaded))

@@ -33,6 +33,8 @@ pub enum ToWorker {
     Load {
         /// Warden's home.
         home: PathBuf,
+        /// An installed bundle's runtime folder, if the server runs one.
+        runtime: Option<PathBuf>,
         /// Highest memory cap a call may ask for, in bytes (sizes the pool's slots).
         max_memory_bytes: u64,
     },
