@@ -5,6 +5,7 @@
 //! its own file under `cli/`.
 
 mod audit;
+mod bundle;
 mod db;
 mod mcp;
 mod packages;
@@ -74,6 +75,10 @@ pub enum Command {
     /// The registry database: migrate its schema, or copy it into PostgreSQL.
     #[command(subcommand)]
     Db(db::DbCommand),
+    /// Edge bundles: one signed file with the binary and the runtime precompiled for a
+    /// device; check one, or install it.
+    #[command(subcommand)]
+    Bundle(bundle::BundleCommand),
 }
 
 /// Exit codes: 0 for `ok`; one per other status; 1 when Warden could not run the call;
@@ -134,6 +139,13 @@ impl Cli {
             None => default_home()?,
         };
         let mut config = SandboxConfig::new(home);
+        // An installed bundle's binary runs the runtime beside it (DIR/runtime).
+        config.runtime = std::env::current_exe()
+            .ok()
+            .and_then(|exe| warden::bundle::installed_runtime(&exe));
+        if let Some(dir) = &config.runtime {
+            tracing::info!("using the bundled runtime in {}", dir.display());
+        }
         config.progress = if self.quiet {
             Progress::Quiet
         } else {
@@ -150,6 +162,7 @@ impl Cli {
             Command::Audit(cmd) => audit::audit(&config.home, cmd),
             Command::Packages(cmd) => packages::packages(&config, cmd),
             Command::Db(cmd) => db::db(&config.home, cmd, self.quiet),
+            Command::Bundle(cmd) => bundle::bundle(&config, cmd),
         }
     }
 }

@@ -41,6 +41,7 @@
 
 pub mod app;
 pub mod audit;
+pub mod bundle;
 pub mod capabilities;
 pub mod confine;
 pub mod events;

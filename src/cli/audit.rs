@@ -147,21 +147,23 @@ fn verify(args: VerifyArgs) -> Result<ExitCode> {
     })
 }
 
+/// An Ed25519 signing key from `file` (64 hex digits of its seed): audit exports' and
+/// bundles' keys alike.
+pub(super) fn read_key(file: &Path) -> Result<AuditKey> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the signing key file {}", file.display()))?;
+    AuditKey::from_hex(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
+}
+
 /// The audit signing key: from `file`, or `$WARDEN_HOME/audit-signing.key`, which is
 /// made (readable by its owner only) the first time it is needed.
 pub(super) fn audit_key(home: &Path, file: Option<&Path>) -> Result<AuditKey> {
-    let read = |file: &Path| -> Result<AuditKey> {
-        let text = std::fs::read_to_string(file).with_context(|| {
-            format!("cannot read the audit signing key file {}", file.display())
-        })?;
-        AuditKey::from_hex(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
-    };
     if let Some(file) = file {
-        return read(file);
+        return read_key(file);
     }
     let file = home.join(KEY_FILE);
     if file.exists() {
-        return read(&file);
+        return read_key(&file);
     }
     std::fs::create_dir_all(home)
         .with_context(|| format!("cannot create the folder {}", home.display()))?;

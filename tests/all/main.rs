@@ -13,6 +13,8 @@
 
 /// `warden audit` and `warden tenant policy`: exports checked offline, policies changed.
 mod audit;
+/// Edge bundles: made, verified, installed, and run offline with nothing compiled.
+mod bundle;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
 /// The second wall: an escaped tool, confined by its worker process.
