@@ -44,6 +44,10 @@ pub mod platform;
 pub mod protocol;
 pub mod share;
 pub mod snapshot;
+#[cfg_attr(
+    not(feature = "compiler"),
+    expect(dead_code, reason = "only building a snapshot adds exports")
+)]
 mod state_exports;
 pub mod syscalls;
 mod tool;
@@ -85,7 +89,9 @@ use crate::events::{Events, LogLevel};
 use crate::grants::{Grants, SecretValue, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
 use crate::outbound::{Clients, Exchange, PrivateNetwork};
-use crate::outcome::{CallResult, Status};
+use crate::outcome::CallResult;
+#[cfg(feature = "compiler")]
+use crate::outcome::Status;
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -211,11 +217,8 @@ impl Sandbox {
         if files.bundled || (compiles && !compiled) {
             files.ensure(config.progress)?;
         } else if !files.runnable() {
-            return Err(SandboxError::Harness(format!(
-                "the runtime's standard library is not in {}: this warden is built without \
-                 the compiler; install a bundle (`warden bundle install FILE DIR`)",
-                files.root.display()
-            )));
+            // Without the compiler nothing is fetched either: say what to install.
+            return Err(compiled::missing(&files, &compiled::path(&files)?));
         }
         #[cfg(feature = "compiler")]
         {

@@ -152,6 +152,9 @@ fn mcp_access(args: &ServeArgs) -> McpAccess {
 }
 
 pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode> {
+    // A fresh home (a device's first start) holds nothing yet, not even its keys.
+    std::fs::create_dir_all(&config.home)
+        .with_context(|| format!("cannot create Warden's home {}", config.home.display()))?;
     let http_config = HttpConfig {
         request_timeout: args.request_timeout.into(),
         header_read_timeout: args.header_read_timeout.into(),

@@ -80,8 +80,8 @@ pub fn load_existing(engine: &Engine, files: &RuntimeFiles) -> Result<Module, Sa
         .map_err(|reason| incompatible(files, &path, reason))
 }
 
-/// The error for a compiled runtime that is not there.
-fn missing(files: &RuntimeFiles, path: &Path) -> SandboxError {
+/// The error for a compiled runtime that is not there (or not runnable).
+pub(super) fn missing(files: &RuntimeFiles, path: &Path) -> SandboxError {
     if files.bundled {
         return SandboxError::Artifact(super::ArtifactError::Bundle {
             dir: files.compiled_dir.parent().unwrap_or(path).to_owned(),
