@@ -5,7 +5,7 @@ CARGO ?= cargo
 # The binary `cargo build` writes (under CARGO_TARGET_DIR when that is set).
 WARDEN = $(or $(CARGO_TARGET_DIR),./target)/debug/warden
 
-.PHONY: build example test runtime bench lint fuzz
+.PHONY: build example test runtime bench lint fuzz bundle edge-bench
 
 build:
 	$(CARGO) build
@@ -44,3 +44,24 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets --features escape-hatch -- -D warnings
+
+## An edge bundle (README "Edge deployment"): a warden built without the compiler for
+## TARGET (default: this host; `TARGET=aarch64-unknown-linux-gnu` for arm64), and the
+## runtime precompiled for CPU (default x86-64-v2 on x86-64, baseline on aarch64) by this
+## host's warden. Writes target/bundle/warden-<version>-<target>-<cpu>.tar.zst, signed
+## with KEY (default: $$WARDEN_HOME/audit-signing.key). TOOLS=DIR ships a folder of tools.
+HOST_TARGET := $(shell rustc -vV | sed -n 's/^host: //p')
+TARGET ?= $(HOST_TARGET)
+CPU ?= $(if $(findstring aarch64,$(TARGET)),baseline,x86-64-v2)
+BUNDLE_BINARY = target/$(TARGET)/bundle/warden
+# Precompiling for another architecture needs wasmtime's other backends.
+BUNDLE_FEATURES = $(if $(filter $(HOST_TARGET),$(TARGET)),,--features all-arch)
+bundle:
+	$(CARGO) build --profile bundle --no-default-features --target $(TARGET) --bin warden
+	$(CARGO) build --bin warden $(BUNDLE_FEATURES)
+	$(WARDEN) bundle create --target $(TARGET) --cpu $(CPU) --binary $(BUNDLE_BINARY) \
+	  --out target/bundle $(if $(TOOLS),--tools $(TOOLS)) $(if $(KEY),--key $(KEY))
+
+## Footprint and start-up of the host's bundle (run as root: it drops the page cache).
+edge-bench: bundle
+	./tests/edge-bench.sh target/bundle/warden-$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)-$(TARGET)-$(CPU).tar.zst $(BUNDLE_BINARY)
