@@ -735,7 +735,9 @@ fn main() -> anyhow::Result<()> {
     }
 
     // The error path: a tool that raises (its traceback formatted by the harness).
+    // Warmed like every registered tool (and like the trivial call it is compared with).
     let raises = prepare("raises.py", &std::fs::read_to_string(fixture("raises.py"))?)?;
+    raises.set_warmth(sandbox.warm_state(raises.folder(), None)?);
     let raise_args = raises
         .check(json!({"value": -1}))
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
