@@ -121,9 +121,11 @@ impl IntoResponse for ConsoleError {
                 "Not signed in",
                 "You are not signed in, or your session ended (sessions end after an hour \
                  unused, eight hours after sign-in, at sign-out, or when their reviewer key \
-                 is revoked). Ask for a new sign-in link with your reviewer key: \
-                 curl -X POST -H 'Authorization: Bearer $WARDEN_REVIEWER_KEY' \
-                 https://HOST/v1/review/links"
+                 is revoked). If you have just opened a sign-in link from another \
+                 application, follow the link below: the browser sends the console's \
+                 cookie only on navigations from this site. Otherwise ask for a new \
+                 sign-in link with your reviewer key: curl -X POST -H 'Authorization: \
+                 Bearer $WARDEN_REVIEWER_KEY' https://HOST/v1/review/links"
                     .to_owned(),
                 "not_signed_in",
             ),
@@ -188,7 +190,7 @@ impl IntoResponse for ConsoleError {
                     p { (message) }
                     p.code { "Error code: " code { (code) } }
                 }
-                p { a href="/review/" { "Back to the console" } }
+                p { a href="/review/" { "Open the console" } }
             },
         );
         (status, page).into_response()

@@ -94,10 +94,10 @@ impl Browser {
                     Ok(_) => {}
                 }
                 message.pop();
-                if let Ok(value) = serde_json::from_slice::<Value>(&message) {
-                    if tx.send(value).is_err() {
-                        return;
-                    }
+                if let Ok(value) = serde_json::from_slice::<Value>(&message)
+                    && tx.send(value).is_err()
+                {
+                    return;
                 }
             }
         });

@@ -36,12 +36,13 @@ pub(in crate::http::console) async fn trail(
 ) -> Result<Response, ConsoleError> {
     let tenant = signed.tenant(q.tenant.as_deref())?;
     let kind = q.kind.filter(|k| !k.is_empty());
-    if let Some(k) = &kind {
-        if !AuditEvent::KINDS.contains(&k.as_str()) {
-            return Err(ConsoleError::BadRequest(format!(
-                "there is no event kind {k:?}: choose one from the list"
-            )));
-        }
+    if let Some(k) = kind
+        .as_ref()
+        .filter(|k| !AuditEvent::KINDS.contains(&k.as_str()))
+    {
+        return Err(ConsoleError::BadRequest(format!(
+            "there is no event kind {k:?}: choose one from the list"
+        )));
     }
     let filter = AuditFilter {
         kind: kind.clone(),
