@@ -159,6 +159,10 @@ async fn a_reviewer_signs_in_reads_the_widening_diff_and_approves_it_in_a_browse
     });
     assert!(tool.contains("Calls per day: 2 calls"), "{tool}");
     assert!(tool.contains("host checked, source reviewed"), "{tool}");
+    assert!(
+        tool.contains(", approving"),
+        "the update is the reviewer's: {tool}"
+    );
 
     // Every page so far loaded without a console error or a CSP violation.
     assert!(

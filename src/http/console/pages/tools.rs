@@ -67,17 +67,30 @@ fn state(s: ReviewState) -> Markup {
     }
 }
 
-/// Who made an event and what it says, in a line.
-fn describe(record: &AuditRecord) -> (String, String) {
+/// Who made an event and what it says, in a line. `older` is the event recorded just
+/// before it in the tool's history: an approval records its decision, then the update
+/// it makes.
+fn describe(record: &AuditRecord, older: Option<&AuditRecord>) -> (String, String) {
     let tenant_key = "tenant's API key".to_owned();
     match &record.event {
         AuditEvent::ToolCreated { version, .. } => {
             (tenant_key, format!("registered with version {version}"))
         }
-        AuditEvent::ToolUpdated { from, to, .. } => (
-            "tenant's API key or an approval".to_owned(),
-            format!("current version {from} → {to}"),
-        ),
+        AuditEvent::ToolUpdated { from, to, .. } => {
+            let approval = older.and_then(|o| match &o.event {
+                AuditEvent::ReviewDecided {
+                    version,
+                    reviewer_key,
+                    ..
+                } if version == to && o.seq + 1 == record.seq => Some(reviewer_key),
+                _ => None,
+            });
+            let who = match approval {
+                Some(key) => format!("reviewer {key}, approving"),
+                None => tenant_key,
+            };
+            (who, format!("current version {from} → {to}"))
+        }
         AuditEvent::GrantsChanged { grants, .. } => (
             tenant_key,
             if grants.is_empty() {
@@ -188,8 +201,8 @@ pub(in crate::http::console) async fn detail(
                 caption { "Changes and review decisions, newest first" }
                 thead { tr { th scope="col" { "When" } th scope="col" { "Event" } th scope="col" { "By" } th scope="col" { "What" } } }
                 tbody {
-                    @for e in &h.events {
-                        @let (who, what) = describe(e);
+                    @for (i, e) in h.events.iter().enumerate() {
+                        @let (who, what) = describe(e, h.events.get(i + 1));
                         tr {
                             td { (utc(e.at_ms)) }
                             td { code { (e.event.kind()) } }
