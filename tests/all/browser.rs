@@ -4,8 +4,9 @@
 //! approves it, and the tool's calls move to the new version; no page carries a key or
 //! logs a console error (a CSP violation included); a used or expired link is refused.
 //!
-//! The screenshots the README shows are written to `$CARGO_TARGET_TMPDIR/screenshots/`
-//! (`make screenshots` copies them to `docs/`).
+//! Screenshots of every page it visits are written to `$CARGO_TARGET_TMPDIR/screenshots/`;
+//! `make screenshots` copies the queue's and the diff's, which the README shows, to
+//! `docs/`.
 
 mod cdp;
 
@@ -155,6 +156,14 @@ async fn a_reviewer_signs_in_reads_the_widening_diff_and_approves_it_in_a_browse
     );
     let tool = drive(|| {
         browser.open(&format!("{base}/review/tools/{id}"));
+        std::fs::write(shots.join("review-tool.png"), browser.screenshot()).unwrap();
+        browser.open(&format!("{base}/review/tools"));
+        std::fs::write(shots.join("review-tools.png"), browser.screenshot()).unwrap();
+        browser.open(&format!("{base}/review/audit"));
+        std::fs::write(shots.join("review-audit.png"), browser.screenshot()).unwrap();
+        browser.open(&format!("{base}/review/tools/{id}"));
+        browser.eval("document.querySelector('svg').scrollIntoView()");
+        std::fs::write(shots.join("review-chart.png"), browser.screenshot()).unwrap();
         browser.text()
     });
     assert!(tool.contains("Calls per day: 2 calls"), "{tool}");

@@ -54,10 +54,12 @@ fn badge(text: String, risky: bool) -> Markup {
     }
 }
 
-/// Badges for everything a version's guest can exercise; risky grants flagged, limits
-/// a ceiling lowered or that sit at their ceiling marked.
+/// Badges for everything a version's guest can exercise; risky grants flagged. Limits
+/// get a badge when raised above their default (flagged when raised to the tenant's
+/// ceiling, as the capability audit flags them) or lowered by a ceiling.
 fn capability_badges(c: &Capabilities) -> Markup {
     let wildcard = |h: &str| h == "*" || h.starts_with("*.");
+    let defaults = crate::capabilities::limit_values(&crate::limits::Limits::default());
     html! {
         ul.badges aria-label="Capabilities" {
             @for f in &c.folders {
@@ -81,11 +83,15 @@ fn capability_badges(c: &Capabilities) -> Markup {
                     (badge(format!("requires {r}"), false))
                 }
             }
-            @for l in c.limits.iter().filter(|l| l.lowered || l.ceiling == Some(l.requested)) {
+            @for l in &c.limits {
+                @let default = defaults.iter().find(|(n, _, _)| *n == l.name).map_or(0, |d| d.2);
                 @if l.lowered {
-                    li.badge { (l.name) " lowered to ceiling " (l.effective) " " (l.unit) }
-                } @else {
-                    li.badge { (l.name) " at ceiling " (l.requested) " " (l.unit) }
+                    li.badge { (l.name) " lowered to the ceiling, " (l.effective) " " (l.unit) }
+                } @else if l.requested > default {
+                    (badge(
+                        format!("{} raised to {} {}", l.name, l.requested, l.unit),
+                        l.ceiling.is_some_and(|c| l.requested >= c),
+                    ))
                 }
             }
             @if c.folders.is_empty() && c.hosts.is_empty() && c.secrets.is_empty() && c.env.is_empty() && c.packages.wheels.is_empty() {

@@ -13,6 +13,9 @@ use warden::registry::SessionLife;
 
 use super::{ADD, OPERATOR_KEY, Reply, Service};
 
+/// What the pages show: badges, risky grants, the chart, hostile input escaped.
+mod pages;
+
 /// The console's Content-Security-Policy, word for word.
 pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
 form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -542,60 +545,4 @@ async fn revoking_a_reviewer_key_ends_its_sessions_and_links() {
         StatusCode::UNAUTHORIZED
     );
     assert!(get(&s, &unused, None).await.status.is_client_error());
-}
-
-#[tokio::test]
-async fn hostile_names_descriptions_and_sources_are_escaped() {
-    let s = Service::start();
-    let (key, reviewer, _) = gated(&s).await;
-    let hostile = "def add(a: int, b: int) -> int:\n    \"\"\"Add </pre><script>alert(1)</script>.\"\"\"\n    return a + b\n";
-    let id = s
-        .register(
-            &key,
-            json!({"source": ADD, "description": "<img src=x onerror=alert(1)>"}),
-        )
-        .await;
-    let r = s
-        .send(
-            Method::PUT,
-            &format!("/v1/tools/{id}"),
-            Some(&key),
-            Some(json!({"source": hostile, "grants": {"hosts": ["GET https://api.example.com"]}})),
-        )
-        .await;
-    assert_eq!(r.json["update"], "pending", "{}", r.json);
-    let cookie = sign_in(&s, &reviewer).await;
-    for page in [
-        format!("/review/tools/{id}/versions/2"),
-        format!("/review/tools/{id}"),
-        "/review/audit".to_owned(),
-    ] {
-        let text = html(&get(&s, &page, Some(&cookie)).await).to_owned();
-        assert!(!text.contains("<script"), "{page}: {text}");
-        assert!(!text.contains("<img"), "{page}: {text}");
-    }
-    let review = get(&s, &format!("/review/tools/{id}/versions/2"), Some(&cookie)).await;
-    assert!(
-        html(&review).contains("&lt;script&gt;"),
-        "the diff shows the source"
-    );
-}
-
-#[tokio::test]
-async fn a_tools_page_charts_its_calls_and_fuel_per_day() {
-    let s = Service::start();
-    let (key, reviewer, _) = gated(&s).await;
-    let id = s.register(&key, json!({"source": ADD})).await;
-    for _ in 0..3 {
-        assert_eq!(
-            s.run(&key, &id, json!({"a": 1, "b": 2})).await.status,
-            StatusCode::OK
-        );
-    }
-    let cookie = sign_in(&s, &reviewer).await;
-    let r = get(&s, &format!("/review/tools/{id}"), Some(&cookie)).await;
-    let text = html(&r);
-    assert!(text.contains("<svg"), "{text}");
-    assert!(text.contains("Calls per day: 3 calls in 14 days"), "{text}");
-    assert!(!text.contains("style="), "no inline styles under the CSP");
 }

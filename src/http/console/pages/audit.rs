@@ -120,7 +120,7 @@ pub(in crate::http::console) async fn trail(
                             @for r in &page.items {
                                 tr {
                                     td.num { (r.seq) }
-                                    td { (utc(r.at_ms)) }
+                                    td.when { (utc(r.at_ms)) }
                                     td { code { (r.event.kind()) } }
                                     td { @if let Some(t) = r.event.tool() {
                                         a href={ "/review/tools/" (t) (chrome.scope) } { code { (t) } }

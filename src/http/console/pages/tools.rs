@@ -67,15 +67,21 @@ fn state(s: ReviewState) -> Markup {
     }
 }
 
+/// A version id's first characters, as a reviewer tells versions apart.
+fn short(v: &crate::manifest::VersionId) -> String {
+    format!("{}…", v.as_str().get(..12).unwrap_or(v.as_str()))
+}
+
 /// Who made an event and what it says, in a line. `older` is the event recorded just
 /// before it in the tool's history: an approval records its decision, then the update
 /// it makes.
 fn describe(record: &AuditRecord, older: Option<&AuditRecord>) -> (String, String) {
     let tenant_key = "tenant's API key".to_owned();
     match &record.event {
-        AuditEvent::ToolCreated { version, .. } => {
-            (tenant_key, format!("registered with version {version}"))
-        }
+        AuditEvent::ToolCreated { version, .. } => (
+            tenant_key,
+            format!("registered with version {}", short(version)),
+        ),
         AuditEvent::ToolUpdated { from, to, .. } => {
             let approval = older.and_then(|o| match &o.event {
                 AuditEvent::ReviewDecided {
@@ -89,7 +95,10 @@ fn describe(record: &AuditRecord, older: Option<&AuditRecord>) -> (String, Strin
                 Some(key) => format!("reviewer {key}, approving"),
                 None => tenant_key,
             };
-            (who, format!("current version {from} → {to}"))
+            (
+                who,
+                format!("current version {} → {}", short(from), short(to)),
+            )
         }
         AuditEvent::GrantsChanged { grants, .. } => (
             tenant_key,
@@ -105,11 +114,18 @@ fn describe(record: &AuditRecord, older: Option<&AuditRecord>) -> (String, Strin
         ),
         AuditEvent::ReviewNotNeeded { version, .. } => (
             "the review gate".to_owned(),
-            format!("version {version} widens nothing: approved on registration"),
+            format!(
+                "version {} widens nothing: approved on registration",
+                short(version)
+            ),
         ),
         AuditEvent::ReviewSuperseded { version, by, .. } => (
             "the review gate".to_owned(),
-            format!("version {version} overtaken by {by} before a decision"),
+            format!(
+                "version {} overtaken by {} before a decision",
+                short(version),
+                short(by)
+            ),
         ),
         AuditEvent::ReviewDecided {
             decision,
@@ -122,11 +138,12 @@ fn describe(record: &AuditRecord, older: Option<&AuditRecord>) -> (String, Strin
         } => (
             format!("reviewer {reviewer_key} ({key_hint})"),
             format!(
-                "{} version {version} (diff {}…){}",
+                "{} version {} (diff {}…){}",
                 match decision {
                     crate::registry::ReviewDecision::Approve => "approved",
                     crate::registry::ReviewDecision::Reject => "rejected",
                 },
+                short(version),
                 diff_hash.get(..12).unwrap_or(diff_hash),
                 if note.is_empty() {
                     String::new()
@@ -182,7 +199,7 @@ pub(in crate::http::console) async fn detail(
                         tr {
                             td.num { (v.number) }
                             td { code { (v.id.as_str().get(..16).unwrap_or(v.id.as_str())) "…" } }
-                            td { (utc(v.created_at_ms)) }
+                            td.when { (utc(v.created_at_ms)) }
                             td { (state(v.review)) }
                             td {
                                 @if v.current { "runs now" }
@@ -204,7 +221,7 @@ pub(in crate::http::console) async fn detail(
                     @for (i, e) in h.events.iter().enumerate() {
                         @let (who, what) = describe(e, h.events.get(i + 1));
                         tr {
-                            td { (utc(e.at_ms)) }
+                            td.when { (utc(e.at_ms)) }
                             td { code { (e.event.kind()) } }
                             td { (who) }
                             td { (what) }
