@@ -211,6 +211,28 @@ async fn a_reviewer_signs_in_reads_the_widening_diff_and_approves_it_in_a_browse
     });
     assert_eq!(fits, true, "the queue overflows a phone's width");
 
+    // The operator's overview: every tenant, read-only, without a console error either.
+    let operator = link(&s, crate::http::OPERATOR_KEY, &base).await;
+    let overview = drive(|| {
+        let mut browser = Browser::start(1000, 760);
+        browser.open(&operator);
+        std::fs::write(shots.join("review-operator.png"), browser.screenshot()).unwrap();
+        let text = browser.text();
+        assert!(
+            browser.errors.is_empty(),
+            "console errors: {:#?}",
+            browser.errors
+        );
+        (text, browser.html())
+    });
+    no_key(&overview.1, "the operator's overview");
+    assert!(overview.0.contains("Every tenant"), "{}", overview.0);
+    assert!(
+        overview.0.contains("widening versions wait for review"),
+        "{}",
+        overview.0
+    );
+
     drop(browser);
     let _ = stop.send(());
     server.await.unwrap().unwrap();

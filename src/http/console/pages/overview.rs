@@ -45,7 +45,8 @@ pub(super) async fn page(app: &App, signed: &Signed) -> Result<Response, Console
                         }
                     }
                     @for h in &p.allowed_hosts {
-                        li.badge { "hosts " (h) }
+                        @let text = h.to_string();
+                        li.badge.risk[text.contains('*')] { "hosts " (text) }
                     }
                 }
                 details {
