@@ -124,3 +124,57 @@ async fn a_tools_page_charts_its_calls_and_fuel_per_day() {
     assert!(text.contains("Calls per day: 3 calls in 14 days"), "{text}");
     assert!(!text.contains("style="), "no inline styles under the CSP");
 }
+
+#[tokio::test]
+async fn the_audit_trail_is_paged_filtered_by_kind_and_its_chain_checked() {
+    let s = Service::start();
+    let (key, reviewer, tenant) = gated(&s).await;
+    super::tool_with_pending_version(&s, &key, "adder").await;
+    let tenant: warden::tenant::TenantId = tenant.parse().unwrap();
+    for i in 0..60 {
+        let event = warden::registry::AuditEvent::SecretSet {
+            name: format!("S{i}"),
+        };
+        s.registry.append_audit(&tenant, &event).unwrap();
+    }
+    let cookie = sign_in(&s, &reviewer).await;
+    let row = |kind: &str| format!("<td><code>{kind}</code></td>");
+
+    let first = html(&get(&s, "/review/audit", Some(&cookie)).await).to_owned();
+    assert!(first.contains("Verified: all"), "{first}");
+    assert_eq!(first.matches(&row("secret_set")).count(), 50, "50 a page");
+    let marker = "href=\"/review/audit?before=";
+    let at = first.find(marker).expect("a link to older events") + "href=\"".len();
+    let older = first[at..].split('"').next().unwrap().replace("&amp;", "&");
+    let second = html(&get(&s, &older, Some(&cookie)).await).to_owned();
+    assert_eq!(second.matches(&row("secret_set")).count(), 10);
+    assert!(second.contains(&row("review_pending")), "{second}");
+
+    let filtered =
+        html(&get(&s, "/review/audit?kind=review_pending", Some(&cookie)).await).to_owned();
+    assert_eq!(filtered.matches(&row("review_pending")).count(), 1);
+    assert!(!filtered.contains(&row("secret_set")));
+    assert!(!filtered.contains(&row("tool_created")));
+    assert!(
+        filtered.contains("warden audit verify audit-"),
+        "{filtered}"
+    );
+
+    let r = get(&s, "/review/audit?kind=nonsense", Some(&cookie)).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(html(&r).contains("no event kind"));
+
+    // An event edited behind the service's back: the page says where the chain breaks.
+    let db = rusqlite::Connection::open(s.path().join("warden.db")).unwrap();
+    let edited = db
+        .execute(
+            "UPDATE audit_events SET event = replace(event, '\"S7\"', '\"S8\"') \
+             WHERE tenant_id = ?1 AND event LIKE '%\"S7\"%'",
+            [tenant.as_str()],
+        )
+        .unwrap();
+    assert_eq!(edited, 1);
+    let broken = html(&get(&s, "/review/audit", Some(&cookie)).await).to_owned();
+    assert!(broken.contains("Broken at event"), "{broken}");
+    assert!(broken.contains("does not match its hash"), "{broken}");
+}
