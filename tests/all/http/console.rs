@@ -13,6 +13,8 @@ use warden::registry::SessionLife;
 
 use super::{ADD, OPERATOR_KEY, Reply, Service};
 
+/// Links and sessions across nodes of one PostgreSQL.
+mod cluster;
 /// What the pages show: badges, risky grants, the chart, hostile input escaped.
 mod pages;
 
