@@ -220,6 +220,9 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         };
         // Before the address line, which scripts wait for and may stop reading after.
         eprintln!("warden: MCP at /mcp for {hosts}");
+        eprintln!(
+            "warden: review console at /review/ (sign in: POST /v1/review/links with a reviewer key)"
+        );
         eprintln!("warden listening on http://{addr} (registry {db})");
         let metrics_listener = match args.metrics_listen {
             Some(addr) => {
