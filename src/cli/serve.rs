@@ -72,8 +72,7 @@ pub struct ServeArgs {
     /// Most disk the tools' warm states may take together under $WARDEN_HOME/warm (e.g.
     /// 1GiB, 500MB). Beyond it the least recently used states are evicted and prepared
     /// again on their next call; a state larger than the whole budget is not kept (its
-    /// tool runs cold). A trivial tool's state takes tens of KiB, a pandas tool's a few
-    /// MiB.
+    /// tool runs cold). A trivial tool's state takes ~33 KiB, a pandas tool's ~10 MiB.
     #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_WARM_BUDGET, value_parser = limits::parse_size)]
     pub warm_budget: ByteSize,
     /// Let every tenant's tools reach loopback, private and link-local addresses of the

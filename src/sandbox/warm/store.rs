@@ -31,9 +31,9 @@ use sha2::{Digest, Sha256};
 use super::{ColdReason, FORMAT, Prepared, Record, WarmState, Warmth};
 use crate::sandbox::{SandboxError, ShareKey, ToolFolder, io_error};
 
-/// Default of the warm folder's budget: 1 GiB. A trivial tool's state takes tens of
-/// KiB and a pandas tool's a few MiB, so this holds tens of thousands of trivial tools or
-/// hundreds of heavy ones: about three times the compiled runtime the node keeps
+/// Default of the warm folder's budget: 1 GiB. A trivial tool's state takes ~33 KiB
+/// and a pandas tool's ~10 MiB, so this holds tens of thousands of trivial tools or
+/// about a hundred heavy ones: about three times the compiled runtime the node keeps
 /// anyway, and small beside any disk a node runs on.
 pub const DEFAULT_WARM_BUDGET: ByteSize = ByteSize::gib(1);
 
