@@ -472,6 +472,7 @@ fn runs_are_audited_with_status_fuel_and_time(db: Db) {
         wall_time: Duration::from_millis(3),
         peak_memory_bytes: 1 << 20,
         requests: Vec::new(),
+        start: warden::outcome::Start::Cold,
     };
     let event = AuditEvent::run(
         tool.id.clone(),

@@ -201,6 +201,7 @@ fn runs_add_up_to_calls_and_fuel_per_day(db: Db) {
             wall_time: Duration::from_millis(1),
             peak_memory_bytes: 0,
             requests: Vec::new(),
+            start: Default::default(),
         };
         AuditEvent::run(id.id.clone(), id.current_version.clone(), None, &result)
     };
