@@ -5,7 +5,7 @@ CARGO ?= cargo
 # The binary `cargo build` writes (under CARGO_TARGET_DIR when that is set).
 WARDEN = $(or $(CARGO_TARGET_DIR),./target)/debug/warden
 
-.PHONY: build example test runtime bench lint fuzz bundle edge-bench
+.PHONY: build example test runtime bench lint fuzz screenshots bundle edge-bench
 
 build:
 	$(CARGO) build
@@ -18,12 +18,23 @@ example: build
 	$(WARDEN) run examples/vector_stats.py --args '{"values": [3, 4]}' --json
 
 ## Run every test (unit, integration against the real runtime, CLI, several nodes on a
-## real PostgreSQL server, whose Debian package is installed when missing), then the
-## official MCP conformance suite against `warden serve` (needs Node.js 20+ and npm).
+## real PostgreSQL server and the review console in headless Chromium, whose Debian
+## packages are installed when missing), then the official MCP conformance suite
+## against `warden serve` (needs Node.js 20+ and npm).
 test:
 	./tests/ensure-postgres.sh
+	./tests/ensure-chromium.sh
 	$(CARGO) test --features escape-hatch
 	bash tests/conformance/run.sh
+
+## The review console's screenshots in the README (docs/review-*.png, 1000 px wide, about
+## 60 KB each): the browser test writes them under the target folder; this copies them.
+SHOTS = $(or $(CARGO_TARGET_DIR),./target)/tmp/screenshots
+screenshots:
+	./tests/ensure-chromium.sh
+	$(CARGO) test --features escape-hatch --test all browser::
+	mkdir -p docs
+	cp $(SHOTS)/review-queue.png $(SHOTS)/review-diff.png docs/
 
 ## Fetch, verify and compile the runtime.
 runtime: build

@@ -18,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use warden::app::PreparedTool;
 use warden::app::{App, AppConfig};
 use warden::grants::Grants;
-use warden::limits::Limits;
+use warden::limits::{ByteSize, Limits};
 use warden::outcome::Status;
 use warden::packages::{Packages, Pip};
 use warden::registry::{Location, Registry};
@@ -329,7 +329,10 @@ fn warden_calls(
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
     let grants = Grants::default();
     let one = || {
-        rt.block_on(sandbox.call_from(tool.call(&arguments, &grants, limits), tool.warm_state().0))
+        rt.block_on(sandbox.call_from(
+            tool.call(&arguments, &grants, limits),
+            tool.warm_state().as_deref(),
+        ))
     };
     for _ in 0..calls.min(50) {
         one()?;
@@ -484,7 +487,10 @@ fn throughput(
                 let (grants, limits) = (Grants::default(), Limits::default());
                 for _ in 0..per_task {
                     let r = sandbox
-                        .call_from(tool.call(&arguments, &grants, &limits), tool.warm_state().0)
+                        .call_from(
+                            tool.call(&arguments, &grants, &limits),
+                            tool.warm_state().as_deref(),
+                        )
                         .await?;
                     anyhow::ensure!(r.status == Status::Ok, "bad result: {r:?}");
                 }
@@ -516,6 +522,7 @@ struct Measured {
     prepare_wall: Duration,
     prepare_cpu: Duration,
     disk: u64,
+    first_warm: Duration,
     python: Result<Stats, String>,
 }
 
@@ -562,9 +569,7 @@ fn measure(
     let warm_tool = prepare(name, &source)?.with_packages(case.packages.clone());
     let packages = case.packages.as_deref();
     if let Warmth::Warm(state) = sandbox.warm_state(warm_tool.folder(), packages)? {
-        for ext in ["json", "mem"] {
-            let _ = std::fs::remove_file(home.join("warm").join(format!("{}.{ext}", state.key())));
-        }
+        let _ = std::fs::remove_file(home.join("warm").join(format!("{}.warm", state.key())));
     }
     let (wall, cpu) = (Instant::now(), cpu_time());
     let warmth = sandbox.warm_state(warm_tool.folder(), packages)?;
@@ -574,6 +579,19 @@ fn measure(
         Warmth::Cold(reason) => anyhow::bail!("{} has no warm state: {reason}", case.label),
     };
     warm_tool.set_warmth(warmth);
+    // The first call from the state loads it: its image rebuilt from the snapshot's and
+    // the delta, its module made (once per process and state).
+    let started = Instant::now();
+    let first = rt.block_on(sandbox.call_from(
+        warm_tool.call(&arguments, &grants, &limits),
+        warm_tool.warm_state().as_deref(),
+    ))?;
+    let first_warm = started.elapsed();
+    anyhow::ensure!(
+        first.start == warden::outcome::Start::Warm && first.value.as_ref() == Some(&expected),
+        "{}: the first warm call: {first:?}",
+        case.label
+    );
     let warm = warden_calls(
         rt,
         sandbox,
@@ -595,6 +613,7 @@ fn measure(
         prepare_wall,
         prepare_cpu,
         disk,
+        first_warm,
         python,
     })
 }
@@ -735,7 +754,9 @@ fn main() -> anyhow::Result<()> {
     }
 
     // The error path: a tool that raises (its traceback formatted by the harness).
+    // Warmed like every registered tool (and like the trivial call it is compared with).
     let raises = prepare("raises.py", &std::fs::read_to_string(fixture("raises.py"))?)?;
+    raises.set_warmth(sandbox.warm_state(raises.folder(), None)?);
     let raise_args = raises
         .check(json!({"value": -1}))
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
@@ -743,7 +764,10 @@ fn main() -> anyhow::Result<()> {
     for i in 0..220 {
         let (grants, limits) = (Grants::default(), Limits::default());
         let t = Instant::now();
-        let r = rt.block_on(sandbox.call(raises.call(&raise_args, &grants, &limits)))?;
+        let r = rt.block_on(sandbox.call_from(
+            raises.call(&raise_args, &grants, &limits),
+            raises.warm_state().as_deref(),
+        ))?;
         anyhow::ensure!(r.status == Status::ToolError, "bad result: {r:?}");
         if i >= 20 {
             error_samples.push(t.elapsed());
@@ -786,9 +810,9 @@ fn main() -> anyhow::Result<()> {
     );
     println!();
     println!(
-        "| tool | cold p50 | warm p50 | warm p99 | fuel per call, cold → warm | page faults per call, cold → warm | preparing: wall, CPU, disk | python p50 | python / warm |"
+        "| tool | cold p50 | warm p50 | warm p99 | fuel per call, cold → warm | page faults per call, cold → warm | preparing: wall, CPU, disk | first warm call (loads the state) | python p50 | python / warm |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (label, m) in &measured {
         let (python_p50, ratio) = match &m.python {
             Ok(p) => (
@@ -798,7 +822,7 @@ fn main() -> anyhow::Result<()> {
             Err(why) => (format!("n/a ({why})"), "n/a".to_owned()),
         };
         println!(
-            "| {label} | {} | {} | {} | {} → {} | {:.0} → {:.0} | {:.2} s, {:.2} s, {:.1} MB | {python_p50} | {ratio} |",
+            "| {label} | {} | {} | {} | {} → {} | {:.0} → {:.0} | {:.2} s, {:.2} s, {} | {} | {python_p50} | {ratio} |",
             ms(m.cold.0.p50),
             ms(m.warm.0.p50),
             ms(m.warm.0.p99),
@@ -808,7 +832,8 @@ fn main() -> anyhow::Result<()> {
             m.warm.2,
             m.prepare_wall.as_secs_f64(),
             m.prepare_cpu.as_secs_f64(),
-            m.disk as f64 / 1e6,
+            ByteSize(m.disk),
+            ms(m.first_warm),
         );
     }
     if let Err(e) = &pydantic {
@@ -871,9 +896,22 @@ fn main() -> anyhow::Result<()> {
                 "warm_faults_per_call": m.warm.2,
                 "prepare_cpu_ms": u64::try_from(m.prepare_cpu.as_millis()).unwrap_or(u64::MAX),
                 "state_bytes": m.disk,
+                "first_warm_call_us": us(m.first_warm),
                 "python_p50_us": m.python.as_ref().ok().map(|p| us(p.p50)),
             });
             (name, figures)
+        })
+        .collect();
+    // Bytes on disk per warm state: the trivial tool's and the heaviest benchmarked.
+    let warm_state_bytes: serde_json::Map<String, Value> = measured
+        .iter()
+        .filter(|(label, _)| label.starts_with("`add`") || label.starts_with("`pandas_describe`"))
+        .map(|(label, m)| {
+            let name = label.trim_start_matches('`');
+            (
+                name.split('`').next().unwrap_or(name).to_owned(),
+                json!(m.disk),
+            )
         })
         .collect();
     let figures = json!({
@@ -898,6 +936,7 @@ fn main() -> anyhow::Result<()> {
         "http_pg_calls_per_s_2": http_pg_rate,
         "csv_summary_p50_us": us(csv_warden.p50),
         "tool_error_p50_us": us(error_calls.p50),
+        "warm_state_bytes": warm_state_bytes,
         "tools": warm,
     });
     let target = std::env::var_os("CARGO_TARGET_DIR")

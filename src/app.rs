@@ -43,6 +43,7 @@ pub mod bytecode;
 mod cache;
 mod changes;
 mod cluster;
+mod console;
 mod error;
 mod gate;
 mod journal;
@@ -74,6 +75,10 @@ use crate::worker::Workers;
 pub use approval::{MAX_NOTE_CHARS, PendingReview, Principal, ReviewOutcome, ReviewRequest};
 pub use audit::ExportStream;
 pub use cluster::SLOT_POLL;
+pub use console::{
+    ConsoleLife, HISTORY_EVENTS, LINK_TTL, SESSION_IDLE, SESSION_MAX, ToolCard, ToolHistory,
+    USAGE_DAYS,
+};
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
 pub use listing::CallableTool;
 pub use prepare::{PreparedTool, Refusal};
@@ -142,6 +147,8 @@ struct Inner {
     renewing: std::sync::atomic::AtomicBool,
     /// Keys, tenants and current versions, as every call reads them ([`cache`]).
     cache: cache::Cache,
+    /// How long review console links and sessions last ([`console`]).
+    console: console::ConsoleSettings,
 }
 
 impl std::fmt::Debug for App {
@@ -195,6 +202,7 @@ impl App {
                 draining: std::sync::atomic::AtomicBool::new(false),
                 renewing: std::sync::atomic::AtomicBool::new(false),
                 cache: cache::Cache::default(),
+                console: console::ConsoleSettings::default(),
             }),
         };
         // Other nodes' tool changes reach this node's MCP sessions too. Weak: the

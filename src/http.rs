@@ -12,12 +12,16 @@
 //! request is handled (an error's included) is in a `request` span that names it, so a
 //! client's report of a failed request finds its log lines.
 //!
+//! `/review/` is the review console: server-rendered pages for security reviewers,
+//! signed in through a single-use link from `POST /v1/review/links` ([`console`]).
+//!
 //! `/mcp` serves each tenant's tools to MCP clients over Streamable HTTP (`http/mcp.rs`).
 //!
 //! The endpoints are described by the OpenAPI 3.1 document served at `/openapi.json`,
 //! generated from the handlers and the types they read and return ([`openapi`]).
 
 mod admin;
+mod console;
 pub mod error;
 mod extract;
 mod handlers;
@@ -146,6 +150,7 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
         .route("/v1/tools/{id}/versions/{a}/diff/{b}", get(review::diff))
         .route("/v1/tools/{id}/versions/{n}/review", post(review::decide))
         .route("/v1/reviews", get(review::pending))
+        .route("/v1/review/links", post(console::auth::create_link))
         .route("/v1/tools/{id}/enable", post(h::enable_tool))
         .route("/v1/tools/{id}/disable", post(h::disable_tool))
         .route("/v1/tools/{id}/schema", get(h::tool_schema))
@@ -179,6 +184,7 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
             "/v1/admin/tenants/{id}/reviewer-keys/{key}",
             delete(admin::revoke_reviewer_key),
         )
+        .merge(console::routes())
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::Method })
         .layer(middleware::from_fn_with_state(
@@ -213,11 +219,19 @@ fn with_request_ids(router: Router) -> Router {
                             .get::<RequestId>()
                             .and_then(|id| id.header_value().to_str().ok())
                             .unwrap_or("-");
+                        // A console sign-in link's token is a credential until used:
+                        // never in a log line.
+                        let path = request.uri().path();
+                        let path = if path.starts_with("/review/signin/") {
+                            "/review/signin/…"
+                        } else {
+                            path
+                        };
                         tracing::error_span!(
                             "request",
                             id = %id,
                             method = %request.method(),
-                            path = %request.uri().path(),
+                            path = %path,
                         )
                     })
                     // Server faults are logged, with their cause, by `ApiError`.

@@ -228,6 +228,10 @@ pub struct CallResult {
     /// Every outbound HTTP request the tool made or tried, in order (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<RequestRecord>,
+    /// Whether the call started from its tool version's warm state or cold (a call
+    /// given a warm state that could not be used, say evicted, runs cold and says so).
+    #[serde(default)]
+    pub start: Start,
 }
 
 /// One outbound HTTP request a tool made or tried, as the host carried (or refused) it.

@@ -32,6 +32,7 @@
 
 mod audit;
 mod ceilings;
+mod console;
 mod copy;
 pub(crate) mod db;
 mod export;
@@ -54,8 +55,13 @@ use serde::{Deserialize, Serialize};
 use db::Tx;
 pub use postgres::{CONNECT_TIMEOUT, POOL_SIZE, POOL_WAIT};
 
-pub use audit::{AuditEvent, AuditRecord, ChainCheck, GENESIS_HASH, ReviewDecision, ToolLabels};
+pub use audit::{
+    AuditEvent, AuditFilter, AuditRecord, ChainCheck, GENESIS_HASH, ReviewDecision, ToolLabels,
+};
 pub use ceilings::{LEASE, SlotId};
+pub use console::{
+    ConsoleSession, ConsoleToken, ConsoleUser, DayUsage, LinkRefusal, Redeemed, SessionLife,
+};
 pub use copy::Copied;
 pub use db::Dialect;
 pub use export::{AuditExport, EXPORT_PAGE};
@@ -463,6 +469,11 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+/// `d` in whole milliseconds, saturating.
+fn to_i64_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A page size within `1..=MAX_PAGE_SIZE`; 0 means the default.

@@ -81,17 +81,16 @@ pub use tool::ToolFolder;
 use tool::sweep_orphaned_tool_folders;
 use warm::{Base, WarmStates};
 pub use warm::{
-    ColdReason, MAX_STATE_DISK, PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, Prepared, Pruned,
-    SavedImage, WarmState, WarmStore, Warmth, prune as prune_warm_states,
+    BaseRef, ColdReason, DEFAULT_WARM_BUDGET, DeltaError, DeltaShape, MAX_STATE_DELTA,
+    PREPARE_DEADLINE, PREPARE_FUEL, PREPARE_MEMORY, Prepared, Pruned, Swept, WarmState, WarmStore,
+    Warmth, prune as prune_warm_states,
 };
 
 use crate::events::{Events, LogLevel};
 use crate::grants::{Grants, SecretValue, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
 use crate::outbound::{Clients, Exchange, PrivateNetwork};
-use crate::outcome::CallResult;
-#[cfg(feature = "compiler")]
-use crate::outcome::Status;
+use crate::outcome::{CallResult, Start, Status};
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -117,6 +116,10 @@ pub struct SandboxConfig {
     /// ([`share`]); further calls wait for a core (within their deadline). Default: the
     /// host's available parallelism ([`host_cores`]).
     pub cores: NonZeroUsize,
+    /// Most disk the tools' warm states may take together under `home/warm`; the least
+    /// recently used are evicted beyond it (and prepared again on their next call).
+    /// Default: [`DEFAULT_WARM_BUDGET`], 1 GiB.
+    pub warm_budget: ByteSize,
     /// Whether fetching and compiling show progress.
     pub progress: Progress,
     /// An installed bundle's runtime folder (`DIR/runtime`, read-only, precompiled for
@@ -132,6 +135,7 @@ impl SandboxConfig {
             max_instances: DEFAULT_MAX_INSTANCES,
             max_memory: ByteSize::gib(4),
             cores: host_cores(),
+            warm_budget: DEFAULT_WARM_BUDGET,
             progress: Progress::Show,
             runtime: None,
         }
@@ -230,13 +234,33 @@ impl Sandbox {
                     sandbox.check_new_snapshot()?;
                     pending.keep()?;
                 }
+                sandbox.sweep_warm_states(config)?;
                 return Ok(sandbox);
             }
         }
         let module = compiled::load_existing(&engine, &files)?;
         let mut sandbox = Sandbox::assemble(config, files, engine, module)?;
         sandbox.start()?;
+        sandbox.sweep_warm_states(config)?;
         Ok(sandbox)
+    }
+
+    /// At start: removes what interrupted preparations of warm states left, and the
+    /// states beyond a lowered budget.
+    fn sweep_warm_states(&self, config: &SandboxConfig) -> Result<(), SandboxError> {
+        let swept = self.warm_store().sweep()?;
+        if swept.leftovers + swept.evicted > 0 {
+            tracing::info!(
+                "warm states: removed {} leftover file(s) of interrupted preparations or older \
+                 formats, evicted {} state(s) over the budget of {}; {} kept ({})",
+                swept.leftovers,
+                swept.evicted,
+                config.warm_budget,
+                swept.kept,
+                swept.bytes
+            );
+        }
+        Ok(())
     }
 
     /// Loads the runtime a server has fetched and compiled already, starting no thread
@@ -270,7 +294,11 @@ impl Sandbox {
             pre,
             exports,
             files,
-            warm: WarmStates::new(&config.home, compiled_name),
+            warm: WarmStates::new(WarmStore::new(
+                &config.home,
+                compiled_name,
+                config.warm_budget,
+            )),
             clients: Arc::new(Clients::default()),
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
@@ -463,9 +491,25 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     ) -> Result<CallResult, SandboxError> {
         let limits = &job.limits;
         check_memory(limits, self.max_memory)?;
-        let loaded = match warm {
-            Some(state) => Some(self.warm.load(&self.base(), state)?),
-            None => None,
+        let (loaded, start) = match warm {
+            Some(state) => {
+                self.warm.store().touch(state);
+                match self.warm.load(&self.base(), state) {
+                    Ok(loaded) => (Some(loaded), Start::Warm),
+                    // Nothing of the guest has run: the call starts from the snapshot
+                    // instead, and the state is removed (where this process may write)
+                    // so that it is prepared again.
+                    Err(SandboxError::WarmRefused { key, reason }) => {
+                        tracing::warn!(
+                            "the warm state {key} is refused, so the call runs cold: {reason}"
+                        );
+                        let _ = self.warm.store().remove(&key);
+                        (None, Start::Cold)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            None => (None, Start::Cold),
         };
         let env: serde_json::Map<String, serde_json::Value> = job
             .env
@@ -575,6 +619,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             wall_time,
             peak_memory_bytes: peak,
             requests: Vec::new(),
+            start,
         })
     }
 

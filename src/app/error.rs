@@ -59,6 +59,11 @@ pub enum AppError {
         "only a reviewer key (wdr_...) can approve or reject a version, not the tenant's own API key: ask the operator for one (warden tenant reviewer-key create)"
     )]
     ReviewerOnly,
+    /// A tenant's own API key asked for a review console sign-in link.
+    #[error(
+        "the review console signs in with a reviewer key (wdr_...) or the operator key, not a tenant's API key: ask the operator for a reviewer key (warden tenant reviewer-key create)"
+    )]
+    ConsoleKey,
     /// The tool has no approved version: its only versions wait for review.
     #[error(
         "tool {tool} has no approved version yet: its version waits for a reviewer (GET /v1/reviews lists it); calls run once a reviewer approves it"

@@ -8,14 +8,14 @@
 //! a caller omit are named so that the guest passes them `None`.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
 use crate::grants::Grants;
 use crate::limits::Limits;
-use crate::outcome::{CallResult, Start, Status, ToolError};
+use crate::outcome::{CallResult, Status, ToolError};
 use crate::sandbox::{Call, ToolFolder, WarmState, Warmth};
 use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 
@@ -32,7 +32,7 @@ pub struct PreparedTool {
     packages: Option<PathBuf>,
     /// Where calls start from, once known: the version's warm state, or cold with the
     /// reason. Until it is set (while the state is prepared), calls run cold.
-    warmth: OnceLock<Warmth>,
+    warmth: Mutex<Option<Warmth>>,
     /// Set once a preparation of the warm state has started.
     warming: AtomicBool,
 }
@@ -60,7 +60,7 @@ impl PreparedTool {
             none_if_omitted: schema::none_if_omitted(&schema),
             schema,
             packages,
-            warmth: OnceLock::new(),
+            warmth: Mutex::new(None),
             warming: AtomicBool::new(false),
         }
     }
@@ -70,19 +70,36 @@ impl PreparedTool {
         !self.warming.swap(true, Ordering::AcqRel)
     }
 
-    /// Records where calls start from (once; later values are ignored).
+    /// Records where calls start from.
     pub fn set_warmth(&self, warmth: Warmth) {
-        let _ = self.warmth.set(warmth);
+        *self.warmth() = Some(warmth);
     }
 
     /// The warm state calls start from, once it is ready (pass it to
-    /// [`Sandbox::call_from`](crate::sandbox::Sandbox::call_from)), and the start a
-    /// call then has.
-    pub fn warm_state(&self) -> (Option<&WarmState>, Start) {
-        match self.warmth.get() {
-            Some(Warmth::Warm(state)) => (Some(state), Start::Warm),
-            _ => (None, Start::Cold),
+    /// [`Sandbox::call_from`](crate::sandbox::Sandbox::call_from); each result says
+    /// whether the call started from it).
+    pub fn warm_state(&self) -> Option<Arc<WarmState>> {
+        match &*self.warmth() {
+            Some(Warmth::Warm(state)) => Some(Arc::clone(state)),
+            _ => None,
         }
+    }
+
+    /// Forgets `state` after a call could not start from it (evicted from the warm
+    /// folder, or refused): calls run cold, and the next [`PreparedTool::start_warming`]
+    /// is true again, so the state is prepared again.
+    pub fn forget_warm_state(&self, state: &WarmState) {
+        let mut warmth = self.warmth();
+        if matches!(&*warmth, Some(Warmth::Warm(s)) if s.key() == state.key()) {
+            *warmth = None;
+            self.warming.store(false, Ordering::Release);
+        }
+    }
+
+    fn warmth(&self) -> std::sync::MutexGuard<'_, Option<Warmth>> {
+        self.warmth
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The same tool with its installed packages (a site folder) mounted.

@@ -30,12 +30,10 @@ pub struct RunOutput {
     pub tool: ToolId,
     /// The version that ran.
     pub version: VersionId,
-    /// Status, value, output, fuel, wall time and peak memory.
+    /// Status, value, output, fuel, wall time, peak memory, and whether the call
+    /// started from the version's warm state or cold.
     #[serde(flatten)]
     pub result: CallResult,
-    /// Whether the call started from the version's warm state or cold.
-    #[serde(default)]
-    pub start: Start,
 }
 
 /// One call of a batch.
@@ -342,13 +340,13 @@ impl App {
         let _slot = self
             .cluster_slot(&a.tenant, a.gate.max_concurrent_calls(), &cancel)
             .await?;
-        let (warm, start) = a.prepared.warm_state();
+        let warm = a.prepared.warm_state();
         let started = std::time::Instant::now();
         let outcome = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
             let call = self.inner.workers.call_with(
                 a.prepared.call(&a.arguments, &a.grants, &a.limits),
-                warm,
+                warm.as_deref(),
                 &a.outbound,
             );
             // Dropping the call's future drops its store: the guest stops there.
@@ -369,6 +367,14 @@ impl App {
         };
         let mut result = result?;
         a.prepared.check_result(&mut result);
+        if let Some(state) = &warm
+            && result.start == Start::Cold
+        {
+            // The state could not be used (evicted, corrupt): prepared again, in the
+            // background; calls run cold until then.
+            a.prepared.forget_warm_state(state);
+            self.warm_up(&a.prepared, &a.tenant);
+        }
         self.inner.metrics.finished(&a.tenant, &result);
         let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
         self.inner.journal.append(a.tenant.clone(), event).await?;
@@ -376,7 +382,6 @@ impl App {
             tool: a.tool,
             version: a.version,
             result,
-            start,
         })
     }
 }

@@ -274,10 +274,10 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let (warm, start) = tool.warm_state();
+    let warm = tool.warm_state();
     let mut result = runtime.block_on(workers.call_with(
         tool.call(&prepared.arguments, &prepared.grants, &prepared.limits),
-        warm,
+        warm.as_deref(),
         &prepared.outbound,
     ))?;
     tool.check_result(&mut result);
@@ -287,15 +287,12 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
     };
     if args.json {
         let mut json = serde_json::to_value(&result)?;
-        if let Value::Object(map) = &mut json {
-            map.insert("start".into(), serde_json::to_value(start)?);
-            if args.out.is_some() {
-                map.insert("files".into(), serde_json::to_value(&files)?);
-            }
+        if let (Value::Object(map), Some(_)) = (&mut json, &args.out) {
+            map.insert("files".into(), serde_json::to_value(&files)?);
         }
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print_human(&result, start);
+        print_human(&result, result.start);
         for file in &files {
             println!("wrote {}", file.display());
         }

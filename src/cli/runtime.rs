@@ -119,8 +119,7 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
     Ok(ExitCode::Ok)
 }
 
-/// Tool warm states in `dir` and the disk their images take (sparse files count only
-/// their written blocks).
+/// Tool warm states in `dir` and the disk they take.
 fn warm_states(dir: &std::path::Path) -> (usize, u64) {
     use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -131,7 +130,7 @@ fn warm_states(dir: &std::path::Path) -> (usize, u64) {
         let Ok(meta) = entry.metadata() else { continue };
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.ends_with(".json") {
+        if name.ends_with(".warm") {
             count += 1;
         }
         bytes += meta.blocks() * 512;

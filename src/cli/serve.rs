@@ -11,8 +11,9 @@ use clap::Args;
 
 use warden::app::{App, AppConfig, SecretKey};
 use warden::http::{self, HttpConfig, McpAccess};
+use warden::limits::{self, ByteSize};
 use warden::outbound::PrivateNetwork;
-use warden::sandbox::{DEFAULT_MAX_INSTANCES, SandboxConfig};
+use warden::sandbox::{DEFAULT_MAX_INSTANCES, DEFAULT_WARM_BUDGET, SandboxConfig};
 use warden::worker::{Workers, WorkersConfig};
 
 use super::packages::PipArgs;
@@ -68,6 +69,12 @@ pub struct ServeArgs {
     /// registration or first call; see the README's "Warm start").
     #[arg(long)]
     pub cold: bool,
+    /// Most disk the tools' warm states may take together under $WARDEN_HOME/warm (e.g.
+    /// 1GiB, 500MB). Beyond it the least recently used states are evicted and prepared
+    /// again on their next call; a state larger than the whole budget is not kept (its
+    /// tool runs cold). A trivial tool's state takes ~33 KiB, a pandas tool's ~10 MiB.
+    #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_WARM_BUDGET, value_parser = limits::parse_size)]
+    pub warm_budget: ByteSize,
     /// Let every tenant's tools reach loopback, private and link-local addresses of the
     /// hosts they are granted (refused by default: a granted name that resolves to
     /// 127.0.0.1 or 169.254.169.254 is refused).
@@ -182,6 +189,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     let registry = Arc::new(registry);
     let mut sandbox_config = config.clone();
     sandbox_config.max_instances = args.max_instances;
+    sandbox_config.warm_budget = args.warm_budget;
     if let Some(cores) = args.cores {
         sandbox_config.cores = cores;
     }
@@ -223,6 +231,9 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         };
         // Before the address line, which scripts wait for and may stop reading after.
         eprintln!("warden: MCP at /mcp for {hosts}");
+        eprintln!(
+            "warden: review console at /review/ (sign in: POST /v1/review/links with a reviewer key)"
+        );
         eprintln!("warden listening on http://{addr} (registry {db})");
         let metrics_listener = match args.metrics_listen {
             Some(addr) => {

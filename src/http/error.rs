@@ -177,6 +177,7 @@ impl ApiError {
                 AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
                 AppError::ReviewerKeyNotAllowed => client(S::FORBIDDEN, "reviewer_key"),
                 AppError::ReviewerOnly => client(S::FORBIDDEN, "reviewer_only"),
+                AppError::ConsoleKey => client(S::FORBIDDEN, "console_key"),
                 AppError::ReviewPending { .. } => client(S::CONFLICT, "review_pending"),
                 AppError::ReviewRejected { .. } => client(S::CONFLICT, "review_rejected"),
                 AppError::NoteTooLong { .. } => client(S::UNPROCESSABLE_ENTITY, "note_too_long"),

@@ -379,9 +379,9 @@ impl ToolSource for ServiceSource {
             .await
         {
             Ok(run) => Ok(Ran {
+                start: run.result.start,
                 result: run.result,
                 output: Output::of(tool.manifest.schema.returns.as_ref()),
-                start: run.start,
             }),
             Err(AppError::InvalidArguments { violations, .. }) => {
                 Err(SourceError::InvalidArguments {

@@ -27,7 +27,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::error::{ErrorBody, ErrorDetail, ErrorDetails};
 use super::handlers as h;
-use super::{admin, review, secrets, tenant};
+use super::{admin, console, review, secrets, tenant};
 use crate::grants::Access;
 use crate::limits::Limits;
 use crate::schema::Format;
@@ -61,6 +61,7 @@ use crate::tenant::AllowedFolder;
         review::diff,
         review::pending,
         review::decide,
+        console::auth::create_link,
         h::enable_tool,
         h::disable_tool,
         h::tool_schema,

@@ -45,7 +45,12 @@ pub(super) async fn own_tenant(State(app): State<App>, Reader(t): Reader) -> Ans
             body = super::error::ErrorBody),
     ))]
 pub(super) async fn export_audit(State(app): State<App>, Reader(t): Reader) -> Answer<Response> {
-    let stream = app.export_audit(&t).await?;
+    export_response(&app, &t).await
+}
+
+/// The tenant's export as a download (also the review console's button).
+pub(super) async fn export_response(app: &App, t: &crate::tenant::TenantId) -> Answer<Response> {
+    let stream = app.export_audit(t).await?;
     let mut response = Body::new(ExportBody(stream)).into_response();
     let headers = response.headers_mut();
     headers.insert(

@@ -218,7 +218,7 @@ impl ToolSource for FolderSource {
                 )),
             },
         )?;
-        let (warm, start) = prepared.warm_state();
+        let warm = prepared.warm_state();
         let outbound = Outbound {
             events: Some(events),
             ..tool.outbound.clone()
@@ -227,7 +227,7 @@ impl ToolSource for FolderSource {
             .workers
             .call_with(
                 prepared.call(&arguments, &tool.grants, &tool.limits),
-                warm,
+                warm.as_deref(),
                 &outbound,
             )
             .await
@@ -236,13 +236,18 @@ impl ToolSource for FolderSource {
                 SourceError::Failed(format!("Warden could not run the call: {e}"))
             })?;
         prepared.check_result(&mut result);
+        if let Some(state) = &warm
+            && result.start == crate::outcome::Start::Cold
+        {
+            prepared.forget_warm_state(state);
+        }
         if let Some(trail) = &self.trail {
             record(trail, &tool, &result).await;
         }
         Ok(Ran {
+            start: result.start,
             result,
             output: tool.listed.output(),
-            start,
         })
     }
 

@@ -215,6 +215,7 @@ mod tests {
             wall_time: Duration::from_millis(3),
             peak_memory_bytes: 1,
             requests: Vec::new(),
+            start: Start::Cold,
         }
     }
 

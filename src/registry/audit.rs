@@ -44,6 +44,17 @@ pub struct AuditRecord {
     pub hash: String,
 }
 
+/// Which events [`Registry::audit_where`] lists.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only events of this kind (`run`, `review_decided`...).
+    pub kind: Option<String>,
+    /// Only events about this tool.
+    pub tool: Option<ToolId>,
+    /// Leave out calls (`run`, `run_cancelled`): a tool's history of changes.
+    pub no_runs: bool,
+}
+
 /// The result of [`Registry::verify_chain`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "chain", rename_all = "snake_case")]
@@ -274,16 +285,36 @@ impl Registry {
         before: Option<u64>,
         limit: u32,
     ) -> Result<Page<AuditRecord, u64>, RegistryError> {
+        self.audit_where(tenant, &AuditFilter::default(), before, limit)
+    }
+
+    /// [`Registry::audit`], only the events `filter` keeps.
+    pub fn audit_where(
+        &self,
+        tenant: &TenantId,
+        filter: &AuditFilter,
+        before: Option<u64>,
+        limit: u32,
+    ) -> Result<Page<AuditRecord, u64>, RegistryError> {
         let limit = page_size(limit);
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        let mut sql =
+            format!("SELECT {ROW_COLUMNS} FROM audit_events WHERE tenant_id = ?1 AND seq < ?2");
+        let mut params = vals![tenant.as_str(), before, limit + 1].to_vec();
+        if let Some(kind) = &filter.kind {
+            params.push(kind.as_str().into());
+            sql.push_str(&format!(" AND kind = ?{}", params.len()));
+        }
+        if let Some(tool) = &filter.tool {
+            params.push(tool.as_str().into());
+            sql.push_str(&format!(" AND tool_id = ?{}", params.len()));
+        }
+        if filter.no_runs {
+            sql.push_str(" AND kind NOT IN ('run', 'run_cancelled')");
+        }
+        sql.push_str(" ORDER BY seq DESC LIMIT ?3");
         self.read(|tx| {
-            let rows = tx.query(
-                &format!(
-                    "SELECT {ROW_COLUMNS} FROM audit_events
-                     WHERE tenant_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
-                ),
-                vals![tenant.as_str(), before, limit + 1],
-            )?;
+            let rows = tx.query(&sql, &params)?;
             let mut items = rows
                 .iter()
                 .map(|r| read_row(r)?.into_record(tenant))

@@ -5,7 +5,8 @@
 //! hashes, times), so every audit chain verifies in the copy as it did in the source.
 //! The copy is one transaction on the target, which must be empty: it has all of the
 //! source or nothing. Run slots and rate buckets are not copied (they describe calls in
-//! flight).
+//! flight), nor the review console's sign-in links and sessions (short-lived: reviewers
+//! sign in again).
 
 use super::db::{Row, Tx, Value};
 use super::{Registry, RegistryError};

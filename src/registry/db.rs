@@ -182,6 +182,15 @@ impl Dialect {
         }
     }
 
+    /// The integer `field` of the JSON object in text column `column`, as an SQL
+    /// expression (NULL when absent).
+    pub(crate) fn json_integer(self, column: &str, field: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("json_extract({column}, '$.{field}')"),
+            Dialect::Postgres => format!("CAST(({column}::jsonb ->> '{field}') AS BIGINT)"),
+        }
+    }
+
     /// The clause that locks the rows a `SELECT` read until the transaction ends
     /// (nothing in SQLite, whose write transactions already exclude each other).
     pub(crate) fn for_update(self) -> &'static str {

@@ -12,6 +12,7 @@ pub(super) const SQLITE: &[&str] = &[
     include_str!("migrations/sqlite/0003_node_keys.sql"),
     include_str!("migrations/sqlite/0004_shared_ceilings.sql"),
     include_str!("migrations/sqlite/0005_reviews.sql"),
+    include_str!("migrations/sqlite/0006_console.sql"),
 ];
 
 /// PostgreSQL's migrations (`migrations/postgres/`), tracked in `warden_schema` and
@@ -22,6 +23,7 @@ pub(super) const POSTGRES: &[&str] = &[
     include_str!("migrations/postgres/0003_node_keys.sql"),
     include_str!("migrations/postgres/0004_shared_ceilings.sql"),
     include_str!("migrations/postgres/0005_reviews.sql"),
+    include_str!("migrations/postgres/0006_console.sql"),
 ];
 
 /// The schema version after every migration.

@@ -1,7 +1,8 @@
 //! Reviewer keys: minted by the operator for one tenant, any number of them, each
 //! revocable. A reviewer key reads everything of its tenant and decides reviews; it
 //! cannot register, change or run tools (the surfaces enforce that; the registry only
-//! says whose key it is). Stored as SHA-256, like tenants' keys.
+//! says whose key it is). Stored as SHA-256, like tenants' keys. Revoking a key ends
+//! its review console sessions.
 
 use serde::{Deserialize, Serialize};
 
@@ -174,6 +175,8 @@ impl Registry {
                 "UPDATE reviewer_keys SET key_hash = NULL, revoked_at_ms = ?2 WHERE id = ?1",
                 vals![key.as_str(), now_ms()],
             )?;
+            // Its console sessions end with it.
+            super::console::end_reviewer_sessions(tx, key)?;
             let event = AuditEvent::ReviewerKeyRevoked {
                 reviewer_key: key.to_string(),
                 key_hint: info.key_hint,

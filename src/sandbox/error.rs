@@ -102,4 +102,14 @@ pub enum SandboxError {
          folder of Warden's home to rebuild it"
     )]
     Warm(wasmtime::Error),
+    /// A tool's warm state cannot be used: gone (evicted), corrupt, or taken against
+    /// another snapshot. A call given it runs from Warden's snapshot instead, and the
+    /// state is prepared again.
+    #[error("the warm state {key} cannot be used: {reason}")]
+    WarmRefused {
+        /// The state's key.
+        key: String,
+        /// Why, in one sentence.
+        reason: String,
+    },
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::process::Worker;
 use super::wire::{ToServer, ToWorker, WireError};
 use crate::outbound::Exchange;
-use crate::outcome::{CallResult, Status, ToolError};
+use crate::outcome::{CallResult, Start, Status, ToolError};
 use crate::sandbox::CoreSeat;
 use crate::sandbox::share::Seat;
 
@@ -58,7 +58,8 @@ pub(super) async fn converse(
 }
 
 /// The result of a call whose worker died under it.
-pub(super) fn crashed(why: &str, started: Instant) -> CallResult {
+/// (`warm`: it was sent to start from a warm state.)
+pub(super) fn crashed(why: &str, started: Instant, warm: bool) -> CallResult {
     let message = format!("the worker process running the call died: {why}");
     let error = ToolError {
         kind: "WorkerCrashed".into(),
@@ -66,13 +67,13 @@ pub(super) fn crashed(why: &str, started: Instant) -> CallResult {
         traceback: String::new(),
         deliberate: false,
     };
-    ended(Status::Crashed, message, Some(error), started)
+    ended(Status::Crashed, message, Some(error), started, warm)
 }
 
 /// The result of a call whose worker did not answer by the deadline (and was killed).
-pub(super) fn timed_out(started: Instant) -> CallResult {
+pub(super) fn timed_out(started: Instant, warm: bool) -> CallResult {
     let message = "the call did not finish within its deadline".to_owned();
-    ended(Status::Timeout, message, None, started)
+    ended(Status::Timeout, message, None, started, warm)
 }
 
 fn ended(
@@ -80,6 +81,7 @@ fn ended(
     message: String,
     error: Option<ToolError>,
     started: Instant,
+    warm: bool,
 ) -> CallResult {
     CallResult {
         status,
@@ -94,5 +96,6 @@ fn ended(
         wall_time: started.elapsed(),
         peak_memory_bytes: 0,
         requests: Vec::new(),
+        start: if warm { Start::Warm } else { Start::Cold },
     }
 }

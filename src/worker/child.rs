@@ -193,7 +193,7 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
                     .prepare_warm_state(&tool, packages.as_deref())
                     .map_err(|e| format!("{e:#}"));
                 let image = match &mut prepared {
-                    Ok(p) => p.image.take().map(|i| i.bytes).unwrap_or_default(),
+                    Ok(p) => p.payload.take().unwrap_or_default(),
                     Err(_) => Vec::new(),
                 };
                 channel

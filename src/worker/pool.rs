@@ -15,7 +15,7 @@ use super::wire::{ToServer, ToWorker};
 use crate::events::Events;
 use crate::grants::Access;
 use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
-use crate::outcome::CallResult;
+use crate::outcome::{CallResult, Start};
 use crate::sandbox::share::{Cores, Seat};
 use crate::sandbox::{
     Call, Job, Outbound, PREPARE_DEADLINE, RuntimeFiles, Sandbox, SandboxConfig, SandboxError,
@@ -379,7 +379,7 @@ impl Pool {
         self.give_back(worker_key, worker);
         let mut prepared =
             prepared.map_err(|reason| SandboxError::Warm(wasmtime::Error::msg(reason)))?;
-        prepared.image = Some(crate::sandbox::SavedImage { bytes: image });
+        prepared.payload = Some(image);
         self.warm.store(&key, prepared)
     }
 
@@ -408,6 +408,13 @@ impl Pool {
         let seat = Arc::new(Seat::new(&self.cores, share));
         let mut worker = self.checkout(&key).await?;
         let budget = deadline.saturating_duration_since(Instant::now());
+        // An evicted state is not sent: the call runs cold and says so, and its caller
+        // prepares the state again.
+        let warm = warm.filter(|state| self.warm.present(state));
+        if let Some(state) = &warm {
+            self.warm.touch(state);
+        }
+        let sent_warm = warm.as_ref().map(|s| s.key().to_owned());
         let run = ToWorker::Run {
             job: Box::new(job),
             warm,
@@ -422,6 +429,15 @@ impl Pool {
         let mut result = match conversed {
             Ok(Ok(Ok(result))) => {
                 self.give_back(key, worker);
+                if let Some(state) = &sent_warm
+                    && result.start == Start::Cold
+                {
+                    // The worker could not use the state (evicted, corrupt, another
+                    // snapshot's) and ran the call cold: it is prepared again.
+                    if let Err(e) = self.warm.remove(state) {
+                        tracing::warn!("cannot remove the refused warm state {state}: {e}");
+                    }
+                }
                 result
             }
             Ok(Ok(Err(reason))) => {
@@ -431,11 +447,11 @@ impl Pool {
             Ok(Err(e)) => {
                 let why = worker.end().await;
                 tracing::warn!("a worker failed its call: {e}; {why}");
-                crashed(&why, started)
+                crashed(&why, started, sent_warm.is_some())
             }
             Err(_) => {
                 let _ = worker.end().await;
-                timed_out(started)
+                timed_out(started, sent_warm.is_some())
             }
         };
         result.requests = exchange.records();

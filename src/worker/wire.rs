@@ -21,8 +21,8 @@ use crate::sandbox::{Job, Prepared, WarmState};
 
 /// The largest header either side accepts: a job's arguments or a call's result, JSON.
 pub const MAX_HEADER: u32 = 256 << 20;
-/// The largest payload either side accepts: a warm state's image (at most
-/// [`crate::sandbox::MAX_STATE_DISK`] plus its trailer) or a door frame.
+/// The largest payload either side accepts: a warm state's compressed delta (at most
+/// [`crate::sandbox::MAX_STATE_DELTA`] before compression) or a door frame.
 pub const MAX_PAYLOAD: u64 = 1 << 30;
 
 /// What the server tells a worker.
@@ -102,7 +102,7 @@ pub enum ToServer {
         /// The result; `Err` says why the host could not run the call.
         result: Result<CallResult, String>,
     },
-    /// A preparation's outcome (its image is the payload), or why it failed.
+    /// A preparation's outcome (its compressed delta is the payload), or why it failed.
     Prepared {
         /// The outcome without its image.
         prepared: Result<Prepared, String>,

@@ -3,6 +3,7 @@
 //! and shares the run's sandbox.
 
 mod audit;
+pub mod console;
 mod content;
 mod fairness;
 mod gate;

@@ -69,6 +69,11 @@ fn a_module_with_an_initial_state_starts_from_it_and_the_base_is_unchanged() {
         assert_eq!(base.initial_memory_offset().unwrap(), 65536);
         let trailer = base.initial_state_trailer().unwrap().to_vec();
         assert_eq!(trailer, b"passive!");
+        // The image: one page, "base" at its start.
+        let base_image = base.initial_memory_image().unwrap();
+        assert_eq!(base_image.len(), PAGE);
+        assert_eq!(&base_image[..4], b"base");
+        assert!(base_image[4..].iter().all(|&b| b == 0));
 
         // The new state: "warm" where the base had "base", a byte on the second page of
         // the image, three pages of memory, the global at 42.
@@ -96,6 +101,9 @@ fn a_module_with_an_initial_state_starts_from_it_and_the_base_is_unchanged() {
             // A write is the instance's own: the next instance starts from the image.
             mem.data_mut(&mut store)[65536] = b'X';
         }
+
+        // The derived module's image is the one it was given.
+        assert_eq!(warm.initial_memory_image().unwrap(), &memory[..]);
 
         let (mut store, i) = instance(&engine, &base);
         assert_eq!(call(&mut store, i, "load", Some(65536)), i32::from(b'b'));

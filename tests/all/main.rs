@@ -13,6 +13,8 @@
 
 /// `warden audit` and `warden tenant policy`: exports checked offline, policies changed.
 mod audit;
+/// The review console in headless Chromium: sign in, review, approve; screenshots.
+mod browser;
 /// Edge bundles: made, verified, installed, and run offline with nothing compiled.
 mod bundle;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.

@@ -103,6 +103,7 @@ on_both_databases!(
     concurrent_first_calls_share_a_new_bucket_exactly,
 );
 
+mod console;
 mod reviews;
 
 fn registry_with_tenant(db: Db) -> (Registry, TenantId) {
@@ -471,6 +472,7 @@ fn runs_are_audited_with_status_fuel_and_time(db: Db) {
         wall_time: Duration::from_millis(3),
         peak_memory_bytes: 1 << 20,
         requests: Vec::new(),
+        start: warden::outcome::Start::Cold,
     };
     let event = AuditEvent::run(
         tool.id.clone(),
@@ -512,7 +514,7 @@ fn reopening_keeps_tools_and_audit() {
         (tenant, key, tool, head)
     };
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 5);
+    assert_eq!(reg.schema_version().unwrap(), 6);
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
         Some(tenant.id.clone())

@@ -266,6 +266,31 @@ impl AuditEvent {
         }
     }
 
+    /// Every kind of event, as [`AuditEvent::kind`] names them.
+    pub const KINDS: [&'static str; 21] = [
+        "tenant_created",
+        "key_rotated",
+        "key_revoked",
+        "policy_changed",
+        "tool_created",
+        "tool_updated",
+        "tool_labels_changed",
+        "grants_changed",
+        "tool_deleted",
+        "tool_enabled",
+        "tool_disabled",
+        "run",
+        "run_cancelled",
+        "secret_set",
+        "secret_deleted",
+        "review_pending",
+        "review_not_needed",
+        "review_superseded",
+        "review_decided",
+        "reviewer_key_created",
+        "reviewer_key_revoked",
+    ];
+
     /// The event's kind, as in its JSON `kind` field.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -737,6 +737,22 @@ impl Module {
         static_memory_init(self.inner.module.module()).map(|(offset, _)| offset)
     }
 
+    /// This module's memory image: the bytes its one memory holds at
+    /// [`Module::initial_memory_offset`] when an instance starts (past them, zero).
+    /// A page multiple, borrowed from the compiled data section (or from the file
+    /// given to [`Module::with_initial_state`]). An error if the module does not
+    /// qualify for an initial state.
+    ///
+    /// (Warden patch: see `vendor/README.md`.)
+    pub fn initial_memory_image(&self) -> Result<&[u8]> {
+        let env = self.inner.module.module();
+        let (_, data) = static_memory_init(env)?;
+        let range = env.runtime_data[data].clone();
+        self.wasm_data()
+            .get(usize::try_from(range.start)?..usize::try_from(range.end)?)
+            .ok_or_else(|| format_err!("the module's data is shorter than its memory image"))
+    }
+
     /// The bytes a file given to [`Module::with_initial_state`] must carry after
     /// its memory image: this module's data other than the memory image (its
     /// passive data segments), often empty.

@@ -1,0 +1,692 @@
+//! Warm states on disk: one file per state under `$WARDEN_HOME/warm`, within a budget.
+//!
+//! `<key>.warm` holds a header and, for a warm state, its delta ([`super::delta`]):
+//!
+//! ```text
+//! "warden-warm-2\n" | u32 LE header length | header (JSON) | compressed delta
+//! ```
+//!
+//! A state is written to a temporary file (`.tmp-*`, locked with `flock` while it is
+//! written) and renamed into place, so a reader sees a whole state or none. A
+//! temporary file whose lock is free belongs to a preparation that was interrupted
+//! (killed, out of disk) and is removed by [`WarmStore::sweep`] at start.
+//!
+//! The folder keeps within a budget: storing a state evicts the least recently used
+//! others (a file's modification time marks its last use, set at most once a
+//! minute per state by the process that sends calls to it). A state larger than the
+//! whole budget is not stored: its tool runs from Warden's snapshot, and is prepared
+//! again after a restart. An evicted state is prepared again on its tool's next call.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytesize::ByteSize;
+use sha2::{Digest, Sha256};
+
+use super::{ColdReason, FORMAT, Prepared, Record, WarmState, Warmth};
+use crate::sandbox::{SandboxError, ShareKey, ToolFolder, io_error};
+
+/// Default of the warm folder's budget: 1 GiB. A trivial tool's state takes ~33 KiB
+/// and a pandas tool's ~10 MiB, so this holds tens of thousands of trivial tools or
+/// about a hundred heavy ones: about three times the compiled runtime the node keeps
+/// anyway, and small beside any disk a node runs on.
+pub const DEFAULT_WARM_BUDGET: ByteSize = ByteSize::gib(1);
+
+/// How often a state's use is written to its file's modification time, at most: the
+/// least recently used order is exact to this, and a busy state costs one `utimensat`
+/// a minute rather than one per call.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+/// The extension of a state's file.
+const EXTENSION: &str = "warm";
+/// The prefix of a state being written.
+const TEMPORARY: &str = ".tmp-";
+/// Most bytes a header may take (a record with its globals is about 2 KiB).
+const MAX_HEADER: u32 = 1 << 20;
+
+/// The warm states on disk under Warden's home: keys, files and the budget. Needs no
+/// engine: the server of worker processes uses it to know which state a call starts
+/// from, and to store the states workers prepare.
+#[derive(Debug, Clone)]
+pub struct WarmStore {
+    dir: PathBuf,
+    /// Names what the states are built from: the compiled snapshot's identity.
+    base_identity: String,
+    budget: ByteSize,
+    /// When this process last marked each state used.
+    touched: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+/// What [`WarmStore::sweep`] found at start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Leftovers of interrupted preparations, and files of older formats, removed.
+    pub leftovers: usize,
+    /// States evicted to bring the folder within its budget.
+    pub evicted: usize,
+    /// States kept.
+    pub kept: usize,
+    /// Disk the kept states take.
+    pub bytes: ByteSize,
+}
+
+/// One state's file, for eviction.
+struct OnDisk {
+    path: PathBuf,
+    used: SystemTime,
+    bytes: u64,
+}
+
+impl WarmStore {
+    /// The states under `home` built from the compiled snapshot named `base_identity`,
+    /// kept within `budget`.
+    pub fn new(home: &Path, base_identity: String, budget: ByteSize) -> WarmStore {
+        WarmStore {
+            dir: home.join("warm"),
+            base_identity,
+            budget,
+            touched: Arc::default(),
+        }
+    }
+
+    /// The folder the states live in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The compiled snapshot's identity, which states are keyed by.
+    pub fn base_identity(&self) -> &str {
+        &self.base_identity
+    }
+
+    /// Most disk the folder's states may take together.
+    pub fn budget(&self) -> ByteSize {
+        self.budget
+    }
+
+    /// The key of a tool's state: Warden's snapshot, the tool's file name and source,
+    /// its package site, and whose workers prepared it (`owner`, a tenant's share key;
+    /// empty for states prepared in this process). A state is never shared between
+    /// owners: one a breached worker made is used by its own tenant's calls only.
+    pub fn key(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+        owner: &ShareKey,
+    ) -> Result<String, SandboxError> {
+        let path = tool.host_dir().join(tool.file_name());
+        let source = std::fs::read(&path).map_err(|e| io_error(&path, e))?;
+        let site = packages
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let owner = owner.to_string();
+        let mut h = Sha256::new();
+        for part in [
+            FORMAT.as_bytes(),
+            self.base_identity.as_bytes(),
+            tool.file_name().as_bytes(),
+            &source,
+            site.as_bytes(),
+            owner.as_bytes(),
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        Ok(hex::encode(h.finalize()))
+    }
+
+    /// The tool's warm state if `owner`'s workers prepared it before (and it was not
+    /// evicted since), without preparing it.
+    pub fn cached(
+        &self,
+        tool: &ToolFolder,
+        packages: Option<&Path>,
+        owner: &ShareKey,
+    ) -> Result<Option<Warmth>, SandboxError> {
+        let key = self.key(tool, packages, owner)?;
+        Ok(self
+            .read(&key, false)?
+            .map(|(record, _, bytes)| warmth(&key, record, bytes)))
+    }
+
+    /// Stores what a preparation made under `key`, then evicts the least recently used
+    /// other states until the folder is within its budget. Returns what calls start
+    /// from: a state larger than the whole budget is not stored, and its tool runs cold.
+    pub fn store(&self, key: &str, prepared: Prepared) -> Result<Warmth, SandboxError> {
+        let header = serde_json::to_vec(&prepared.record)
+            .map_err(|e| SandboxError::Harness(format!("cannot encode a warm record: {e}")))?;
+        let payload = match (&prepared.record, &prepared.payload) {
+            (Record::Warm { delta, .. }, Some(payload)) => {
+                if payload.len() as u64 != delta.compressed {
+                    return Err(malformed("its delta is not as long as its header says"));
+                }
+                payload.as_slice()
+            }
+            (Record::Warm { .. }, None) => {
+                return Err(malformed("a warm state arrived without its delta"));
+            }
+            (Record::Cold(_), _) => &[],
+        };
+        let header_len = u32::try_from(header.len())
+            .ok()
+            .filter(|&n| n <= MAX_HEADER)
+            .ok_or_else(|| malformed("its header is too large"))?;
+        let size = (FORMAT.len() + 1 + 4 + header.len() + payload.len()) as u64;
+        if matches!(prepared.record, Record::Warm { .. }) && size > self.budget.as_u64() {
+            let reason = ColdReason {
+                message: format!(
+                    "its warm state takes {}, more than the warm folder's whole budget of {} \
+                     (--warm-budget)",
+                    ByteSize(size),
+                    self.budget
+                ),
+                error: None,
+            };
+            tracing::info!("tool runs cold: {reason}");
+            return Ok(Warmth::Cold(reason));
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let path = self.path(key);
+        let mut tmp = tempfile::Builder::new()
+            .prefix(TEMPORARY)
+            .tempfile_in(&self.dir)
+            .map_err(|e| io_error(&self.dir, e))?;
+        // Held until the file is renamed into place (or dropped): a sweep at another
+        // process's start leaves a file being written alone.
+        rustix::fs::flock(tmp.as_file(), rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| io_error(tmp.path(), e.into()))?;
+        let write = |file: &mut File| -> std::io::Result<()> {
+            file.write_all(FORMAT.as_bytes())?;
+            file.write_all(b"\n")?;
+            file.write_all(&header_len.to_le_bytes())?;
+            file.write_all(&header)?;
+            file.write_all(payload)?;
+            file.sync_all()
+        };
+        write(tmp.as_file_mut()).map_err(|e| io_error(&path, e))?;
+        tmp.persist(&path).map_err(|e| io_error(&path, e.error))?;
+        match &prepared.record {
+            Record::Cold(reason) => tracing::info!("tool runs cold: {reason}"),
+            Record::Warm {
+                delta, prepared_ms, ..
+            } => tracing::info!(
+                "prepared a warm state in {prepared_ms} ms: {} pages changed, {} on disk",
+                delta.pages,
+                ByteSize(size)
+            ),
+        }
+        self.touched().insert(key.to_owned(), Instant::now());
+        self.evict(Some(&path))?;
+        Ok(warmth(key, prepared.record, size))
+    }
+
+    /// Notes that a call starts from `state`, for the least recently used order: at
+    /// most one write per state per minute. Best effort (a confined worker may not
+    /// write here; its server does).
+    pub fn touch(&self, state: &WarmState) {
+        let now = Instant::now();
+        {
+            let mut touched = self.touched();
+            match touched.get(state.key()) {
+                Some(at) if now.duration_since(*at) < TOUCH_EVERY => return,
+                _ => {
+                    touched.insert(state.key().to_owned(), now);
+                }
+            }
+        }
+        if let Ok(file) = File::options().write(true).open(self.path(state.key())) {
+            let _ = file.set_modified(SystemTime::now());
+        }
+    }
+
+    /// Whether `state` is still on disk (it may have been evicted since it was read).
+    pub fn present(&self, state: &WarmState) -> bool {
+        self.path(state.key()).is_file()
+    }
+
+    /// Removes the state stored under `key`, if any: one found unusable is prepared
+    /// again on its tool's next call.
+    pub fn remove(&self, key: &str) -> Result<(), SandboxError> {
+        let path = self.path(key);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(&path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// At start: removes what interrupted preparations left (temporary files no
+    /// process is writing) and files of older formats, then evicts the least recently
+    /// used states until the folder is within its budget (which may have been lowered).
+    pub fn sweep(&self) -> Result<Swept, SandboxError> {
+        let mut swept = Swept::default();
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(swept),
+            Err(e) => return Err(io_error(&self.dir, e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let leftover = if name.starts_with(TEMPORARY) {
+                abandoned(&path)
+            } else {
+                // `.json` records and `.mem` images of the first format, whose images
+                // were whole memories; `.tmp*` files of its writer.
+                name.ends_with(".json") || name.ends_with(".mem") || name.starts_with(".tmp")
+            };
+            if leftover {
+                match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(io_error(&path, e));
+                    }
+                    _ => swept.leftovers += 1,
+                }
+            }
+        }
+        swept.evicted = self.evict(None)?;
+        let (kept, bytes) = self.usage()?;
+        swept.kept = kept;
+        swept.bytes = ByteSize(bytes);
+        Ok(swept)
+    }
+
+    /// States on disk and the bytes they take.
+    pub fn usage(&self) -> Result<(usize, u64), SandboxError> {
+        let states = self.states()?;
+        Ok((states.len(), states.iter().map(|s| s.bytes).sum()))
+    }
+
+    /// Evicts the least recently used states, never `keep`, until the folder is within
+    /// its budget. Returns how many went.
+    fn evict(&self, keep: Option<&Path>) -> Result<usize, SandboxError> {
+        let mut states = self.states()?;
+        let mut total: u64 = states.iter().map(|s| s.bytes).sum();
+        if total <= self.budget.as_u64() {
+            return Ok(0);
+        }
+        states.sort_by_key(|s| s.used);
+        let mut evicted = 0;
+        for state in states {
+            if total <= self.budget.as_u64() {
+                break;
+            }
+            if Some(state.path.as_path()) == keep {
+                continue;
+            }
+            match std::fs::remove_file(&state.path) {
+                Ok(()) => {
+                    total = total.saturating_sub(state.bytes);
+                    evicted += 1;
+                    tracing::info!(
+                        "evicted the warm state {} ({}, the least recently used) to keep {} \
+                         within its budget of {}",
+                        state.path.display(),
+                        ByteSize(state.bytes),
+                        self.dir.display(),
+                        self.budget
+                    );
+                }
+                // Evicted by another process meanwhile.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    total = total.saturating_sub(state.bytes);
+                }
+                Err(e) => return Err(io_error(&state.path, e)),
+            }
+        }
+        Ok(evicted)
+    }
+
+    /// Every state's file, with its last use and the disk it takes.
+    fn states(&self) -> Result<Vec<OnDisk>, SandboxError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_error(&self.dir, e)),
+        };
+        let mut states = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
+            let path = entry.path();
+            if path.extension().is_none_or(|x| x != EXTENSION) {
+                continue;
+            }
+            // Gone since the listing: evicted or replaced by another process.
+            let Ok(meta) = entry.metadata() else { continue };
+            states.push(OnDisk {
+                used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                bytes: meta.blocks() * 512,
+                path,
+            });
+        }
+        Ok(states)
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.dir.join(format!("{key}.{EXTENSION}"))
+    }
+
+    /// The state stored under `key`: its record, its delta when `with_delta`, and the
+    /// file's length. An unreadable state counts as none and is removed.
+    pub(super) fn read(
+        &self,
+        key: &str,
+        with_delta: bool,
+    ) -> Result<Option<(Record, Vec<u8>, u64)>, SandboxError> {
+        let path = self.path(key);
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error(&path, e)),
+        };
+        let len = file.metadata().map_err(|e| io_error(&path, e))?.len();
+        match parse(&mut file, with_delta) {
+            Ok((record, delta)) => Ok(Some((record, delta, len))),
+            Err(why) => {
+                tracing::warn!(
+                    "removing the unreadable warm state {}: {why}; it is prepared again",
+                    path.display()
+                );
+                let _ = std::fs::remove_file(&path);
+                Ok(None)
+            }
+        }
+    }
+
+    fn touched(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.touched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A state's record and, when asked, its delta, checked against the header.
+fn parse(file: &mut File, with_delta: bool) -> Result<(Record, Vec<u8>), String> {
+    let mut magic = vec![0u8; FORMAT.len() + 1];
+    let mut len = [0u8; 4];
+    file.read_exact(&mut magic)
+        .and_then(|()| file.read_exact(&mut len))
+        .map_err(|e| format!("its header cannot be read: {e}"))?;
+    if magic.strip_suffix(b"\n") != Some(FORMAT.as_bytes()) {
+        return Err("it is not a warm state of this format".into());
+    }
+    let len = u32::from_le_bytes(len);
+    if len > MAX_HEADER {
+        return Err("its header is too large".into());
+    }
+    let mut header = vec![0u8; len as usize];
+    file.read_exact(&mut header)
+        .map_err(|e| format!("its header is cut short: {e}"))?;
+    let record: Record =
+        serde_json::from_slice(&header).map_err(|e| format!("its header does not parse: {e}"))?;
+    let mut delta = Vec::new();
+    if with_delta {
+        let Record::Warm { delta: shape, .. } = &record else {
+            return Ok((record, delta));
+        };
+        file.read_to_end(&mut delta)
+            .map_err(|e| format!("its delta cannot be read: {e}"))?;
+        if delta.len() as u64 != shape.compressed {
+            return Err(format!(
+                "its delta has {} bytes where its header says {}: the file is cut short",
+                delta.len(),
+                shape.compressed
+            ));
+        }
+    }
+    Ok((record, delta))
+}
+
+/// Whether the temporary file at `path` is no longer being written: its writer's lock
+/// is free (the writer died, or never took it).
+fn abandoned(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+}
+
+fn malformed(what: &str) -> SandboxError {
+    SandboxError::Warm(wasmtime::Error::msg(format!(
+        "a prepared warm state is malformed: {what}"
+    )))
+}
+
+pub(super) fn warmth(key: &str, record: Record, disk_bytes: u64) -> Warmth {
+    match record {
+        Record::Cold(reason) => Warmth::Cold(reason),
+        Record::Warm { .. } => Warmth::Warm(Arc::new(WarmState {
+            key: key.to_owned(),
+            disk_bytes,
+        })),
+    }
+}
+
+/// What [`prune`] removed and kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// States removed (warm or recorded cold).
+    pub removed: usize,
+    /// Disk their files took.
+    pub freed: ByteSize,
+    /// States kept.
+    pub kept: usize,
+}
+
+/// Removes the warm states under `home` not used for `unused_for` (a state's file is
+/// marked when a call starts from it), and leftovers of interrupted preparations. A
+/// state removed while a running server has it loaded stays usable there (its image
+/// is rebuilt in memory) and is prepared again after a restart.
+pub fn prune(home: &Path, unused_for: Duration) -> Result<Pruned, SandboxError> {
+    let store = WarmStore::new(home, String::new(), ByteSize(u64::MAX));
+    let mut pruned = Pruned::default();
+    store.sweep()?;
+    let now = SystemTime::now();
+    let mut freed = 0;
+    for state in store.states()? {
+        let age = now.duration_since(state.used).unwrap_or_default();
+        if age < unused_for {
+            pruned.kept += 1;
+            continue;
+        }
+        match std::fs::remove_file(&state.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_error(&state.path, e));
+            }
+            _ => {
+                pruned.removed += 1;
+                freed += state.bytes;
+            }
+        }
+    }
+    pruned.freed = ByteSize(freed);
+    Ok(pruned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::delta::{BaseRef, DeltaShape};
+    use super::*;
+
+    fn store(budget: u64) -> (tempfile::TempDir, WarmStore) {
+        let home = tempfile::tempdir().unwrap();
+        let store = WarmStore::new(home.path(), "snapshot".into(), ByteSize(budget));
+        (home, store)
+    }
+
+    /// A warm state whose delta takes `bytes`.
+    fn prepared(bytes: usize) -> Prepared {
+        Prepared {
+            record: Record::Warm {
+                base: BaseRef {
+                    identity: "snapshot".into(),
+                    image_len: 4096,
+                    crc32: 1,
+                },
+                memory_pages: 1,
+                memory_len: 4096,
+                globals: Vec::new(),
+                delta: DeltaShape {
+                    pages: 1,
+                    runs: 1,
+                    compressed: bytes as u64,
+                },
+                prepared_ms: 1,
+                fuel: 1,
+            },
+            payload: Some(vec![7; bytes]),
+        }
+    }
+
+    fn keys(store: &WarmStore) -> Vec<String> {
+        let mut keys: Vec<String> = store
+            .states()
+            .unwrap()
+            .iter()
+            .map(|s| s.path.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    fn used(store: &WarmStore, key: &str, seconds_ago: u64) {
+        File::options()
+            .write(true)
+            .open(store.path(key))
+            .unwrap()
+            .set_modified(SystemTime::now() - Duration::from_secs(seconds_ago))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_stored_state_reads_back_with_its_delta() {
+        let (_home, store) = store(1 << 20);
+        let Warmth::Warm(state) = store.store("a", prepared(5000)).unwrap() else {
+            panic!("stored cold")
+        };
+        assert!(store.present(&state));
+        let (record, delta, len) = store.read("a", true).unwrap().unwrap();
+        assert!(matches!(record, Record::Warm { .. }));
+        assert_eq!(delta, vec![7; 5000]);
+        assert_eq!(len, state.disk_bytes);
+    }
+
+    #[test]
+    fn storing_past_the_budget_evicts_the_least_recently_used_first() {
+        // Room for three states of ~40 KiB (each takes ten 4 KiB blocks).
+        let (_home, store) = store(140 * 1024);
+        for key in ["a", "b", "c"] {
+            store.store(key, prepared(40_000)).unwrap();
+        }
+        // Used longest ago: b, then a, then c.
+        used(&store, "b", 300);
+        used(&store, "a", 200);
+        used(&store, "c", 100);
+        store.store("d", prepared(40_000)).unwrap();
+        assert_eq!(keys(&store), ["a", "c", "d"]);
+        store.store("e", prepared(40_000)).unwrap();
+        assert_eq!(keys(&store), ["c", "d", "e"]);
+        assert!(store.usage().unwrap().1 <= store.budget().as_u64());
+    }
+
+    #[test]
+    fn a_state_larger_than_the_whole_budget_is_not_stored_and_runs_cold() {
+        let (_home, store) = store(64 * 1024);
+        store.store("small", prepared(1000)).unwrap();
+        let Warmth::Cold(reason) = store.store("big", prepared(100_000)).unwrap() else {
+            panic!("a state over the budget was stored")
+        };
+        assert!(reason.message.contains("--warm-budget"), "{reason}");
+        // Nothing was evicted for it.
+        assert_eq!(keys(&store), ["small"]);
+    }
+
+    #[test]
+    fn a_lowered_budget_is_enforced_at_start() {
+        let (home, store) = store(1 << 20);
+        for key in ["a", "b", "c"] {
+            store.store(key, prepared(40_000)).unwrap();
+        }
+        used(&store, "a", 300);
+        let lowered = WarmStore::new(home.path(), "snapshot".into(), ByteSize(100 * 1024));
+        let swept = lowered.sweep().unwrap();
+        assert_eq!(swept.evicted, 1);
+        assert_eq!(keys(&lowered), ["b", "c"]);
+    }
+
+    #[test]
+    fn leftovers_of_interrupted_preparations_go_at_start_and_one_being_written_stays() {
+        let (_home, store) = store(1 << 20);
+        store.store("kept", prepared(100)).unwrap();
+        let dir = store.dir().to_owned();
+        // A writer that died: its temporary file is unlocked.
+        std::fs::write(dir.join(".tmp-dead"), b"half a state").unwrap();
+        // The first format's files.
+        std::fs::write(dir.join("old.json"), b"{}").unwrap();
+        std::fs::write(dir.join("old.mem"), b"image").unwrap();
+        // A writer still at work holds its lock.
+        let writing = dir.join(".tmp-alive");
+        let held = File::create(&writing).unwrap();
+        rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+
+        let swept = store.sweep().unwrap();
+        assert_eq!(swept.leftovers, 3);
+        assert_eq!(swept.kept, 1);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".tmp-alive", "kept.warm"]);
+        drop(held);
+        store.sweep().unwrap();
+        assert!(!writing.exists());
+    }
+
+    #[test]
+    fn a_state_cut_short_is_removed_when_read() {
+        let (_home, store) = store(1 << 20);
+        store.store("cut", prepared(5000)).unwrap();
+        let path = store.path("cut");
+        let len = std::fs::metadata(&path).unwrap().len();
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(len - 10)
+            .unwrap();
+        assert!(store.read("cut", true).unwrap().is_none());
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn touching_a_state_marks_it_used_at_most_once_a_minute() {
+        let (_home, store) = store(1 << 20);
+        let Warmth::Warm(state) = store.store("a", prepared(100)).unwrap() else {
+            panic!("stored cold")
+        };
+        used(&store, "a", 3600);
+        let age = || {
+            SystemTime::now()
+                .duration_since(
+                    std::fs::metadata(store.path("a"))
+                        .unwrap()
+                        .modified()
+                        .unwrap(),
+                )
+                .unwrap()
+        };
+        // Just stored by this process: its use is already recorded.
+        store.touch(&state);
+        assert!(age() >= Duration::from_secs(3599));
+        store.touched().clear();
+        store.touch(&state);
+        assert!(age() < Duration::from_secs(60));
+    }
+}
