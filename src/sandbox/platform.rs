@@ -73,44 +73,9 @@ pub struct CpuLevel {
     detect: &'static [&'static str],
 }
 
-const X86_V2_FLAGS: [&str; 6] = [
-    "has_sse3",
-    "has_ssse3",
-    "has_sse41",
-    "has_sse42",
-    "has_popcnt",
-    "has_cmpxchg16b",
-];
-const X86_V2_DETECT: [&str; 6] = ["sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cmpxchg16b"];
-const X86_V3_FLAGS: [&str; 12] = [
-    "has_sse3",
-    "has_ssse3",
-    "has_sse41",
-    "has_sse42",
-    "has_popcnt",
-    "has_cmpxchg16b",
-    "has_avx",
-    "has_avx2",
-    "has_bmi1",
-    "has_bmi2",
-    "has_fma",
-    "has_lzcnt",
-];
-const X86_V3_DETECT: [&str; 12] = [
-    "sse3",
-    "ssse3",
-    "sse4.1",
-    "sse4.2",
-    "popcnt",
-    "cmpxchg16b",
-    "avx",
-    "avx2",
-    "bmi1",
-    "bmi2",
-    "fma",
-    "lzcnt",
-];
-const X86_V4_FLAGS: [&str; 15] = [
+/// x86-64's extensions as Cranelift names them, in the order the levels add them:
+/// x86-64-v2 takes the first 6, x86-64-v3 the first 12, x86-64-v4 all 15.
+const X86_FLAGS: [&str; 15] = [
     "has_sse3",
     "has_ssse3",
     "has_sse41",
@@ -127,7 +92,8 @@ const X86_V4_FLAGS: [&str; 15] = [
     "has_avx512dq",
     "has_avx512vl",
 ];
-const X86_V4_DETECT: [&str; 15] = [
+/// The same extensions as `std::arch` detects them (same order).
+const X86_DETECT: [&str; 15] = [
     "sse3",
     "ssse3",
     "sse4.1",
@@ -145,32 +111,22 @@ const X86_V4_DETECT: [&str; 15] = [
     "avx512vl",
 ];
 
+/// An x86-64 level: the first `n` extensions.
+const fn x86_level(name: &'static str, n: usize) -> CpuLevel {
+    CpuLevel {
+        arch: Arch::X86_64,
+        name,
+        flags: X86_FLAGS.as_slice().split_at(n).0,
+        detect: X86_DETECT.as_slice().split_at(n).0,
+    }
+}
+
 /// Every level, lowest first within each architecture.
 pub const LEVELS: &[CpuLevel] = &[
-    CpuLevel {
-        arch: Arch::X86_64,
-        name: "baseline",
-        flags: &[],
-        detect: &[],
-    },
-    CpuLevel {
-        arch: Arch::X86_64,
-        name: "x86-64-v2",
-        flags: &X86_V2_FLAGS,
-        detect: &X86_V2_DETECT,
-    },
-    CpuLevel {
-        arch: Arch::X86_64,
-        name: "x86-64-v3",
-        flags: &X86_V3_FLAGS,
-        detect: &X86_V3_DETECT,
-    },
-    CpuLevel {
-        arch: Arch::X86_64,
-        name: "x86-64-v4",
-        flags: &X86_V4_FLAGS,
-        detect: &X86_V4_DETECT,
-    },
+    x86_level("baseline", 0),
+    x86_level("x86-64-v2", 6),
+    x86_level("x86-64-v3", 12),
+    x86_level("x86-64-v4", 15),
     CpuLevel {
         arch: Arch::Aarch64,
         name: "baseline",
