@@ -530,6 +530,12 @@ pub trait CoreSeat: Send + Sync + 'static {
     fn acquire(&self) -> SeatFuture<'_>;
     /// Gives the seat's core back, if it holds one.
     fn release(&self);
+    /// The guest has stopped for good: gives the core back. A worker's seat leaves that
+    /// to its server, which frees the core when the call's answer arrives (one message
+    /// fewer per call).
+    fn finish(&self) {
+        self.release();
+    }
     /// Whether the guest should offer its core at this tick ([`CoreSeat::yield_core`]).
     fn contended(&self) -> bool;
     /// How long the guest has held its current core. A guest offers its core only once

@@ -165,23 +165,28 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
                     channel: Arc::clone(channel),
                     max_frame: crate::outbound::max_frame(&job.limits),
                 });
+                // The server took a core for the call before sending it.
                 let seat: Arc<dyn CoreSeat> = Arc::new(RemoteSeat {
                     channel: Arc::clone(channel),
-                    holds: AtomicBool::new(false),
-                    granted: Mutex::new(None),
+                    holds: AtomicBool::new(true),
+                    granted: Mutex::new(Some(std::time::Instant::now())),
                 });
-                let result = runtime
-                    .block_on(sandbox.run_job(
-                        &job,
-                        warm.as_ref(),
-                        Some(std::time::Duration::from_micros(budget_us)),
-                        |_| Some(door),
-                        Some(seat),
-                    ))
-                    .map_err(|e| format!("{e:#}"));
+                let ran = runtime.block_on(sandbox.run_job(
+                    &job,
+                    warm.as_ref(),
+                    Some(std::time::Duration::from_micros(budget_us)),
+                    |_| Some(door),
+                    Some(seat),
+                ));
+                let (result, spent) = match ran {
+                    Ok((result, spent)) => (Ok(result), Some(spent)),
+                    Err(e) => (Err(format!("{e:#}")), None),
+                };
                 channel
                     .tell(&ToServer::Done { result }, &[])
                     .map_err(|e| e.to_string())?;
+                // The instance is reset while the server answers its caller.
+                drop(spent);
             }
             ToWorker::Prepare {
                 tool_dir,
@@ -307,6 +312,11 @@ impl CoreSeat for RemoteSeat {
         if self.holds.swap(false, Ordering::AcqRel) {
             let _ = self.channel.tell(&ToServer::Release, &[]);
         }
+    }
+
+    /// The server frees the core when the call's answer arrives.
+    fn finish(&self) {
+        self.holds.store(false, Ordering::Release);
     }
 
     /// Whether others wait is the server's to know: every tick asks it.

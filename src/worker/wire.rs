@@ -46,7 +46,8 @@ pub enum ToWorker {
         /// Trees it may write: the read-write folders its calls are granted.
         read_write: Vec<PathBuf>,
     },
-    /// Run one call.
+    /// Run one call. The server sends it holding a core for the call: the guest starts
+    /// at once, and its core is freed when its [`ToServer::Done`] arrives.
     Run {
         /// The call.
         job: Box<Job>,
@@ -84,9 +85,9 @@ pub enum ToServer {
         /// Why, in a sentence.
         reason: String,
     },
-    /// The guest wants a core.
+    /// The guest wants a core again (after a wait in a host call).
     Acquire,
-    /// The guest gives its core back.
+    /// The guest gives its core back for a wait in a host call.
     Release,
     /// An epoch tick while the guest runs: the server gives the core to a waiting call
     /// if any and answers [`ToWorker::Go`] when the guest may go on.
