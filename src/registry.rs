@@ -266,6 +266,14 @@ impl Registry {
         self.transaction(db::Mode::Autocommit, f)
     }
 
+    /// [`Registry::autocommit`] for transient state (see [`db::Mode::Transient`]).
+    fn transient<T>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
+        self.transaction(db::Mode::Transient, f)
+    }
+
     fn transaction<T>(
         &self,
         mode: db::Mode,

@@ -83,7 +83,7 @@ impl Registry {
         node: &str,
         holder: &str,
     ) -> Result<Option<SlotId>, RegistryError> {
-        self.autocommit(|tx| {
+        self.transient(|tx| {
             let dialect = tx.dialect();
             let skip_locked = match dialect {
                 super::Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
@@ -118,7 +118,7 @@ impl Registry {
     /// Frees a slot (its call ended). A slot whose lease ran out and was taken by
     /// another call meanwhile is that call's: left alone.
     pub fn release_slot(&self, slot: &SlotId) -> Result<(), RegistryError> {
-        self.autocommit(|tx| {
+        self.transient(|tx| {
             tx.execute(
                 "UPDATE run_slots SET holder = NULL, node = NULL
                  WHERE tenant_id = ?1 AND n = ?2 AND holder = ?3",
@@ -130,7 +130,7 @@ impl Registry {
 
     /// Extends the lease of every slot `node` holds by [`LEASE`] from now; how many.
     pub fn renew_slots(&self, node: &str) -> Result<u64, RegistryError> {
-        self.autocommit(|tx| {
+        self.transient(|tx| {
             let sql = format!(
                 "UPDATE run_slots SET expires_at_ms = {} + ?2
                  WHERE node = ?1 AND holder IS NOT NULL",
@@ -179,7 +179,7 @@ impl Registry {
         }
         // No bucket yet (the tenant's first call on any node): made full (by this call
         // or a concurrent one), then taken from like any other.
-        self.autocommit(|tx| {
+        self.transient(|tx| {
             let sql = format!(
                 "INSERT INTO rate_buckets (tenant_id, tokens_milli, refilled_at_ms)
                  VALUES (?1, ?2, {}) ON CONFLICT (tenant_id) DO NOTHING",
@@ -212,7 +212,7 @@ impl Registry {
     /// concurrent takers on every node each see the others' takes; only the time turned
     /// into tokens is spent, so fractions carry over.
     fn try_take(&self, tenant: &TenantId, capacity: i64, rate: i64) -> Result<bool, RegistryError> {
-        self.autocommit(|tx| {
+        self.transient(|tx| {
             let sql = format!(
                 "UPDATE rate_buckets SET
                      tokens_milli = (CASE WHEN {LEVEL} >= ?2 THEN ?2 ELSE {LEVEL} END) - 1000,

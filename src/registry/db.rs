@@ -222,6 +222,12 @@ pub(crate) enum Mode {
     /// without the two round trips of BEGIN and COMMIT, which on the hot path cost as
     /// much as the statement.
     Autocommit,
+    /// [`Mode::Autocommit`] for state a database crash may lose, being rebuilt or
+    /// expiring by itself: the rate buckets and the run-slot leases, written on every
+    /// call. On PostgreSQL these commit without waiting for the WAL to reach the disk
+    /// (`synchronous_commit = off`); a crash of the server loses at most its last
+    /// fraction of a second of them (a few calls' tokens, leases that then run out).
+    Transient,
 }
 
 /// A transaction in either database: the only way the registry's logic touches one.

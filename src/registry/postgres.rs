@@ -13,6 +13,12 @@
 //! fails half-way is rolled back; one that cannot be (the connection broke) takes its
 //! connection out of the pool, so no later caller inherits it.
 //!
+//! Transient state written on every call (rate buckets, run-slot leases:
+//! [`Mode::Transient`]) goes through a second, small pool whose sessions have
+//! `synchronous_commit = off`: those commits do not wait for the server's disk, which
+//! made up most of their cost. Every other write waits for it as before; the WAL keeps
+//! commits in order, so a durable commit also makes every earlier transient one durable.
+//!
 //! # Failures
 //! A server that cannot be reached, refuses connections or goes away mid-statement is
 //! [`RegistryError::Unavailable`] (the service answers 503); the pool waits at most
@@ -48,8 +54,11 @@ pub(crate) use tx::PgTx;
 pub const POOL_WAIT: Duration = Duration::from_secs(5);
 /// Longest wait for a new connection to the server: 5 s.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most connections one node keeps to the server: 16.
+/// Most connections one node keeps to the server: 16, and 4 more for transient state
+/// ([`Mode::Transient`]).
 pub const POOL_SIZE: usize = 16;
+/// Most connections one node keeps for transient state: 4 (one statement each, short).
+const TRANSIENT_POOL_SIZE: usize = 4;
 /// A statement running longer than this is cancelled by the server: 30 s.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The advisory lock migrations run under (any constant shared by every node).
@@ -65,6 +74,8 @@ pub(crate) struct Postgres {
     runtime: Option<tokio::runtime::Runtime>,
     handle: tokio::runtime::Handle,
     pool: Pool,
+    /// Connections whose commits do not wait for the disk, for [`Mode::Transient`].
+    transient: Pool,
     /// For the connection that listens for other nodes' changes.
     config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
@@ -111,28 +122,21 @@ impl Postgres {
             })?;
         let handle = runtime.handle().clone();
         let tls = tls()?;
-        let manager = Manager::from_config(
-            config.clone(),
-            tls.clone(),
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
+        let pool = make_pool(config.clone(), &tls, POOL_SIZE, &shown)?;
+        let mut transient = config.clone();
+        transient.options(
+            format!(
+                "{} -c synchronous_commit=off",
+                config.get_options().unwrap_or_default()
+            )
+            .trim_start(),
         );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .map_err(|e| RegistryError::BadUrl {
-                url: shown.clone(),
-                reason: e.to_string(),
-            })?;
+        let transient = make_pool(transient, &tls, TRANSIENT_POOL_SIZE, &shown)?;
         let db = Postgres {
             runtime: Some(runtime),
             handle,
             pool,
+            transient,
             config,
             tls,
             node: format!("{:016x}", rand::random::<u64>()).into(),
@@ -187,7 +191,10 @@ impl Postgres {
         mode: Mode,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
-        let pool = self.pool.clone();
+        let pool = match mode {
+            Mode::Transient => self.transient.clone(),
+            Mode::Read | Mode::Write | Mode::Autocommit => self.pool.clone(),
+        };
         let client = self
             .wait(async move { pool.get().await })?
             .map_err(pool_error)?;
@@ -195,7 +202,7 @@ impl Postgres {
         match mode {
             Mode::Write => tx.begin("BEGIN"),
             Mode::Read => tx.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
-            Mode::Autocommit => {}
+            Mode::Autocommit | Mode::Transient => {}
         }
         let outcome = f(&mut Tx::Postgres(&mut tx));
         match outcome {
@@ -474,6 +481,33 @@ pub(crate) fn pg_error(e: tokio_postgres::Error) -> RegistryError {
             message,
         }
     }
+}
+
+/// A pool of at most `size` connections made with `config`.
+fn make_pool(
+    config: tokio_postgres::Config,
+    tls: &tokio_postgres_rustls::MakeRustlsConnect,
+    size: usize,
+    shown: &str,
+) -> Result<Pool, RegistryError> {
+    let manager = Manager::from_config(
+        config,
+        tls.clone(),
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(size)
+        .wait_timeout(Some(POOL_WAIT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .recycle_timeout(Some(CONNECT_TIMEOUT))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| RegistryError::BadUrl {
+            url: shown.to_owned(),
+            reason: e.to_string(),
+        })
 }
 
 fn pool_error(e: PoolError) -> RegistryError {

@@ -91,7 +91,7 @@ impl Sqlite {
         let behavior = match mode {
             Mode::Write => TransactionBehavior::Immediate,
             // One statement takes the write lock when it writes: no read-then-write race.
-            Mode::Read | Mode::Autocommit => TransactionBehavior::Deferred,
+            Mode::Read | Mode::Autocommit | Mode::Transient => TransactionBehavior::Deferred,
         };
         let mut tx = Tx::Sqlite(conn.transaction_with_behavior(behavior)?);
         let out = f(&mut tx)?;
