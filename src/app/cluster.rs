@@ -6,6 +6,12 @@
 //! then a cluster slot, polling every [`SLOT_POLL`] while the tenant is at its ceiling
 //! elsewhere; the slot is released when the call ends (its guard dropped, whatever the
 //! outcome), and a task renews this node's leases every third of [`LEASE`].
+//!
+//! Tokens are taken from the shared bucket a few at a time for a busy tenant (a tenth
+//! of a second's worth, at most 100: [`super::gate::lease_size`]) and spent by this
+//! node's next calls within [`super::gate::LEASED_FOR`]; those left then are lost, so
+//! the cluster never exceeds the rate, and a tenant at a few calls a second takes its
+//! tokens one by one.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -60,8 +66,16 @@ impl App {
         if self.node().is_none() {
             return Ok(local.take());
         }
+        if local.take_leased() {
+            return Ok(Ok(()));
+        }
         let (t, rate) = (tenant.clone(), policy.calls_per_minute);
-        self.blocking(move |r| Ok(r.take_token(&t, rate)?)).await
+        let want = super::gate::lease_size(rate);
+        let taken = self
+            .blocking(move |r| Ok(r.take_tokens(&t, rate, want)?))
+            .await?;
+        // This call spends one; the others wait for this node's next calls.
+        Ok(taken.map(|granted| local.lease(granted.saturating_sub(1))))
     }
 
     /// A cluster slot for `tenant` under `policy`, waited for until `cancel` fires;

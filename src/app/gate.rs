@@ -21,6 +21,28 @@ pub(super) struct Gate {
     /// One permit per call allowed to run at once.
     pub(super) running: Arc<Semaphore>,
     bucket: Mutex<Bucket>,
+    /// Tokens this node took from the cluster's shared bucket ahead of its calls.
+    leased: Mutex<Leased>,
+}
+
+/// Tokens taken from the shared bucket and not yet spent, and until when they may be.
+#[derive(Debug)]
+struct Leased {
+    tokens: u32,
+    until: Instant,
+}
+
+/// How long a node may spend tokens it took ahead from the shared bucket: 1 s. Those it
+/// has not spent by then are lost, never handed on: the cluster's calls never exceed
+/// the tenant's rate.
+pub(super) const LEASED_FOR: Duration = Duration::from_secs(1);
+
+/// How many tokens a node takes from the shared bucket at once for a tenant allowed
+/// `calls_per_minute`: a tenth of a second's worth, 1 to 100. A tenant at a few calls
+/// a second takes them one by one, exactly as one node would; a busy one pays the
+/// database once every few dozen calls.
+pub(super) fn lease_size(calls_per_minute: u32) -> u32 {
+    (calls_per_minute / 600).clamp(1, 100)
 }
 
 /// A token bucket holding up to `calls_per_minute` tokens, refilled continuously at
@@ -42,7 +64,33 @@ impl Gate {
                 tokens: f64::from(policy.calls_per_minute),
                 refilled: Instant::now(),
             }),
+            leased: Mutex::new(Leased {
+                tokens: 0,
+                until: Instant::now(),
+            }),
         }
+    }
+
+    /// Spends one of the tokens taken ahead from the shared bucket, if one is left and
+    /// still good.
+    pub(super) fn take_leased(&self) -> bool {
+        let mut leased = self.leased.lock().unwrap_or_else(PoisonError::into_inner);
+        if leased.tokens == 0 || Instant::now() >= leased.until {
+            leased.tokens = 0;
+            return false;
+        }
+        leased.tokens -= 1;
+        true
+    }
+
+    /// Keeps `tokens` taken ahead from the shared bucket for this node's next calls,
+    /// for [`LEASED_FOR`].
+    pub(super) fn lease(&self, tokens: u32) {
+        let mut leased = self.leased.lock().unwrap_or_else(PoisonError::into_inner);
+        *leased = Leased {
+            tokens,
+            until: Instant::now() + LEASED_FOR,
+        };
     }
 
     /// How many calls the tenant may run at once.
@@ -110,6 +158,28 @@ mod tests {
         }
         let wait = gate.take().unwrap_err();
         assert!(wait > Duration::from_secs(15) && wait <= Duration::from_secs(20));
+    }
+
+    #[test]
+    fn leased_tokens_are_spent_once_and_expire() {
+        let gate = Gate::new(&TenantPolicy::default());
+        assert!(!gate.take_leased());
+        gate.lease(2);
+        assert!(gate.take_leased());
+        assert!(gate.take_leased());
+        assert!(!gate.take_leased());
+        gate.lease(5);
+        gate.leased.lock().unwrap().until = Instant::now();
+        assert!(!gate.take_leased(), "an expired lease is lost");
+        assert!(!gate.take_leased());
+    }
+
+    #[test]
+    fn a_lease_is_a_tenth_of_a_seconds_worth_within_bounds() {
+        assert_eq!(lease_size(3), 1);
+        assert_eq!(lease_size(1_199), 1);
+        assert_eq!(lease_size(6_000), 10);
+        assert_eq!(lease_size(1_000_000), 100);
     }
 
     #[test]

@@ -171,11 +171,23 @@ impl Registry {
         tenant: &TenantId,
         calls_per_minute: u32,
     ) -> Result<Result<(), Duration>, RegistryError> {
+        Ok(self.take_tokens(tenant, calls_per_minute, 1)?.map(|_| ()))
+    }
+
+    /// Takes up to `want` (at least 1) tokens from `tenant`'s bucket at once, as many as
+    /// it holds: how many; `Err` with the wait until the next token when it is empty.
+    pub fn take_tokens(
+        &self,
+        tenant: &TenantId,
+        calls_per_minute: u32,
+        want: u32,
+    ) -> Result<Result<u32, Duration>, RegistryError> {
         let rate = i64::from(calls_per_minute.max(1));
+        let want = i64::from(want.max(1));
         // Thousandths of a token: `rate` of them arrive per 60 ms.
         let capacity = rate * 1000;
-        if self.try_take(tenant, capacity, rate)? {
-            return Ok(Ok(()));
+        if let Some(granted) = self.try_take(tenant, capacity, rate, want)? {
+            return Ok(Ok(granted));
         }
         // No bucket yet (the tenant's first call on any node): made full (by this call
         // or a concurrent one), then taken from like any other.
@@ -187,15 +199,15 @@ impl Registry {
             );
             tx.execute(&sql, vals![tenant.as_str(), capacity])
         })?;
-        if self.try_take(tenant, capacity, rate)? {
-            return Ok(Ok(()));
+        if let Some(granted) = self.try_take(tenant, capacity, rate, want)? {
+            return Ok(Ok(granted));
         }
         // Empty: the wait until its level reaches one token (nothing to write: the
         // level follows from the row and the clock).
         let level: i64 = self.autocommit(|tx| {
             let sql = format!(
-                "SELECT CASE WHEN {LEVEL} >= ?2 THEN ?2 ELSE {LEVEL} END
-                 FROM rate_buckets, (SELECT {now} AS now) AS c WHERE tenant_id = ?1",
+                "SELECT {BUCKET} FROM rate_buckets, (SELECT {now} AS now) AS c
+                 WHERE tenant_id = ?1",
                 now = tx.dialect().now_ms()
             );
             tx.query_one(&sql, vals![tenant.as_str(), capacity, rate])?
@@ -207,31 +219,96 @@ impl Registry {
         )))
     }
 
-    /// Takes one token from `tenant`'s bucket in one statement; false when it has none
-    /// (or does not exist). The level is computed from the row being updated, so
-    /// concurrent takers on every node each see the others' takes; only the time turned
-    /// into tokens is spent, so fractions carry over.
-    fn try_take(&self, tenant: &TenantId, capacity: i64, rate: i64) -> Result<bool, RegistryError> {
+    /// Takes up to `want` whole tokens from `tenant`'s bucket: how many, `None` when it
+    /// has none (or does not exist). Only the time turned into tokens is spent, so
+    /// fractions carry over.
+    fn try_take(
+        &self,
+        tenant: &TenantId,
+        capacity: i64,
+        rate: i64,
+        want: i64,
+    ) -> Result<Option<u32>, RegistryError> {
+        let granted = match self.dialect() {
+            super::Dialect::Postgres => self.try_take_shared(tenant, capacity, rate, want)?,
+            super::Dialect::Sqlite => self.try_take_local(tenant, capacity, rate, want)?,
+        };
+        granted
+            .map(|n| u32::try_from(n).map_err(|e| RegistryError::corrupt("tokens taken", e)))
+            .transpose()
+    }
+
+    /// [`Registry::try_take`] on PostgreSQL, in one statement: the row is locked and read
+    /// in the statement itself, and read again once a concurrent taker on another node
+    /// committed, so every taker sees the others' takes.
+    fn try_take_shared(
+        &self,
+        tenant: &TenantId,
+        capacity: i64,
+        rate: i64,
+        want: i64,
+    ) -> Result<Option<i64>, RegistryError> {
         self.transient(|tx| {
             let sql = format!(
-                "UPDATE rate_buckets SET
-                     tokens_milli = (CASE WHEN {LEVEL} >= ?2 THEN ?2 ELSE {LEVEL} END) - 1000,
-                     refilled_at_ms = CASE WHEN {LEVEL} >= ?2 THEN c.now
-                         ELSE refilled_at_ms + ({ADDED}) * 60 / ?3 END
-                 FROM (SELECT {now} AS now) AS c
-                 WHERE tenant_id = ?1 AND {LEVEL} >= 1000
-                 RETURNING tokens_milli",
+                "WITH cur AS (
+                     SELECT tenant_id, {BUCKET}
+                     FROM rate_buckets, (SELECT {now} AS now) AS c
+                     WHERE tenant_id = ?1 FOR UPDATE OF rate_buckets
+                 ), take AS (
+                     SELECT tenant_id, level, refilled,
+                         CASE WHEN level / 1000 >= ?4 THEN ?4 ELSE level / 1000 END AS granted
+                     FROM cur
+                 )
+                 UPDATE rate_buckets SET
+                     tokens_milli = take.level - take.granted * 1000,
+                     refilled_at_ms = take.refilled
+                 FROM take
+                 WHERE rate_buckets.tenant_id = take.tenant_id AND take.granted >= 1
+                 RETURNING take.granted",
                 now = tx.dialect().now_ms()
             );
-            Ok(tx
-                .query_opt(&sql, vals![tenant.as_str(), capacity, rate])?
-                .is_some())
+            tx.query_opt(&sql, vals![tenant.as_str(), capacity, rate, want])?
+                .map(|row| row.get(0))
+                .transpose()
+        })
+    }
+
+    /// [`Registry::try_take`] on SQLite, whose writers exclude each other: the bucket
+    /// read, then written, in one write transaction.
+    fn try_take_local(
+        &self,
+        tenant: &TenantId,
+        capacity: i64,
+        rate: i64,
+        want: i64,
+    ) -> Result<Option<i64>, RegistryError> {
+        self.write(|tx| {
+            let sql = format!(
+                "SELECT {BUCKET} FROM rate_buckets, (SELECT {now} AS now) AS c
+                 WHERE tenant_id = ?1",
+                now = tx.dialect().now_ms()
+            );
+            let Some(row) = tx.query_opt(&sql, vals![tenant.as_str(), capacity, rate])? else {
+                return Ok(None);
+            };
+            let (level, refilled): (i64, i64) = (row.get(0)?, row.get(1)?);
+            let granted = (level / 1000).min(want);
+            if granted < 1 {
+                return Ok(None);
+            }
+            tx.execute(
+                "UPDATE rate_buckets SET tokens_milli = ?2, refilled_at_ms = ?3
+                 WHERE tenant_id = ?1",
+                vals![tenant.as_str(), level - granted * 1000, refilled],
+            )?;
+            Ok(Some(granted))
         })
     }
 }
 
-/// Thousandths of a token a bucket row holds at `c.now`, before the cap (`?3`: the
-/// calls per minute).
-const LEVEL: &str = "(tokens_milli + (c.now - refilled_at_ms) * ?3 / 60)";
-/// Thousandths of a token refilled since `refilled_at_ms`.
-const ADDED: &str = "(c.now - refilled_at_ms) * ?3 / 60";
+/// A bucket row's level at `c.now` in thousandths of a token, capped at `?2` (its
+/// capacity), and the refill time that goes with it (`?3`: the calls per minute).
+const BUCKET: &str = "CASE WHEN (tokens_milli + (c.now - refilled_at_ms) * ?3 / 60) >= ?2 THEN ?2
+         ELSE (tokens_milli + (c.now - refilled_at_ms) * ?3 / 60) END AS level,
+     CASE WHEN (tokens_milli + (c.now - refilled_at_ms) * ?3 / 60) >= ?2 THEN c.now
+         ELSE refilled_at_ms + ((c.now - refilled_at_ms) * ?3 / 60) * 60 / ?3 END AS refilled";

@@ -101,6 +101,7 @@ on_both_databases!(
     run_slots_hold_a_tenant_to_its_ceiling,
     the_token_bucket_allows_a_minutes_burst_then_says_when,
     concurrent_first_calls_share_a_new_bucket_exactly,
+    tokens_taken_several_at_once_never_exceed_the_bucket,
 );
 
 mod console;
@@ -926,4 +927,32 @@ fn concurrent_first_calls_share_a_new_bucket_exactly(db: Db) {
         .filter(|taken| *taken)
         .count();
     assert_eq!(taken, 8);
+}
+
+fn tokens_taken_several_at_once_never_exceed_the_bucket(db: Db) {
+    let (reg, t) = registry_with_tenant(db);
+    // A bucket of 10: 4, 4, then the 2 left, then none.
+    assert_eq!(reg.take_tokens(&t, 10, 4).unwrap(), Ok(4));
+    assert_eq!(reg.take_tokens(&t, 10, 4).unwrap(), Ok(4));
+    assert_eq!(reg.take_tokens(&t, 10, 4).unwrap(), Ok(2));
+    assert!(reg.take_tokens(&t, 10, 4).unwrap().is_err());
+    // Takers racing for a new bucket of 50, 7 at a time, share exactly its 50.
+    let (racers, _) = reg
+        .create_tenant("racers", &TenantPolicy::default())
+        .unwrap();
+    let reg = Arc::new(reg);
+    let takers: Vec<_> = (0..12)
+        .map(|_| {
+            let (reg, t) = (Arc::clone(&reg), racers.id.clone());
+            std::thread::spawn(move || {
+                let mut mine = 0;
+                while let Ok(n) = reg.take_tokens(&t, 50, 7).unwrap() {
+                    mine += n;
+                }
+                mine
+            })
+        })
+        .collect();
+    let taken: u32 = takers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(taken, 50);
 }
