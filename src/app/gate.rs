@@ -23,6 +23,9 @@ pub(super) struct Gate {
     bucket: Mutex<Bucket>,
     /// Tokens this node took from the cluster's shared bucket ahead of its calls.
     leased: Mutex<Leased>,
+    /// Cluster slots this node's calls have finished with, kept a moment for the next
+    /// ones (`cluster.rs`).
+    idle_slots: Mutex<Vec<super::cluster::Idle>>,
 }
 
 /// Tokens taken from the shared bucket and not yet spent, and until when they may be.
@@ -68,7 +71,42 @@ impl Gate {
                 tokens: 0,
                 until: Instant::now(),
             }),
+            idle_slots: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Keeps a cluster slot no call uses, for the tenant's next call on this node.
+    pub(super) fn keep_slot(&self, idle: super::cluster::Idle) {
+        self.idle_slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(idle);
+    }
+
+    /// Takes back a kept slot, if no call took it meanwhile.
+    pub(super) fn unkeep_slot(
+        &self,
+        slot: &crate::registry::SlotId,
+    ) -> Option<super::cluster::Idle> {
+        let mut idle = self
+            .idle_slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let i = idle.iter().position(|kept| kept.is(slot))?;
+        Some(idle.swap_remove(i))
+    }
+
+    /// A kept slot that `usable` accepts, for a call of this node's.
+    pub(super) fn reuse_slot(
+        &self,
+        usable: impl Fn(&super::cluster::Idle) -> bool,
+    ) -> Option<super::cluster::Idle> {
+        let mut idle = self
+            .idle_slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let i = idle.iter().rposition(usable)?;
+        Some(idle.swap_remove(i))
     }
 
     /// Spends one of the tokens taken ahead from the shared bucket, if one is left and

@@ -337,9 +337,7 @@ impl App {
             () = cancel.cancelled() => return Err(AppError::Cancelled),
         };
         // Several nodes: the tenant's ceiling across all of them too.
-        let _slot = self
-            .cluster_slot(&a.tenant, a.gate.max_concurrent_calls(), &cancel)
-            .await?;
+        let _slot = self.cluster_slot(&a.tenant, &a.gate, &cancel).await?;
         let warm = a.prepared.warm_state();
         let started = std::time::Instant::now();
         let outcome = {

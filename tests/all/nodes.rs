@@ -91,6 +91,35 @@ async fn a_tenants_concurrency_ceiling_holds_across_nodes() {
 }
 
 #[tokio::test]
+async fn a_slot_kept_for_its_nodes_next_call_goes_to_another_node_and_is_freed() {
+    let cluster = Cluster::new();
+    let (key, tenant) = cluster.tenant(&["--max-concurrent-calls", "1"]);
+    let nodes = [cluster.node(), cluster.node()];
+    let tool = nodes[0].register(&key, ADD).await;
+    // Back-to-back calls on one node (which keeps the one slot between them a moment),
+    // then on the other, which gets it once the first lets it go.
+    for node in [&nodes[0], &nodes[0], &nodes[1], &nodes[0], &nodes[1]] {
+        let started = Instant::now();
+        let (status, body) = node.run(&key, &tool, json!({"a": 1, "b": 1})).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    }
+    let registry = warden::registry::Registry::connect(&warden::registry::Location::Postgres(
+        cluster.url.clone(),
+    ))
+    .unwrap();
+    let tenant = tenant.parse().unwrap();
+    let ended = Instant::now();
+    while registry.slots_held(&tenant).unwrap() != 0 {
+        assert!(
+            ended.elapsed() < Duration::from_secs(2),
+            "the slot is still held 2 s after the last call"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_tenants_rate_limit_holds_across_nodes() {
     let cluster = Cluster::new();
     let (key, _) = cluster.tenant(&["--calls-per-minute", "4"]);
