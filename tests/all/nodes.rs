@@ -102,7 +102,11 @@ async fn a_slot_kept_for_its_nodes_next_call_goes_to_another_node_and_is_freed()
         let started = Instant::now();
         let (status, body) = node.run(&key, &tool, json!({"a": 1, "b": 1})).await;
         assert_eq!(status, 200, "{body}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
     let registry = warden::registry::Registry::connect(&warden::registry::Location::Postgres(
         cluster.url.clone(),
