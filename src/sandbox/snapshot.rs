@@ -240,7 +240,8 @@ impl InstanceState for Loaded<'_> {
     }
 }
 
-#[cfg(all(test, feature = "compiler"))]
+#[cfg(test)]
+#[cfg(feature = "compiler")]
 mod tests {
     use wasmparser::{KnownCustom, Parser, Payload};
 
