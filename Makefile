@@ -5,7 +5,7 @@ CARGO ?= cargo
 # The binary `cargo build` writes (under CARGO_TARGET_DIR when that is set).
 WARDEN = $(or $(CARGO_TARGET_DIR),./target)/debug/warden
 
-.PHONY: build example test runtime bench lint fuzz screenshots bundle edge-bench
+.PHONY: build example test runtime bench lint fuzz screenshots bundle bundle-toolchain edge-bench edge-smoke-arm64
 
 build:
 	$(CARGO) build
@@ -65,9 +65,28 @@ HOST_TARGET := $(shell rustc -vV | sed -n 's/^host: //p')
 TARGET ?= $(HOST_TARGET)
 CPU ?= $(if $(findstring aarch64,$(TARGET)),baseline,x86-64-v2)
 BUNDLE_BINARY = target/$(TARGET)/bundle/warden
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+BUNDLE_FILE = target/bundle/warden-$(VERSION)-$(TARGET)-$(CPU).tar.zst
 # Precompiling for another architecture needs wasmtime's other backends.
 BUNDLE_FEATURES = $(if $(filter $(HOST_TARGET),$(TARGET)),,--features all-arch)
-bundle:
+# Cross-building for arm64 links with (and compiles SQLite, ring and zstd with) Debian's
+# cross gcc: `apt-get install gcc-aarch64-linux-gnu`. Set these to use another.
+AARCH64_GCC ?= aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER ?= $(AARCH64_GCC)
+export CC_aarch64_unknown_linux_gnu ?= $(AARCH64_GCC)
+export AR_aarch64_unknown_linux_gnu ?= $(patsubst %gcc,%ar,$(AARCH64_GCC))
+## Checks that TARGET can be built here, and says what to install when not.
+bundle-toolchain:
+	@if [ "$(TARGET)" != "$(HOST_TARGET)" ]; then \
+	  if command -v rustup > /dev/null && ! rustup target list --installed | grep -qx '$(TARGET)'; then \
+	    echo "make bundle: Rust's standard library for $(TARGET) is not installed: run \`rustup target add $(TARGET)\`, or make a bundle for this host ($(HOST_TARGET)) with \`make bundle\`" >&2; exit 2; \
+	  fi; \
+	  case '$(TARGET)' in aarch64-unknown-linux-gnu) \
+	    command -v "$$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER" > /dev/null || { \
+	      echo "make bundle: no linker for $(TARGET) ($$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER): run \`apt-get install gcc-aarch64-linux-gnu\` (Debian, Ubuntu), or set AARCH64_GCC to an aarch64 Linux gcc; \`make bundle\` alone makes this host's bundle" >&2; exit 2; } ;; \
+	  esac; \
+	fi
+bundle: bundle-toolchain
 	$(CARGO) build --profile bundle --no-default-features --target $(TARGET) --bin warden
 	$(CARGO) build --bin warden $(BUNDLE_FEATURES)
 	$(WARDEN) bundle create --target $(TARGET) --cpu $(CPU) --binary $(BUNDLE_BINARY) \
@@ -75,4 +94,12 @@ bundle:
 
 ## Footprint and start-up of the host's bundle (run as root: it drops the page cache).
 edge-bench: bundle
-	./tests/edge-bench.sh target/bundle/warden-$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)-$(TARGET)-$(CPU).tar.zst $(BUNDLE_BINARY)
+	./tests/edge-bench.sh $(BUNDLE_FILE) $(BUNDLE_BINARY)
+
+## The arm64 bundle (CPU level baseline) run under QEMU as a Raspberry Pi 4 (Cortex-A72,
+## no LSE): install, `warden run` of a trivial tool, `warden serve` with a registered
+## tool's call. Needs `apt-get install qemu-user-static gcc-aarch64-linux-gnu`, Linux 6.7+
+## (a private binfmt_misc) and several minutes: not part of `make test` or CI.
+edge-smoke-arm64:
+	$(MAKE) bundle TARGET=aarch64-unknown-linux-gnu CPU=baseline
+	./tests/edge-smoke-arm64.sh target/bundle/warden-$(VERSION)-aarch64-unknown-linux-gnu-baseline.tar.zst $(WARDEN)

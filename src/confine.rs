@@ -607,14 +607,22 @@ mod linux {
     /// changing a mode is ignored (answered 0, changing nothing), because pip copies
     /// files from a local --find-links folder with Python's `shutil.copy`, which sets
     /// the copy's mode by path and fails on an error.
+    /// (arm64 has only the `*at` forms; x86-64 also the older calls by path.)
     #[rustfmt::skip]
     const EXEC_METADATA_REFUSED: &[c_long] = &[
-        SYS_chown, SYS_lchown, SYS_fchownat, SYS_setxattr, SYS_lsetxattr, SYS_removexattr,
-        SYS_lremovexattr, SYS_SETXATTRAT, SYS_REMOVEXATTRAT,
+        SYS_fchownat, SYS_setxattr, SYS_lsetxattr, SYS_removexattr, SYS_lremovexattr,
+        SYS_SETXATTRAT, SYS_REMOVEXATTRAT,
+        #[cfg(target_arch = "x86_64")] SYS_chown,
+        #[cfg(target_arch = "x86_64")] SYS_lchown,
     ];
-    const EXEC_MODE_IGNORED: &[c_long] = &[SYS_chmod, SYS_fchmodat, SYS_fchmodat2];
+    #[rustfmt::skip]
+    const EXEC_MODE_IGNORED: &[c_long] = &[
+        SYS_fchmodat, SYS_FCHMODAT2,
+        #[cfg(target_arch = "x86_64")] SYS_chmod,
+    ];
 
     // Calls newer than the libc crate's tables (the same number on every architecture).
+    const SYS_FCHMODAT2: c_long = 452;
     const SYS_SETXATTRAT: c_long = 463;
     const SYS_REMOVEXATTRAT: c_long = 466;
     const SYS_OPEN_TREE_ATTR: c_long = 467;

@@ -90,7 +90,7 @@ use crate::events::{Events, LogLevel};
 use crate::grants::{Grants, SecretValue, canonical_host_folder};
 use crate::limits::{Fuel, Limits};
 use crate::outbound::{Clients, Exchange, PrivateNetwork};
-use crate::outcome::{CallResult, Start, Status};
+use crate::outcome::{CallResult, Start};
 
 /// The wasmtime release the compiled cache is tied to (pinned exactly in Cargo.toml).
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -358,7 +358,7 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
             packages: None,
         };
         let result = self.call_blocking(call)?;
-        if result.status == Status::Ok
+        if result.status == crate::outcome::Status::Ok
             && result.value == Some(serde_json::json!(["mounted", "granted"]))
         {
             return Ok(());

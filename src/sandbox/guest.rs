@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use wasmtime::{
     Engine, Instance, InstancePre, Module, ModuleExport, ResourceLimiter, Store, Trap,
-    UpdateDeadline,
+    UpdateDeadline, WasmBacktrace,
 };
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -224,6 +224,52 @@ pub(super) fn trap_kind(e: &wasmtime::Error) -> TrapKind {
         Some(Trap::OutOfFuel) => TrapKind::OutOfFuel,
         Some(Trap::Interrupt) => TrapKind::Deadline,
         Some(trap) => TrapKind::Other(trap.to_string()),
-        None => TrapKind::Other(format!("{e:#}")),
+        None => TrapKind::Other(without_backtrace(e)),
+    }
+}
+
+/// `e`'s messages, outermost first, without the wasm backtrace wasmtime puts on an error
+/// raised while wasm ran: its frames are the interpreter's C functions, which tell the
+/// tool's author nothing (the guest's own Python traceback is on stderr), and Warden's
+/// snapshot has no names for them ([`super::snapshot`]). The full error is logged at
+/// debug level.
+fn without_backtrace(e: &wasmtime::Error) -> String {
+    let Some(backtrace) = e.downcast_ref::<WasmBacktrace>() else {
+        return format!("{e:#}");
+    };
+    tracing::debug!("the guest stopped on an error: {e:?}");
+    let backtrace = backtrace.to_string();
+    e.chain()
+        .map(ToString::to_string)
+        .filter(|m| *m != backtrace)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error as wasmtime returns it from a host function that failed while wasm ran:
+    /// its cause under a wasm backtrace. (Captured outside wasm the backtrace has no
+    /// frames, but the same type and place in the chain.)
+    #[test]
+    fn an_error_under_a_wasm_backtrace_is_reported_by_its_cause_alone() {
+        let engine = Engine::default();
+        let store = Store::new(&engine, ());
+        let e = wasmtime::Error::msg("the door is closed")
+            .context("host call failed")
+            .context(WasmBacktrace::force_capture(&store));
+        assert!(format!("{e:#}").contains("wasm backtrace"));
+        assert_eq!(
+            trap_kind(&e),
+            TrapKind::Other("host call failed: the door is closed".into())
+        );
+        // Without a backtrace the message is the whole chain, as before.
+        let e = wasmtime::Error::msg("the door is closed").context("host call failed");
+        assert_eq!(
+            trap_kind(&e),
+            TrapKind::Other("host call failed: the door is closed".into())
+        );
     }
 }

@@ -16,7 +16,10 @@
 //!    few modules every failing call needs);
 //! 3. make wasi-libc forget the folders it has seen (`__wasilibc_reset_preopens`), so
 //!    that each later instance reads its own;
-//! 4. write that instance's memory and globals back out as a new module.
+//! 4. write that instance's memory and globals back out as a new module;
+//! 5. leave out its `name` custom section ([`without_names`]): 13 MiB of function names
+//!    that only wasm backtraces and profilers read, never a call. Warden reports a trap
+//!    by its type and a failing tool by its own Python traceback.
 //!
 //! Every call then instantiates that module: a fresh instance whose first `turn` is a
 //! plain call of `_warden_call()`. [`super::compiled`] checks on the compiled result that
@@ -43,7 +46,7 @@ use super::{RuntimeFiles, SandboxError, state_exports};
 use super::{io_error, on_own_thread, wasi};
 
 /// How the snapshot is built (the steps above), for [`identity`]: changed with them.
-const RECIPE: &str = "2: state exports, runtime folders, preopen reset";
+const RECIPE: &str = "3: state exports, runtime folders, preopen reset, no name section";
 
 /// A string that changes whenever the snapshot Warden builds would change: the pinned
 /// runtime, the harness and the tools that build it. Part of the compiled cache's key.
@@ -150,12 +153,38 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
             .await
             .map_err(SandboxError::Snapshot)?;
         match state.unreadable {
-            None => Ok(snapshot),
+            // Step 5.
+            None => without_names(&snapshot)
+                .map_err(|e| SandboxError::Snapshot(wasmtime::Error::new(e))),
             Some(what) => Err(SandboxError::Snapshot(wasmtime::Error::msg(format!(
                 "Wizer asked for {what}, which the instance does not export"
             )))),
         }
     })?
+}
+
+/// `wasm` without its `name` custom section (function, local and type names: debugging
+/// information, which wasmtime keeps in every compiled module and its symbol table).
+/// Every other section is copied byte for byte.
+#[cfg(feature = "compiler")]
+pub(super) fn without_names(wasm: &[u8]) -> Result<Vec<u8>, wasmparser::BinaryReaderError> {
+    use wasmparser::{Parser, Payload};
+    let mut module = wasm_encoder::Module::new();
+    for payload in Parser::new(0).parse_all(wasm) {
+        let payload = payload?;
+        if let Payload::CustomSection(custom) = &payload
+            && custom.name() == "name"
+        {
+            continue;
+        }
+        if let Some((id, range)) = payload.as_section() {
+            module.section(&wasm_encoder::RawSection {
+                id,
+                data: &wasm[range],
+            });
+        }
+    }
+    Ok(module.finish())
 }
 
 /// Makes wasi-libc forget the folders (preopens) it has read, so that an instance
@@ -208,5 +237,52 @@ impl InstanceState for Loaded<'_> {
                 contents(&[]);
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[cfg(feature = "compiler")]
+mod tests {
+    use wasmparser::{KnownCustom, Parser, Payload};
+
+    use super::*;
+
+    /// The custom sections of `wasm`, by name, and its code section's bytes.
+    fn parts(wasm: &[u8]) -> (Vec<String>, Vec<u8>) {
+        let mut customs = Vec::new();
+        let mut code = Vec::new();
+        for payload in Parser::new(0).parse_all(wasm) {
+            match payload.unwrap() {
+                Payload::CustomSection(c) => {
+                    if let KnownCustom::Name(_) = c.as_known() {
+                        customs.push("name (parsed)".to_owned());
+                    }
+                    customs.push(c.name().to_owned());
+                }
+                Payload::CodeSectionStart { range, .. } => code = wasm[range].to_vec(),
+                _ => {}
+            }
+        }
+        (customs, code)
+    }
+
+    #[test]
+    fn the_name_section_is_left_out_and_everything_else_kept() {
+        let wasm = wat::parse_str(
+            r#"(module
+                (memory (export "memory") 1)
+                (func $named (export "f") (param $x i32) (result i32) local.get $x)
+                (@custom "producers-like" "kept"))"#,
+        )
+        .unwrap();
+        let (customs, code) = parts(&wasm);
+        assert!(customs.contains(&"name".to_owned()), "{customs:?}");
+
+        let out = without_names(&wasm).unwrap();
+        wasmparser::validate(&out).unwrap();
+        let (customs_after, code_after) = parts(&out);
+        assert_eq!(customs_after, ["producers-like"]);
+        assert_eq!(code_after, code);
+        assert!(out.len() < wasm.len());
     }
 }
