@@ -146,6 +146,19 @@ pub enum PackagesError {
         /// pip's output.
         detail: String,
     },
+    /// With no index, a locked wheel is in none of the `--find-links` folders.
+    #[error(
+        "the lock needs {wheel}, which none of the --find-links folders ({}) holds, and \
+         --no-index allows no other source: add it to the wheelhouse (`warden packages \
+         fetch` on a machine that reaches the index writes every wheel of a lock)",
+        folders.join(", ")
+    )]
+    MissingWheel {
+        /// The wheel's file name.
+        wheel: String,
+        /// The folders searched.
+        folders: Vec<String>,
+    },
     /// A wheel's bytes differ from the lock's SHA-256.
     #[error("a wheel does not match the SHA-256 in its lock; nothing was installed:\n{detail}")]
     HashMismatch {
@@ -240,6 +253,7 @@ impl PackagesError {
             P::NoPip
             | P::Unconfined { .. }
             | P::FindLinks { .. }
+            | P::MissingWheel { .. }
             | P::Runtime { .. }
             | P::Io { .. } => Fault::Host,
         }

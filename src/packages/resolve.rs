@@ -95,7 +95,9 @@ impl Pip {
     }
 
     /// Downloads exactly the wheels of `lock` into `into`, each checked against its
-    /// SHA-256 (pip's `--require-hashes`, then again here).
+    /// SHA-256 (pip's `--require-hashes`, then again here). When the `--find-links`
+    /// folders hold every locked wheel file, they are copied from there and pip is not
+    /// run at all: an edge device with a wheelhouse needs no Python on the host.
     pub(super) fn download(
         &self,
         lock: &Lock,
@@ -103,6 +105,9 @@ impl Pip {
         progress: Progress,
     ) -> Result<Vec<Downloaded>, PackagesError> {
         fs::create_dir_all(into).map_err(|e| io(into, e))?;
+        if let Some(copied) = self.copy_from_wheelhouses(lock, into)? {
+            return Ok(copied);
+        }
         let mut lines = String::new();
         for w in &lock.packages {
             lines.push_str(&format!(
@@ -152,6 +157,67 @@ impl Pip {
             }
         }
         Ok(out)
+    }
+
+    /// The wheels of `lock` copied from the `--find-links` folders into `into` and
+    /// checked against the lock's SHA-256 (the copies, so a wheelhouse changing meanwhile
+    /// cannot slip a file in); `None` when the folders lack one of them and an index may
+    /// have it (pip then fetches them all). A wheel whose bytes are not the locked ones
+    /// is refused, never replaced.
+    fn copy_from_wheelhouses(
+        &self,
+        lock: &Lock,
+        into: &Path,
+    ) -> Result<Option<Vec<Downloaded>>, PackagesError> {
+        let mut found = Vec::with_capacity(lock.packages.len());
+        for want in &lock.packages {
+            // A lock names files; one naming a path is left to pip and its hashes.
+            if want.wheel.contains(['/', '\\']) || want.wheel.starts_with('.') {
+                return Ok(None);
+            }
+            let file = self
+                .find_links
+                .iter()
+                .map(|dir| dir.join(&want.wheel))
+                .find(|path| path.is_file());
+            match file {
+                Some(file) => found.push((want, file)),
+                // pip could only look in the same folders.
+                None if self.no_index => {
+                    return Err(PackagesError::MissingWheel {
+                        wheel: want.wheel.clone(),
+                        folders: self
+                            .find_links
+                            .iter()
+                            .map(|d| d.display().to_string())
+                            .collect(),
+                    });
+                }
+                None => return Ok(None),
+            }
+        }
+        let mut out = Vec::with_capacity(found.len());
+        for (want, file) in found {
+            let copy = into.join(&want.wheel);
+            fs::copy(&file, &copy).map_err(|e| io(&file, e))?;
+            let f = fs::File::open(&copy).map_err(|e| io(&copy, e))?;
+            let (_, sha256) =
+                crate::sandbox::artifacts::hash_reader(f).map_err(|e| io(&copy, e))?;
+            if sha256 != want.sha256 {
+                return Err(PackagesError::HashMismatch {
+                    detail: format!(
+                        "{} has SHA-256 {sha256}, the lock says {}",
+                        file.display(),
+                        want.sha256
+                    ),
+                });
+            }
+            out.push(Downloaded {
+                locked: want.clone(),
+                path: copy,
+            });
+        }
+        Ok(Some(out))
     }
 
     /// `pip download` of wheels for the guest into `dest`, confined by `session` with

@@ -523,6 +523,57 @@ fn a_wheel_that_changed_since_the_lock_is_refused() {
     assert_eq!(site_count(other.path()), 0);
 }
 
+#[test]
+fn a_wheelhouse_holding_the_locked_wheels_installs_them_without_pip() {
+    let dir = tempfile::tempdir().unwrap();
+    let wh = dir.path().join("wheels");
+    greet_wheelhouse(&wh);
+    let lock = store(dir.path(), &wh)
+        .lock(requirements(&["greetlib"]))
+        .unwrap();
+    // An edge device: the wheelhouse copied over, and no pip that could run (Warden's
+    // confinement of it names a binary that does not exist).
+    let device = tempfile::tempdir().unwrap();
+    let copied = device.path().join("wheels");
+    std::fs::create_dir_all(&copied).unwrap();
+    for w in &lock.packages {
+        std::fs::copy(wh.join(&w.wheel), copied.join(&w.wheel)).unwrap();
+    }
+    let no_pip = |find_links: Vec<PathBuf>| warden::packages::Pip {
+        find_links,
+        no_index: true,
+        warden: Some(PathBuf::from("/nonexistent/warden")),
+    };
+    let offline =
+        crate::support::package_store_with_pip(device.path(), no_pip(vec![copied.clone()]));
+    let site = offline.site(&lock).unwrap().expect("a site");
+    assert!(site.join("greetlib/__init__.py").is_file());
+    assert!(site.join("wordlib/__init__.py").is_file());
+    // A wheelhouse lacking one of them, with no index allowed: the missing one named.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let partial = elsewhere.path().join("wheels");
+    std::fs::create_dir_all(&partial).unwrap();
+    let first = &lock.packages[0].wheel;
+    std::fs::copy(wh.join(first), partial.join(first)).unwrap();
+    let store =
+        crate::support::package_store_with_pip(elsewhere.path(), no_pip(vec![partial.clone()]));
+    let e = store.site(&lock).unwrap_err();
+    let missing = &lock.packages[1].wheel;
+    assert!(
+        matches!(&e, PackagesError::MissingWheel { wheel, .. } if wheel == missing),
+        "{e}"
+    );
+    // One whose bytes are not the locked ones is refused by name, not replaced.
+    std::fs::write(partial.join(first), b"not the locked wheel").unwrap();
+    for w in &lock.packages[1..] {
+        std::fs::copy(wh.join(&w.wheel), partial.join(&w.wheel)).unwrap();
+    }
+    let e = store.site(&lock).unwrap_err();
+    assert!(matches!(e, PackagesError::HashMismatch { .. }), "{e}");
+    assert!(e.to_string().contains(first.as_str()), "{e}");
+    assert_eq!(site_count(elsewhere.path()), 0);
+}
+
 fn store_in(dir: &Path, wheelhouse: &Path) -> Packages {
     store(dir, wheelhouse)
 }

@@ -94,14 +94,22 @@ pub fn package_store(home: &Path) -> Packages {
 
 /// As [`package_store`], with wheelhouses to install from.
 pub fn package_store_with(home: &Path, find_links: Vec<PathBuf>) -> Packages {
-    Packages::new(
+    package_store_with_pip(
         home,
-        &shared_sandbox().runtime().path(Role::Stdlib),
         Pip {
             find_links,
             no_index: true,
             ..pip()
         },
+    )
+}
+
+/// A package store rooted in `home` whose pip is `pip`.
+pub fn package_store_with_pip(home: &Path, pip: Pip) -> Packages {
+    Packages::new(
+        home,
+        &shared_sandbox().runtime().path(Role::Stdlib),
+        pip,
         Progress::Quiet,
     )
     .expect("the runtime lists its bundled packages")
