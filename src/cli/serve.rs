@@ -6,6 +6,16 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// `eprintln!` that cannot panic: the server keeps SIGPIPE ignored (a client gone is an
+/// error to handle, not a signal), so a closed stderr pipe (`warden serve 2>&1 | head`)
+/// would make `eprintln!` panic; a line that cannot be written is dropped instead.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use anyhow::{Context, Result};
 use clap::Args;
 
@@ -173,7 +183,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         .ok()
         .filter(|k| !k.is_empty());
     if operator_key.is_none() {
-        eprintln!(
+        say!(
             "note: ${} is not set: the admin endpoints and /metrics are disabled (use `warden tenant`, --metrics-listen)",
             args.operator_key_env
         );
@@ -230,17 +240,17 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             hosts => format!("Host {} (more with --mcp-allow-host)", hosts.join(", ")),
         };
         // Before the address line, which scripts wait for and may stop reading after.
-        eprintln!("warden: MCP at /mcp for {hosts}");
-        eprintln!(
+        say!("warden: MCP at /mcp for {hosts}");
+        say!(
             "warden: review console at /review/ (sign in: POST /v1/review/links with a reviewer key)"
         );
-        eprintln!("warden listening on http://{addr} (registry {db})");
+        say!("warden listening on http://{addr} (registry {db})");
         let metrics_listener = match args.metrics_listen {
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr)
                     .await
                     .with_context(|| format!("cannot listen on {addr} for metrics"))?;
-                eprintln!(
+                say!(
                     "warden serving /metrics without a key on http://{}",
                     listener.local_addr()?
                 );
@@ -275,13 +285,13 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         // Calls still holding cluster slots were cut at the drain timeout: free them now
         // rather than when their leases run out.
         if let Err(e) = app.release_slots().await {
-            eprintln!(
+            say!(
                 "warden: cannot release this node's run slots (they expire by themselves): {e}"
             );
         }
         served?;
         metrics?;
-        eprintln!("warden stopped");
+        say!("warden stopped");
         anyhow::Ok(())
     })?;
     Ok(ExitCode::Ok)
@@ -312,7 +322,7 @@ fn secret_key(args: &ServeArgs, home: &std::path::Path) -> Result<SecretKey> {
     let key = SecretKey::generate();
     write_private(&file, &key.to_hex())
         .with_context(|| format!("cannot create the secrets key file {}", file.display()))?;
-    eprintln!(
+    say!(
         "warden: created {} to seal tenants' secrets; keep it, and keep it apart from backups \
          of the database (or give your own with --secret-key-file)",
         file.display()
@@ -352,5 +362,5 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = term => {},
     }
-    eprintln!("warden: shutting down, finishing the requests in flight");
+    say!("warden: shutting down, finishing the requests in flight");
 }

@@ -305,6 +305,47 @@ fn a_closed_stdout_ends_quietly_without_a_panic() {
 }
 
 #[test]
+fn serve_outlives_a_closed_stderr_and_still_drains_cleanly() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    // `warden serve 2>&1 | head -1`: the reader goes away after the first line.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--cold"])
+        .env("WARDEN_HOME", dir.path())
+        .env_remove("WARDEN_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let address = loop {
+        let line = lines.next().expect("serve says where it listens").unwrap();
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    drop(lines);
+    let live = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://{address}/livez"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&live.stdout), "200");
+    // Draining writes to the closed stderr: the lines are lost, the process is not.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
 fn arguments_the_schema_accepts_arrive_as_their_annotated_types() {
     let o = warden(&[
         "run",
