@@ -26,6 +26,7 @@ pub mod requirement;
 pub mod resolve;
 pub mod script;
 pub mod session;
+mod wheelhouse;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -4,11 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-use sha2::{Digest, Sha256};
 
 use super::manifest::{MAX_MANIFEST_BYTES, is_plain_relative};
 use super::{BundleError, BundleManifest, FileEntry, MANIFEST, MANIFEST_SIG, io_error};
@@ -163,8 +161,9 @@ fn read(
             Some(root) => Some(create_file(root, &path, listed.executable)?),
             None => None,
         };
-        let (size, digest) = hash_copy(&mut entry, out.as_mut())
-            .map_err(|e| bad(&path, &format!("cannot read or write it: {e}")))?;
+        let (size, digest) =
+            crate::sandbox::artifacts::copy_hashing(&mut entry, out.as_mut(), |_| {})
+                .map_err(|e| bad(&path, &format!("cannot read or write it: {e}")))?;
         if size != listed.size || digest != listed.sha256 {
             return Err(bad(
                 &path,
@@ -225,26 +224,4 @@ fn create_file(root: &Path, path: &str, executable: bool) -> Result<File, Bundle
         .mode(if executable { 0o555 } else { 0o444 })
         .open(&target)
         .map_err(|e| io_error(&target, e))
-}
-
-/// Size and SHA-256 of `from`, copied into `to` when given.
-fn hash_copy(from: &mut impl Read, mut to: Option<&mut File>) -> io::Result<(u64, String)> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = from.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        if let Some(out) = to.as_mut() {
-            out.write_all(&buf[..n])?;
-        }
-        size += n as u64;
-    }
-    if let Some(out) = to {
-        out.sync_all()?;
-    }
-    Ok((size, hex::encode(hasher.finalize())))
 }

@@ -21,11 +21,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
 
-use super::PackagesError;
 use super::bundled::Bundled;
 use super::lock::{Lock, LockedWheel};
 use super::requirement::Requirement;
 use super::session::{PipSession, find_links_dir, session_failure};
+use super::{PackagesError, io};
 use crate::sandbox::Progress;
 
 /// How pip reaches packages: the configured index (pip's own configuration, e.g.
@@ -157,67 +157,6 @@ impl Pip {
             }
         }
         Ok(out)
-    }
-
-    /// The wheels of `lock` copied from the `--find-links` folders into `into` and
-    /// checked against the lock's SHA-256 (the copies, so a wheelhouse changing meanwhile
-    /// cannot slip a file in); `None` when the folders lack one of them and an index may
-    /// have it (pip then fetches them all). A wheel whose bytes are not the locked ones
-    /// is refused, never replaced.
-    fn copy_from_wheelhouses(
-        &self,
-        lock: &Lock,
-        into: &Path,
-    ) -> Result<Option<Vec<Downloaded>>, PackagesError> {
-        let mut found = Vec::with_capacity(lock.packages.len());
-        for want in &lock.packages {
-            // A lock names files; one naming a path is left to pip and its hashes.
-            if want.wheel.contains(['/', '\\']) || want.wheel.starts_with('.') {
-                return Ok(None);
-            }
-            let file = self
-                .find_links
-                .iter()
-                .map(|dir| dir.join(&want.wheel))
-                .find(|path| path.is_file());
-            match file {
-                Some(file) => found.push((want, file)),
-                // pip could only look in the same folders.
-                None if self.no_index => {
-                    return Err(PackagesError::MissingWheel {
-                        wheel: want.wheel.clone(),
-                        folders: self
-                            .find_links
-                            .iter()
-                            .map(|d| d.display().to_string())
-                            .collect(),
-                    });
-                }
-                None => return Ok(None),
-            }
-        }
-        let mut out = Vec::with_capacity(found.len());
-        for (want, file) in found {
-            let copy = into.join(&want.wheel);
-            fs::copy(&file, &copy).map_err(|e| io(&file, e))?;
-            let f = fs::File::open(&copy).map_err(|e| io(&copy, e))?;
-            let (_, sha256) =
-                crate::sandbox::artifacts::hash_reader(f).map_err(|e| io(&copy, e))?;
-            if sha256 != want.sha256 {
-                return Err(PackagesError::HashMismatch {
-                    detail: format!(
-                        "{} has SHA-256 {sha256}, the lock says {}",
-                        file.display(),
-                        want.sha256
-                    ),
-                });
-            }
-            out.push(Downloaded {
-                locked: want.clone(),
-                path: copy,
-            });
-        }
-        Ok(Some(out))
     }
 
     /// `pip download` of wheels for the guest into `dest`, confined by `session` with
@@ -544,13 +483,6 @@ fn write_stand_in(dir: &Path, name: &str, version: &str) -> Result<(), PackagesE
 
 fn write(path: &Path, text: &str) -> Result<(), PackagesError> {
     fs::write(path, text).map_err(|e| io(path, e))
-}
-
-fn io(path: &Path, source: std::io::Error) -> PackagesError {
-    PackagesError::Io {
-        path: path.to_owned(),
-        source,
-    }
 }
 
 fn tail(text: &str, lines: usize) -> String {

@@ -412,8 +412,9 @@ impl RuntimeFiles {
             let target = self.path(a.role);
             let dir = target.parent().unwrap_or(&self.root);
             let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
-            let (size, digest) = copy_hashing(&mut entry, tmp.as_file_mut(), &bar)
-                .map_err(|e| io_error(tmp.path(), e))?;
+            let (size, digest) =
+                copy_hashing(&mut entry, Some(tmp.as_file_mut()), |n| bar.set_position(n))
+                    .map_err(|e| io_error(tmp.path(), e))?;
             bar.finish_and_clear();
             check(a, size, &digest)?;
             make_read_only(tmp.as_file()).map_err(|e| io_error(tmp.path(), e))?;
@@ -523,10 +524,12 @@ fn check(a: &Artifact, size: u64, digest: &str) -> Result<(), ArtifactError> {
     Ok(())
 }
 
-fn copy_hashing(
+/// Size and SHA-256 of everything `from` yields, copied into `to` (then synced) when
+/// given; `progress` hears the bytes read so far.
+pub(crate) fn copy_hashing(
     from: &mut impl Read,
-    to: &mut File,
-    bar: &ProgressBar,
+    mut to: Option<&mut File>,
+    progress: impl Fn(u64),
 ) -> io::Result<(u64, String)> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
@@ -537,11 +540,15 @@ fn copy_hashing(
             break;
         }
         hasher.update(&buf[..n]);
-        to.write_all(&buf[..n])?;
+        if let Some(out) = to.as_mut() {
+            out.write_all(&buf[..n])?;
+        }
         size += n as u64;
-        bar.set_position(size);
+        progress(size);
     }
-    to.sync_all()?;
+    if let Some(out) = to {
+        out.sync_all()?;
+    }
     Ok((size, hex::encode(hasher.finalize())))
 }
 
