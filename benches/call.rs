@@ -700,8 +700,9 @@ fn main() -> anyhow::Result<()> {
     )?;
 
     let (service, http_rate) = rt.block_on(service_round_trips(sandbox.clone(), &home, None))?;
-    // The same on PostgreSQL, as each of several nodes runs.
-    let postgres = Location::Postgres(pg::database());
+    // The same on PostgreSQL, as each of several nodes runs: a server of its own whose
+    // commits wait for the disk, as SQLite's do (the tests' servers skip that).
+    let postgres = Location::Postgres(pg::durable_database());
     let (service_pg, http_pg_rate) =
         rt.block_on(service_round_trips(sandbox.clone(), &home, Some(postgres)))?;
 

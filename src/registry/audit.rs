@@ -18,12 +18,15 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::db::{Tx, vals};
-use super::{Kind, Page, Registry, RegistryError, ToolId, page_size};
+use super::{Backend, Kind, Page, Registry, RegistryError, ToolId, page_size};
 pub use crate::audit::GENESIS_HASH;
 use crate::audit::event_hash;
 use crate::tenant::TenantId;
 
 mod event;
+mod known_head;
+
+pub(super) use known_head::KnownHeads;
 
 pub use event::{AuditEvent, ReviewDecision, ToolLabels};
 
@@ -150,22 +153,7 @@ pub(super) fn append_all(
         let Some(head) = heads.get_mut(tenant) else {
             continue;
         };
-        let seq = to_u64(head.0, "audit head")? + 1;
-        let at_ms = head.2;
-        let event_json =
-            serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
-        let hash = event_hash(tenant.as_str(), seq, at_ms, &head.1, &event_json);
-        let prev_hash = std::mem::replace(&mut head.1, hash.clone());
-        head.0 += 1;
-        let record = AuditRecord {
-            tenant: tenant.clone(),
-            seq,
-            at_ms,
-            event: event.clone(),
-            prev_hash,
-            hash,
-        };
-        records.push((record, event_json));
+        records.push(chain_on(head, tenant, event)?);
     }
     for chunk in records.chunks(INSERT_ROWS) {
         insert_events(tx, chunk)?;
@@ -177,6 +165,31 @@ pub(super) fn append_all(
         )?;
     }
     Ok(records.into_iter().map(|(r, _)| r).collect())
+}
+
+/// `event` as the next record after `head` (newest seq, hash, and the time to record),
+/// with its JSON as hashed; `head` moves on to it.
+fn chain_on(
+    head: &mut (i64, String, i64),
+    tenant: &TenantId,
+    event: &AuditEvent,
+) -> Result<(AuditRecord, String), RegistryError> {
+    let seq = to_u64(head.0, "audit head")? + 1;
+    let at_ms = head.2;
+    let event_json =
+        serde_json::to_string(event).map_err(|e| RegistryError::corrupt("audit event", e))?;
+    let hash = event_hash(tenant.as_str(), seq, at_ms, &head.1, &event_json);
+    let prev_hash = std::mem::replace(&mut head.1, hash.clone());
+    head.0 += 1;
+    let record = AuditRecord {
+        tenant: tenant.clone(),
+        seq,
+        at_ms,
+        event: event.clone(),
+        prev_hash,
+        hash,
+    };
+    Ok((record, event_json))
 }
 
 /// Writes `records` (with their events' JSON) in one INSERT.
@@ -264,7 +277,9 @@ impl Registry {
         tenant: &TenantId,
         event: &AuditEvent,
     ) -> Result<AuditRecord, RegistryError> {
-        self.write(|tx| append(tx, tenant, event))
+        self.append_audit_batch(&[(tenant.clone(), event.clone())])?
+            .pop()
+            .ok_or_else(|| RegistryError::corrupt("audit append", "no record"))
     }
 
     /// Appends every event, in order, in one transaction: one commit (one `fsync`) for
@@ -273,7 +288,18 @@ impl Registry {
         &self,
         events: &[(TenantId, AuditEvent)],
     ) -> Result<Vec<AuditRecord>, RegistryError> {
-        self.write(|tx| append_all(tx, events))
+        let Backend::Postgres(pg) = &self.db else {
+            return self.write(|tx| append_all(tx, events));
+        };
+        if let Some(records) = known_head::append(pg, events)? {
+            return Ok(records);
+        }
+        let appended = self.write(|tx| append_all(tx, events));
+        match &appended {
+            Ok(records) => pg.known_heads.remember(records),
+            Err(_) => events.iter().for_each(|(t, _)| pg.known_heads.forget(t)),
+        }
+        appended
     }
 
     /// `tenant`'s events, newest first: up to `limit` (0 means

@@ -36,7 +36,7 @@ mod tx;
 use std::future::Future;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
@@ -81,6 +81,8 @@ pub(crate) struct Postgres {
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     /// This node, in the changes it announces: it does not hear its own.
     node: Arc<str>,
+    /// The audit chain heads this node wrote last (appends on them take one round trip).
+    pub(super) known_heads: super::audit::KnownHeads,
 }
 
 impl Postgres {
@@ -140,6 +142,7 @@ impl Postgres {
             config,
             tls,
             node: format!("{:016x}", rand::random::<u64>()).into(),
+            known_heads: super::audit::KnownHeads::default(),
         };
         db.migrate()?;
         Ok(db)
@@ -150,17 +153,10 @@ impl Postgres {
         &self.node
     }
 
-    /// Runs `fut` on the registry's runtime and waits for it, from any thread.
-    fn wait<F>(&self, fut: F) -> Result<F::Output, RegistryError>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        wait(&self.handle, fut)
-    }
-
-    fn tx(&self, client: Object) -> PgTx {
-        PgTx::new(client, self.handle.clone(), Arc::clone(&self.node))
+    /// A transaction (or autocommit) on `pool`: its connection is taken with its first
+    /// statements, in the same trip to the registry's runtime.
+    fn tx(&self, pool: &Pool) -> PgTx {
+        PgTx::new(pool.clone(), self.handle.clone(), Arc::clone(&self.node))
     }
 
     /// Hears the changes other nodes announce, on a connection of its own, for as long
@@ -192,13 +188,10 @@ impl Postgres {
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
         let pool = match mode {
-            Mode::Transient => self.transient.clone(),
-            Mode::Read | Mode::Write | Mode::Autocommit => self.pool.clone(),
+            Mode::Transient => &self.transient,
+            Mode::Read | Mode::Write | Mode::Autocommit => &self.pool,
         };
-        let client = self
-            .wait(async move { pool.get().await })?
-            .map_err(pool_error)?;
-        let mut tx = self.tx(client);
+        let mut tx = self.tx(pool);
         match mode {
             Mode::Write => tx.begin("BEGIN"),
             Mode::Read => tx.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
@@ -231,11 +224,7 @@ impl Postgres {
     /// [`MIGRATION_LOCK`]: a node that starts while another migrates waits, then finds
     /// the work done.
     fn migrate(&self) -> Result<(), RegistryError> {
-        let pool = self.pool.clone();
-        let client = self
-            .wait(async move { pool.get().await })?
-            .map_err(pool_error)?;
-        let mut tx = self.tx(client);
+        let mut tx = self.tx(&self.pool);
         tx.begin("BEGIN");
         tx.execute(
             "SELECT pg_advisory_xact_lock(?1)",

@@ -21,6 +21,9 @@ pub struct Server {
     /// Its folder: data in `data/`, the socket in `socket/`.
     dir: PathBuf,
     bin: PathBuf,
+    /// Commits wait for the disk (`fsync = on`, as in production); the tests' servers
+    /// skip that.
+    durable: bool,
 }
 
 /// The server this run's tests share.
@@ -32,6 +35,19 @@ pub fn shared() -> &'static Server {
 /// The URL of a new, empty database on the shared server.
 pub fn database() -> String {
     shared().create_database()
+}
+
+/// The URL of a new, empty database on a server of its own whose commits wait for the
+/// disk, as a production server's do: for `make bench`.
+#[allow(
+    dead_code,
+    reason = "make bench's (benches/call.rs includes this file); no test needs it"
+)]
+pub fn durable_database() -> String {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER
+        .get_or_init(|| Server::start_with(true))
+        .create_database()
 }
 
 /// The folder holding PostgreSQL's server programs.
@@ -76,8 +92,13 @@ fn as_server_user(program: &Path) -> Command {
 }
 
 impl Server {
-    /// Initialises and starts a new server; returns once it accepts connections.
+    /// Initialises and starts a new server (`fsync = off`); returns once it accepts
+    /// connections.
     pub fn start() -> Server {
+        Server::start_with(false)
+    }
+
+    fn start_with(durable: bool) -> Server {
         let bin = bin_dir();
         let dir = std::env::temp_dir().join(format!(
             "warden-pg-{}-{}",
@@ -111,7 +132,7 @@ impl Server {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let server = Server { dir, bin };
+        let server = Server { dir, bin, durable };
         server.run();
         server
     }
@@ -121,12 +142,13 @@ impl Server {
     fn run(&self) {
         let script = format!(
             "'{postgres}' -D '{dir}/data' -k '{dir}/socket' -c listen_addresses= \
-             -c fsync=off -c max_connections=300 -c shared_buffers=32MB \
+             -c fsync={fsync} -c max_connections=300 -c shared_buffers=32MB \
              >>'{dir}/log' 2>&1 & pg=$!; \
              while [ -d /proc/{parent} ] && kill -0 $pg 2>/dev/null; do sleep 0.5; done; \
              if ! [ -d /proc/{parent} ]; then kill -INT $pg; wait $pg; rm -rf '{dir}'; fi",
             postgres = self.bin.join("postgres").display(),
             dir = self.dir.display(),
+            fsync = if self.durable { "on" } else { "off" },
             parent = std::process::id(),
         );
         let sh = Path::new("/bin/sh");

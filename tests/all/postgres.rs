@@ -63,6 +63,43 @@ fn concurrent_appends_from_several_nodes_make_one_chain() {
 }
 
 #[test]
+fn a_node_appends_after_what_other_nodes_and_changes_appended_since_its_last_event() {
+    let url = pg::database();
+    let (a, b) = (node(&url), node(&url));
+    let (tenant, _) = a.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let mut seqs = Vec::new();
+    for i in 0..12 {
+        // Node a appends mostly on the head it wrote itself; b and a key rotation
+        // (audited in its own transaction) move the head behind its back.
+        let record = if i % 4 == 3 {
+            b.append_audit(&tenant.id, &AuditEvent::KeyRevoked).unwrap()
+        } else {
+            a.append_audit(&tenant.id, &AuditEvent::KeyRevoked).unwrap()
+        };
+        seqs.push(record.seq);
+        if i == 6 {
+            b.rotate_key(&tenant.id).unwrap();
+        }
+        let batch = vec![(tenant.id.clone(), AuditEvent::KeyRevoked); 2];
+        let records = a.append_audit_batch(&batch).unwrap();
+        seqs.extend(records.iter().map(|r| r.seq));
+    }
+    // tenant_created is 1; the rotation took seq 21, in the 7th round.
+    let expected: Vec<u64> = (2..=20).chain(22..=38).collect();
+    assert_eq!(seqs, expected);
+    let stored = a.audit(&tenant.id, None, 500).unwrap().items;
+    assert_eq!(stored.len(), 38);
+    assert!(stored.windows(2).all(|w| w[0].prev_hash == w[1].hash));
+    match a.verify_chain(&tenant.id).unwrap() {
+        ChainCheck::Intact { events, head } => {
+            assert_eq!(events, 38);
+            assert_eq!(head, stored[0].hash);
+        }
+        broken => panic!("{broken:?}"),
+    }
+}
+
+#[test]
 fn a_tampered_event_breaks_the_chain() {
     let url = pg::database();
     let reg = node(&url);

@@ -6,8 +6,11 @@
 //! writes whose results nobody reads ([`PgTx::execute_later`]: the audit events, the
 //! chain heads, NOTIFY) go with the next read or with COMMIT. The client writes them
 //! back to back and the server answers them in order (tokio-postgres pipelines the
-//! requests of one connection that are in flight together). An audit batch is two round
-//! trips: BEGIN with the heads' reads, then the inserts, the head updates and COMMIT.
+//! requests of one connection that are in flight together). A transaction's connection is
+//! taken from the pool with its first statements, in the same trip to the registry's
+//! runtime. An audit batch on a head the node does not know is two round trips: BEGIN with
+//! the heads' reads, then the inserts, the head updates and COMMIT (on a head it wrote
+//! last, one: `registry/audit/known_head.rs`).
 //!
 //! If a statement of a pipeline fails, the server aborts the transaction, the ones after
 //! it fail too (COMMIT then rolls back), and the first error is the one returned.
@@ -16,7 +19,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use deadpool_postgres::Object;
+use deadpool_postgres::{Object, Pool, PoolError};
 use tokio_postgres::types::ToSql;
 
 use super::{CHANNEL, encode, pg_error, row, wait};
@@ -43,8 +46,10 @@ enum Answer {
 
 /// One transaction's connection (or, outside a transaction, one autocommit's).
 pub(crate) struct PgTx {
-    /// `None` only while statements hold it.
+    /// Taken from `pool` with the first statements, in their own trip to the
+    /// registry's runtime; `None` before that and while statements hold it.
     client: Option<Object>,
+    pool: Pool,
     handle: tokio::runtime::Handle,
     /// Sent with the next statement that needs an answer, or with COMMIT.
     queued: Vec<Step>,
@@ -56,9 +61,10 @@ pub(crate) struct PgTx {
 }
 
 impl PgTx {
-    pub(super) fn new(client: Object, handle: tokio::runtime::Handle, node: Arc<str>) -> PgTx {
+    pub(super) fn new(pool: Pool, handle: tokio::runtime::Handle, node: Arc<str>) -> PgTx {
         PgTx {
-            client: Some(client),
+            client: None,
+            pool,
             handle,
             queued: Vec::new(),
             begun: false,
@@ -157,19 +163,34 @@ impl PgTx {
         if steps.is_empty() {
             return Ok(None);
         }
-        let client = self
-            .client
-            .take()
-            .ok_or_else(|| RegistryError::Unavailable {
-                reason: "the connection was lost by an earlier failure".into(),
-            })?;
+        let client = match self.client.take() {
+            Some(client) => Some(client),
+            // A transaction that already sent statements keeps its connection: losing
+            // it means an earlier failure.
+            None if self.open => {
+                return Err(RegistryError::Unavailable {
+                    reason: "the connection was lost by an earlier failure".into(),
+                });
+            }
+            None => None,
+        };
         if self.begun {
             // From here the server may be inside the transaction, whatever happens.
             self.open = true;
         }
+        let pool = self.pool.clone();
         let (client, answers) = wait(&self.handle, async move {
+            let client = match client {
+                Some(client) => client,
+                None => pool.get().await?,
+            };
             let answers = pipeline(&client, &steps).await;
-            (client, answers)
+            Ok::<_, PoolError>((client, answers))
+        })?
+        .map_err(|e| {
+            // No connection: nothing reached the server.
+            self.open = false;
+            super::pool_error(e)
         })?;
         self.client = Some(client);
         let mut answers = answers.map_err(pg_error)?;
