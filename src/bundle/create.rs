@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use super::manifest::{Header, is_plain_relative};
 use super::{BundleError, BundleManifest, FileEntry, MANIFEST, MANIFEST_SIG, io_error};
 use crate::audit::AuditKey;
+use crate::packages::{Packages, Requirement, script};
 use crate::sandbox::artifacts::{PLATFORM_FILE, PlatformFile, Role};
 use crate::sandbox::{Platform, Progress, RuntimeFiles, WASMTIME_VERSION, compiled, snapshot};
 
@@ -26,6 +27,9 @@ pub struct CreateOptions<'a> {
     pub binary: &'a Path,
     /// A folder of tools to ship under `tools/`, if any.
     pub tools: Option<&'a Path>,
+    /// The store that locks the tools' requirements and fetches their wheels into the
+    /// bundle's `packages/`; needed when a tool declares requirements.
+    pub packages: Option<&'a Packages>,
     /// The home whose runtime is bundled (and compiled, when it is not yet).
     pub home: &'a Path,
     /// The signing key.
@@ -104,8 +108,13 @@ pub fn create(options: &CreateOptions<'_>) -> Result<PathBuf, BundleError> {
         &mut items,
         &mut dirs,
     )?;
+    // The tools' locks and wheels, staged until the archive is written.
+    let staging = tempfile::tempdir().map_err(|e| io_error(&std::env::temp_dir(), e))?;
     if let Some(tools) = options.tools {
         walk(tools, "tools", &mut items, &mut dirs)?;
+        if ship_packages(tools, options.packages, staging.path())? {
+            walk(staging.path(), "packages", &mut items, &mut dirs)?;
+        }
     }
     for path in ancestors(&items, &dirs) {
         if !dirs.contains(&path) {
@@ -192,6 +201,68 @@ pub fn create(options: &CreateOptions<'_>) -> Result<PathBuf, BundleError> {
     bar.finish_and_clear();
     tmp.persist(&out).map_err(|e| io_error(&out, e.error))?;
     Ok(out)
+}
+
+/// Every Python file under `tools` (sorted, sub-folders included) with the requirements
+/// its PEP 723 block declares (none for most).
+pub fn tool_requirements(tools: &Path) -> Result<Vec<(PathBuf, Vec<Requirement>)>, BundleError> {
+    let mut files = Vec::new();
+    let mut todo = vec![tools.to_owned()];
+    while let Some(dir) = todo.pop() {
+        for entry in fs::read_dir(&dir).map_err(|e| io_error(&dir, e))? {
+            let entry = entry.map_err(|e| io_error(&dir, e))?;
+            let path = entry.path();
+            // Links are not followed: the bundle refuses them (see `walk`).
+            let kind = entry.file_type().map_err(|e| io_error(&path, e))?;
+            if kind.is_dir() {
+                todo.push(path);
+            } else if kind.is_file() && path.extension().is_some_and(|e| e == "py") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut out = Vec::with_capacity(files.len());
+    for tool in files {
+        let bytes = fs::read(&tool).map_err(|e| io_error(&tool, e))?;
+        let Ok(source) = String::from_utf8(bytes) else {
+            return Err(BundleError::Create(format!(
+                "{} is not UTF-8 text: a tool's source must be UTF-8",
+                tool.display()
+            )));
+        };
+        match script::read(&source) {
+            Ok(meta) => out.push((tool, meta.dependencies)),
+            Err(error) => return Err(BundleError::ToolPackages { tool, error }),
+        }
+    }
+    Ok(out)
+}
+
+/// Locks the requirements of every tool under `tools` and writes the locks and wheels
+/// into `into` (the bundle's `packages/` being made). Whether any tool had some.
+fn ship_packages(
+    tools: &Path,
+    packages: Option<&Packages>,
+    into: &Path,
+) -> Result<bool, BundleError> {
+    let mut shipped = false;
+    for (tool, requirements) in tool_requirements(tools)? {
+        if requirements.is_empty() {
+            continue;
+        }
+        let Some(store) = packages else {
+            return Err(BundleError::Create(format!(
+                "the tool {} declares packages, and no package store was given to lock them",
+                tool.display()
+            )));
+        };
+        store
+            .ship(requirements, into)
+            .map_err(|error| BundleError::ToolPackages { tool, error })?;
+        shipped = true;
+    }
+    Ok(shipped)
 }
 
 /// The compiled runtime for `files`' platform, from the home's cache, or compiled now
