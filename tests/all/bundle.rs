@@ -190,6 +190,12 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
     // The shipped tool with a package: its lock and wheels come from the bundle, with
     // no pip and no python3 to run it.
     let greet = dir.path().join("warden/tools/greet.py");
+    let warm_states = || {
+        std::fs::read_dir(home.path().join("warm"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let warm_before = warm_states();
     let out = offline(
         dir.path(),
         home.path(),
@@ -212,6 +218,10 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
         "{}",
         stderr(&out)
     );
+    // Its warm state (greetlib imported) was prepared on the device, in the home:
+    // a memory image of the precompiled runtime, nothing compiled.
+    assert!(!stderr(&out).contains("runs cold"), "{}", stderr(&out));
+    assert!(warm_states() > warm_before, "no warm state in the home");
 
     // A requirement set no shipped lock covers: refused, naming the bundle and the way
     // out (a lock is per set: `wordlib` alone is not `greetlib`'s lock).
