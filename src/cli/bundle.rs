@@ -34,6 +34,7 @@ pub enum BundleCommand {
         /// A folder of tools to ship in the bundle's `tools/`. The requirements their
         /// PEP 723 blocks declare are locked here (with pip) and shipped with their
         /// wheels in the bundle's `packages/`, so the device installs them without pip.
+        /// For this host's own platform, each tool's warm state ships too.
         #[arg(long, value_name = "DIR")]
         tools: Option<PathBuf>,
         /// Where pip finds the tools' packages.
@@ -115,25 +116,32 @@ pub(super) fn bundle(config: &SandboxConfig, cmd: BundleCommand) -> Result<ExitC
                 )));
             }
             let key = super::audit::audit_key(&config.home, key.as_deref())?;
-            // The package store (and the workers that compile its sites to bytecode)
-            // only when a tool declares packages.
+            // Workers on this host's runtime, when there are tools: they compile the
+            // package sites to bytecode and, when the bundle is for this host's own
+            // platform, prepare the tools' warm states.
             let needs_packages = match &tools {
                 Some(dir) => bundle::tool_requirements(dir)?
                     .iter()
                     .any(|(_, r)| !r.is_empty()),
                 None => false,
             };
-            let packages = if needs_packages {
-                let workers = Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
-                Some(pip.store(config, &workers)?)
+            let workers = if needs_packages || (tools.is_some() && platform == Platform::host()) {
+                Some(Arc::new(Workers::open(&WorkersConfig::new(
+                    config.clone(),
+                )?)?))
             } else {
                 None
+            };
+            let packages = match &workers {
+                Some(workers) if needs_packages => Some(pip.store(config, workers)?),
+                _ => None,
             };
             let written = bundle::create(&CreateOptions {
                 platform,
                 binary: &binary,
                 tools: tools.as_deref(),
                 packages: packages.as_ref(),
+                workers: workers.as_deref(),
                 home: &config.home,
                 key: &key,
                 out_dir: &out,

@@ -186,6 +186,17 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
         "{}",
         stderr(&out)
     );
+    // The bundle ships a warm state for each of its tools (add.py and greet.py), and
+    // this add.py is the same file: its state comes from the bundle.
+    let shipped = std::fs::read_dir(dir.path().join("warden/runtime/warm"))
+        .unwrap()
+        .count();
+    assert_eq!(shipped, 2);
+    assert!(
+        stderr(&out).contains("using the warm state shipped in"),
+        "{}",
+        stderr(&out)
+    );
 
     // The shipped tool with a package: its lock and wheels come from the bundle, with
     // no pip and no python3 to run it.
@@ -218,9 +229,11 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
         "{}",
         stderr(&out)
     );
-    // Its warm state (greetlib imported) was prepared on the device, in the home:
-    // a memory image of the precompiled runtime, nothing compiled.
-    assert!(!stderr(&out).contains("runs cold"), "{}", stderr(&out));
+    // Its warm state (greetlib imported) was prepared when the bundle was made, for
+    // the bundle's runtime, and copied into the home: not prepared again here.
+    let logs = stderr(&out);
+    assert!(logs.contains("using the warm state shipped in"), "{logs}");
+    assert!(!logs.contains("prepared a warm state"), "{logs}");
     assert!(warm_states() > warm_before, "no warm state in the home");
 
     // A requirement set no shipped lock covers: refused, naming the bundle and the way
