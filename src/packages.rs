@@ -17,6 +17,10 @@
 //! on the host and mounted read-only at [`GUEST_SITE`] in the guest, where the harness
 //! puts it on `sys.path` after the runtime's own.
 //!
+//! An installed edge bundle ships the locks and wheels of its tools ([`shipped`]):
+//! [`Packages::with_shipped`] makes the store read locks from there before resolving and
+//! install their wheels from there without pip.
+//!
 //! This module never runs the guest: it sees requirement text, pip and files.
 
 pub mod bundled;
@@ -26,6 +30,7 @@ pub mod requirement;
 pub mod resolve;
 pub mod script;
 pub mod session;
+mod shipped;
 mod wheelhouse;
 
 use std::fs;
@@ -39,6 +44,7 @@ pub use lock::{BundledUse, Lock, LockedWheel};
 pub use requirement::Requirement;
 pub use resolve::Pip;
 pub use session::PipSession;
+pub use shipped::{SHIPPED_LOCKS, SHIPPED_WHEELS};
 
 use crate::sandbox::Progress;
 
@@ -174,6 +180,23 @@ pub enum PackagesError {
         /// The end of its error output.
         detail: String,
     },
+    /// A requirement set is not among an installed bundle's shipped locks, and this
+    /// machine cannot resolve it (no pip, or pip cannot run confined).
+    #[error(
+        "{requirements}: no lock for these requirements is shipped in {} (a bundle ships \
+         the locks and wheels of the tools in its `tools/` folder), and this machine cannot \
+         resolve them ({reason}): put the tool in the --tools folder of a new bundle \
+         (`warden bundle create --tools DIR`), or drop the requirements",
+        bundle.display()
+    )]
+    NotShipped {
+        /// The requirements, comma-separated.
+        requirements: String,
+        /// The bundle's `packages` folder.
+        bundle: PathBuf,
+        /// Why this machine cannot resolve them.
+        reason: String,
+    },
     /// No pip on this machine.
     #[error(
         "`python3 -m pip` is not available, and Warden resolves packages with it: install \
@@ -248,6 +271,7 @@ impl PackagesError {
             | P::NoPureWheel { .. }
             | P::SourceOnly { .. }
             | P::NotPure { .. }
+            | P::NotShipped { .. }
             | P::Conflict { .. } => Fault::Unresolvable,
             P::UnsafeWheel { .. } | P::HashMismatch { .. } => Fault::UnsafePackage,
             P::IndexUnreachable { .. } | P::Pip { .. } => Fault::Index,
@@ -276,6 +300,9 @@ pub struct Packages {
     bundled: Bundled,
     progress: Progress,
     compiler: Option<Compiler>,
+    /// An installed bundle's `packages` folder: locks read before the home's cache, and
+    /// wheels installed without pip.
+    shipped: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Packages {
@@ -284,6 +311,7 @@ impl std::fmt::Debug for Packages {
             .field("root", &self.root)
             .field("pip", &self.pip)
             .field("compiles_bytecode", &self.compiler.is_some())
+            .field("shipped", &self.shipped)
             .finish_non_exhaustive()
     }
 }
@@ -302,6 +330,7 @@ impl Packages {
             bundled: Bundled::from_stdlib_zip(stdlib_zip)?,
             progress,
             compiler: None,
+            shipped: None,
         })
     }
 
@@ -316,12 +345,17 @@ impl Packages {
         &self.bundled
     }
 
-    /// The lock of `requirements`: from the cache if this set was resolved before,
-    /// otherwise resolved now (with progress) and installed. Empty set: empty lock.
+    /// The lock of `requirements`: shipped with the installed bundle, or from the cache
+    /// if this set was resolved before, otherwise resolved now (with progress) and
+    /// installed. Empty set: empty lock.
     pub fn lock(&self, requirements: Vec<Requirement>) -> Result<Lock, PackagesError> {
         let requirements = lock::canonical(requirements);
         if requirements.is_empty() {
             return Ok(Lock::default());
+        }
+        if let Some(lock) = self.shipped_lock(&requirements) {
+            self.site(&lock)?;
+            return Ok(lock);
         }
         let cached = self.lock_path(&requirements);
         if let Some(lock) = fs::read(&cached)
@@ -358,7 +392,8 @@ impl Packages {
             Vec::new()
         } else {
             self.pip
-                .resolve(&to_resolve, &self.bundled, work.path(), self.progress)?
+                .resolve(&to_resolve, &self.bundled, work.path(), self.progress)
+                .map_err(|e| self.not_shipped(e, &requirements))?
         };
         let lock = Lock {
             requirements,
@@ -412,9 +447,15 @@ impl Packages {
             .map_err(|e| io(&self.root, e))
     }
 
-    /// The cache file of a requirement set's lock: keyed by the set and the runtime's
-    /// bundled packages (another runtime may satisfy other requirements).
+    /// The cache file of a requirement set's lock.
     fn lock_path(&self, requirements: &[Requirement]) -> PathBuf {
+        self.root.join("locks").join(self.lock_name(requirements))
+    }
+
+    /// The file name of a requirement set's lock, in the home's cache and in a bundle:
+    /// keyed by the set and the runtime's bundled packages (another runtime may satisfy
+    /// other requirements).
+    fn lock_name(&self, requirements: &[Requirement]) -> String {
         let mut hasher = Sha256::new();
         hasher.update(b"warden.lock-request.v1\n");
         for (name, version) in self.bundled.iter() {
@@ -423,9 +464,7 @@ impl Packages {
         for r in requirements {
             hasher.update(format!("requires {r}\n").as_bytes());
         }
-        self.root
-            .join("locks")
-            .join(format!("{}.json", hex::encode(hasher.finalize())))
+        format!("{}.json", hex::encode(hasher.finalize()))
     }
 
     fn save_lock(&self, path: &Path, lock: &Lock) -> Result<(), PackagesError> {

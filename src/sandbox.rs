@@ -304,11 +304,7 @@ impl Sandbox {
             pre,
             exports,
             files,
-            warm: WarmStates::new(WarmStore::new(
-                &config.home,
-                compiled_name,
-                config.warm_budget,
-            )),
+            warm: WarmStates::new(warm_store(config, compiled_name)),
             clients: Arc::new(Clients::default()),
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
@@ -662,6 +658,20 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
 
 /// The linker of every instance (WASI preview 1, Warden's checked calls, the door) and
 /// the module's instance-pre and exports.
+/// The folder of an installed bundle's runtime that holds the warm states its maker
+/// prepared for its tools (`DIR/runtime/warm`).
+pub const SHIPPED_WARM: &str = "warm";
+
+/// The warm states of `config`'s home for the compiled snapshot `compiled_name`, and
+/// those shipped beside an installed bundle's runtime.
+fn warm_store(config: &SandboxConfig, compiled_name: String) -> WarmStore {
+    let store = WarmStore::new(&config.home, compiled_name, config.warm_budget);
+    match &config.runtime {
+        Some(runtime) => store.with_shipped(runtime.join(SHIPPED_WARM)),
+        None => store,
+    }
+}
+
 fn link(
     engine: &Engine,
     module: &Module,

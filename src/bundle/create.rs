@@ -10,8 +10,13 @@ use sha2::{Digest, Sha256};
 use super::manifest::{Header, is_plain_relative};
 use super::{BundleError, BundleManifest, FileEntry, MANIFEST, MANIFEST_SIG, io_error};
 use crate::audit::AuditKey;
+use crate::packages::{Packages, Requirement, script};
 use crate::sandbox::artifacts::{PLATFORM_FILE, PlatformFile, Role};
-use crate::sandbox::{Platform, Progress, RuntimeFiles, WASMTIME_VERSION, compiled, snapshot};
+use crate::sandbox::{
+    Platform, Progress, RuntimeFiles, SHIPPED_WARM, ShareKey, ToolFolder, WASMTIME_VERSION, Warmth,
+    compiled, snapshot,
+};
+use crate::worker::Workers;
 
 /// zstd's level for bundles: close to the best ratio on machine code at a few seconds per
 /// hundred megabytes on two cores.
@@ -26,6 +31,12 @@ pub struct CreateOptions<'a> {
     pub binary: &'a Path,
     /// A folder of tools to ship under `tools/`, if any.
     pub tools: Option<&'a Path>,
+    /// The store that locks the tools' requirements and fetches their wheels into the
+    /// bundle's `packages/`; needed when a tool declares requirements.
+    pub packages: Option<&'a Packages>,
+    /// Workers running this host's compiled runtime, which prepare the tools' warm
+    /// states when it is the bundle's (same target, CPU level and engine settings).
+    pub workers: Option<&'a Workers>,
     /// The home whose runtime is bundled (and compiled, when it is not yet).
     pub home: &'a Path,
     /// The signing key.
@@ -104,8 +115,32 @@ pub fn create(options: &CreateOptions<'_>) -> Result<PathBuf, BundleError> {
         &mut items,
         &mut dirs,
     )?;
+    // The tools' locks, wheels and warm states, staged until the archive is written.
+    let staging = tempfile::tempdir().map_err(|e| io_error(&std::env::temp_dir(), e))?;
     if let Some(tools) = options.tools {
         walk(tools, "tools", &mut items, &mut dirs)?;
+        let packages = staging.path().join("packages");
+        if ship_packages(tools, options.packages, &packages)? {
+            walk(&packages, "packages", &mut items, &mut dirs)?;
+        }
+        let warm = staging.path().join(SHIPPED_WARM);
+        let identity = compiled::name(&files)?;
+        match options.workers {
+            Some(workers) if workers.warm_store().base_identity() == identity => {
+                if ship_warm_states(tools, options.packages, workers, &warm)? > 0 {
+                    walk(
+                        &warm,
+                        &format!("runtime/{SHIPPED_WARM}"),
+                        &mut items,
+                        &mut dirs,
+                    )?;
+                }
+            }
+            _ => tracing::info!(
+                "no warm states shipped: this host does not run {identity}, the bundle's \
+                 runtime; the device prepares each tool's on its first call"
+            ),
+        }
     }
     for path in ancestors(&items, &dirs) {
         if !dirs.contains(&path) {
@@ -192,6 +227,120 @@ pub fn create(options: &CreateOptions<'_>) -> Result<PathBuf, BundleError> {
     bar.finish_and_clear();
     tmp.persist(&out).map_err(|e| io_error(&out, e.error))?;
     Ok(out)
+}
+
+/// Every Python file under `tools` (sorted, sub-folders included) with the requirements
+/// its PEP 723 block declares (none for most).
+pub fn tool_requirements(tools: &Path) -> Result<Vec<(PathBuf, Vec<Requirement>)>, BundleError> {
+    let mut files = Vec::new();
+    let mut todo = vec![tools.to_owned()];
+    while let Some(dir) = todo.pop() {
+        for entry in fs::read_dir(&dir).map_err(|e| io_error(&dir, e))? {
+            let entry = entry.map_err(|e| io_error(&dir, e))?;
+            let path = entry.path();
+            // Links are not followed: the bundle refuses them (see `walk`).
+            let kind = entry.file_type().map_err(|e| io_error(&path, e))?;
+            if kind.is_dir() {
+                todo.push(path);
+            } else if kind.is_file() && path.extension().is_some_and(|e| e == "py") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut out = Vec::with_capacity(files.len());
+    for tool in files {
+        let bytes = fs::read(&tool).map_err(|e| io_error(&tool, e))?;
+        let Ok(source) = String::from_utf8(bytes) else {
+            return Err(BundleError::Create(format!(
+                "{} is not UTF-8 text: a tool's source must be UTF-8",
+                tool.display()
+            )));
+        };
+        match script::read(&source) {
+            Ok(meta) => out.push((tool, meta.dependencies)),
+            Err(error) => return Err(BundleError::ToolPackages { tool, error }),
+        }
+    }
+    Ok(out)
+}
+
+/// Locks the requirements of every tool under `tools` and writes the locks and wheels
+/// into `into` (the bundle's `packages/` being made). Whether any tool had some.
+fn ship_packages(
+    tools: &Path,
+    packages: Option<&Packages>,
+    into: &Path,
+) -> Result<bool, BundleError> {
+    let mut shipped = false;
+    for (tool, requirements) in tool_requirements(tools)? {
+        if requirements.is_empty() {
+            continue;
+        }
+        let Some(store) = packages else {
+            return Err(BundleError::Create(format!(
+                "the tool {} declares packages, and no package store was given to lock them",
+                tool.display()
+            )));
+        };
+        store
+            .ship(requirements, into)
+            .map_err(|error| BundleError::ToolPackages { tool, error })?;
+        shipped = true;
+    }
+    Ok(shipped)
+}
+
+/// Prepares the warm state of every tool under `tools` (with its packages) in
+/// `workers`, which run the bundle's compiled runtime, and copies each into `into` as
+/// `<key>.warm`, keyed as the device keys it for `warden run` (the tool's file name and
+/// source, its package site, no tenant). A tool that runs cold ships none. How many
+/// were shipped.
+fn ship_warm_states(
+    tools: &Path,
+    packages: Option<&Packages>,
+    workers: &Workers,
+    into: &Path,
+) -> Result<usize, BundleError> {
+    let store = workers.warm_store();
+    let owner = ShareKey::default();
+    let mut shipped = 0;
+    for (tool, requirements) in tool_requirements(tools)? {
+        let source = fs::read_to_string(&tool).map_err(|e| io_error(&tool, e))?;
+        let file_name = tool
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| BundleError::Create(format!("{} has no name", tool.display())))?;
+        let site = match (requirements.is_empty(), packages) {
+            (true, _) => None,
+            (false, Some(packages)) => packages
+                .lock(requirements)
+                .and_then(|lock| packages.site(&lock))
+                .map_err(|error| BundleError::ToolPackages {
+                    tool: tool.clone(),
+                    error,
+                })?,
+            (false, None) => continue,
+        };
+        let folder = ToolFolder::temporary(file_name, &source)?;
+        match workers.warm_state_blocking(&folder, site.as_deref(), &owner)? {
+            Warmth::Warm(_) => {
+                let key = store.key(&folder, site.as_deref(), &owner)?;
+                let to = into.join(format!("{key}.warm"));
+                if !to.exists() {
+                    fs::create_dir_all(into).map_err(|e| io_error(into, e))?;
+                    let from = store.file(&key);
+                    fs::copy(&from, &to).map_err(|e| io_error(&from, e))?;
+                    shipped += 1;
+                }
+            }
+            Warmth::Cold(reason) => tracing::info!(
+                "no warm state shipped for {}: it runs cold ({reason})",
+                tool.display()
+            ),
+        }
+    }
+    Ok(shipped)
 }
 
 /// The compiled runtime for `files`' platform, from the home's cache, or compiled now

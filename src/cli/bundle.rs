@@ -1,6 +1,7 @@
 //! `warden bundle create|verify|install`: one signed file for an edge device.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
@@ -9,7 +10,9 @@ use warden::audit::PublicKey;
 use warden::bundle::{self, CreateOptions, Verified};
 use warden::sandbox::platform::{self, CpuLevel};
 use warden::sandbox::{Platform, SandboxConfig};
+use warden::worker::{Workers, WorkersConfig};
 
+use super::packages::PipArgs;
 use super::{ExitCode, usage};
 
 /// `warden bundle ...`.
@@ -28,9 +31,15 @@ pub enum BundleCommand {
         /// this host's target, else baseline.
         #[arg(long, value_name = "LEVEL")]
         cpu: Option<String>,
-        /// A folder of tools to ship in the bundle's `tools/`.
+        /// A folder of tools to ship in the bundle's `tools/`. The requirements their
+        /// PEP 723 blocks declare are locked here (with pip) and shipped with their
+        /// wheels in the bundle's `packages/`, so the device installs them without pip.
+        /// For this host's own platform, each tool's warm state ships too.
         #[arg(long, value_name = "DIR")]
         tools: Option<PathBuf>,
+        /// Where pip finds the tools' packages.
+        #[command(flatten)]
+        pip: PipArgs,
         /// The Warden binary to ship, built for the target (`make bundle` builds one
         /// without the compiler). Default: this binary.
         #[arg(long, value_name = "PATH")]
@@ -76,6 +85,7 @@ pub(super) fn bundle(config: &SandboxConfig, cmd: BundleCommand) -> Result<ExitC
             target,
             cpu,
             tools,
+            pip,
             binary,
             key,
             out,
@@ -106,10 +116,32 @@ pub(super) fn bundle(config: &SandboxConfig, cmd: BundleCommand) -> Result<ExitC
                 )));
             }
             let key = super::audit::audit_key(&config.home, key.as_deref())?;
+            // Workers on this host's runtime, when there are tools: they compile the
+            // package sites to bytecode and, when the bundle is for this host's own
+            // platform, prepare the tools' warm states.
+            let needs_packages = match &tools {
+                Some(dir) => bundle::tool_requirements(dir)?
+                    .iter()
+                    .any(|(_, r)| !r.is_empty()),
+                None => false,
+            };
+            let workers = if needs_packages || (tools.is_some() && platform == Platform::host()) {
+                Some(Arc::new(Workers::open(&WorkersConfig::new(
+                    config.clone(),
+                )?)?))
+            } else {
+                None
+            };
+            let packages = match &workers {
+                Some(workers) if needs_packages => Some(pip.store(config, workers)?),
+                _ => None,
+            };
             let written = bundle::create(&CreateOptions {
                 platform,
                 binary: &binary,
                 tools: tools.as_deref(),
+                packages: packages.as_ref(),
+                workers: workers.as_deref(),
                 home: &config.home,
                 key: &key,
                 out_dir: &out,

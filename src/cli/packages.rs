@@ -40,13 +40,23 @@ impl PipArgs {
     }
 
     /// The package store of `config`'s home, for the runtime `workers` run, which
-    /// also compiles each new site to bytecode (in a worker).
+    /// also compiles each new site to bytecode (in a worker). An installed bundle's
+    /// binary reads the locks and wheels shipped beside its runtime first.
     pub fn store(&self, config: &SandboxConfig, workers: &Arc<Workers>) -> Result<Packages> {
         let stdlib = workers.runtime().path(Role::Stdlib);
-        Ok(
-            Packages::new(&config.home, &stdlib, self.pip(), config.progress)?
-                .with_compiler(bytecode::compiler(Arc::clone(workers))),
-        )
+        let store = Packages::new(&config.home, &stdlib, self.pip(), config.progress)?
+            .with_compiler(bytecode::compiler(Arc::clone(workers)));
+        let shipped = config
+            .runtime
+            .as_deref()
+            .and_then(warden::bundle::installed_packages);
+        Ok(match shipped {
+            Some(dir) => {
+                tracing::info!("using the packages shipped in {}", dir.display());
+                store.with_shipped(&dir)
+            }
+            None => store,
+        })
     }
 
     /// The package store, opening (fetching and compiling if needed) the runtime.

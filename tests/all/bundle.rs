@@ -1,7 +1,8 @@
 //! Edge bundles as a device uses them: made once per run from this run's binary and the
 //! shared home's compiled runtime, installed into a fresh folder, then run offline
-//! (`unshare -n`) with an empty environment, no python3 and a fresh home. Tampered
-//! bundles are refused, naming what is wrong.
+//! (`unshare -n`) with an empty environment, no python3 and a fresh home. The bundle
+//! ships a tool with a package (locked from a wheelhouse the run builds), which the
+//! device installs without pip. Tampered bundles are refused, naming what is wrong.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -12,6 +13,15 @@ use ed25519_dalek::{Signer, SigningKey};
 use serde_json::{Value, json};
 
 use crate::support::home;
+
+/// The shipped tool: `greet` with a PEP 723 block asking for `greetlib` (which needs
+/// `wordlib` and the bundled `typing_extensions`).
+fn greet_source() -> String {
+    format!(
+        "# /// script\n# dependencies = [\"greetlib\"]\n# ///\n{}",
+        crate::packages::GREET_TOOL
+    )
+}
 
 /// The bundle of this run, its signing key and its public key.
 struct Made {
@@ -30,6 +40,12 @@ fn made() -> &'static Made {
         let seed: [u8; 32] = rand::random();
         let key_file = dir.path().join("bundle.key");
         std::fs::write(&key_file, hex::encode(seed)).unwrap();
+        let tools = dir.path().join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        std::fs::write(tools.join("greet.py"), greet_source()).unwrap();
+        std::fs::write(tools.join("add.py"), ADD).unwrap();
+        let wheels = dir.path().join("wheels");
+        crate::packages::greet_wheelhouse(&wheels);
         let out = Command::new(env!("CARGO_BIN_EXE_warden"))
             .env("WARDEN_HOME", home())
             .args(["--quiet", "bundle", "create", "--binary"])
@@ -38,6 +54,11 @@ fn made() -> &'static Made {
             .arg(&key_file)
             .arg("--out")
             .arg(dir.path())
+            .arg("--tools")
+            .arg(&tools)
+            .arg("--find-links")
+            .arg(&wheels)
+            .arg("--no-index")
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
@@ -165,6 +186,88 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
         "{}",
         stderr(&out)
     );
+    // The bundle ships a warm state for each of its tools (add.py and greet.py), and
+    // this add.py is the same file: its state comes from the bundle.
+    let shipped = std::fs::read_dir(dir.path().join("warden/runtime/warm"))
+        .unwrap()
+        .count();
+    assert_eq!(shipped, 2);
+    assert!(
+        stderr(&out).contains("using the warm state shipped in"),
+        "{}",
+        stderr(&out)
+    );
+
+    // The shipped tool with a package: its lock and wheels come from the bundle, with
+    // no pip and no python3 to run it.
+    let greet = dir.path().join("warden/tools/greet.py");
+    let warm_states = || {
+        std::fs::read_dir(home.path().join("warm"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let warm_before = warm_states();
+    let out = offline(
+        dir.path(),
+        home.path(),
+        &log,
+        &[
+            "run",
+            greet.to_str().unwrap(),
+            "--args",
+            r#"{"name": "ed"}"#,
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["value"], "HELLO ED!", "{v}");
+    assert!(
+        stderr(&out).contains("using the packages shipped in"),
+        "{}",
+        stderr(&out)
+    );
+    // Its warm state (greetlib imported) was prepared when the bundle was made, for
+    // the bundle's runtime, and copied into the home: not prepared again here.
+    let logs = stderr(&out);
+    assert!(logs.contains("using the warm state shipped in"), "{logs}");
+    assert!(!logs.contains("prepared a warm state"), "{logs}");
+    assert!(warm_states() > warm_before, "no warm state in the home");
+
+    // A requirement set no shipped lock covers: refused, naming the bundle and the way
+    // out (a lock is per set: `wordlib` alone is not `greetlib`'s lock).
+    let unshipped = dir.path().join("shout.py");
+    std::fs::write(
+        &unshipped,
+        "# /// script\n# dependencies = [\"wordlib\"]\n# ///\nimport wordlib\n\n\n\
+         def shout(s: str) -> str:\n    \"\"\"Shout.\"\"\"\n    return wordlib.shout(s)\n",
+    )
+    .unwrap();
+    let out = offline(
+        dir.path(),
+        home.path(),
+        &[],
+        &[
+            "run",
+            unshipped.to_str().unwrap(),
+            "--args",
+            r#"{"s": "x"}"#,
+        ],
+    )
+    .output()
+    .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for says in [
+        "wordlib: no lock for these requirements is shipped in",
+        "warden/packages",
+        "`python3 -m pip` is not available",
+        "warden bundle create --tools DIR",
+    ] {
+        assert!(err.contains(says), "{says}: {err}");
+    }
 
     let out = offline(
         dir.path(),
@@ -229,10 +332,69 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
         r#"{"arguments": {"a": 20, "b": 22}}"#,
         &format!("http://127.0.0.1:8080/v1/tools/{id}/run"),
     ]);
+    // The shipped tool registered through the service: the same lock, from the bundle.
+    let registered = curl(&[
+        "-H",
+        &auth,
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        &json!({ "source": greet_source() }).to_string(),
+        "http://127.0.0.1:8080/v1/tools",
+    ]);
+    let greet_id = registered["tool"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{registered}"))
+        .to_owned();
+    let greeted = curl(&[
+        "-H",
+        &auth,
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        r#"{"arguments": {"name": "cy"}}"#,
+        &format!("http://127.0.0.1:8080/v1/tools/{greet_id}/run"),
+    ]);
+    // One whose requirement set the bundle does not ship: the client is told why.
+    let refused = curl(&[
+        "-H",
+        &auth,
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        &json!({ "source": std::fs::read_to_string(&unshipped).unwrap() }).to_string(),
+        "http://127.0.0.1:8080/v1/tools",
+    ]);
     let _ = server.kill();
     let out = server.wait_with_output().unwrap();
+    assert_eq!(
+        refused["error"]["code"], "unresolvable_requirements",
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no lock for these requirements is shipped")),
+        "{refused}"
+    );
     assert_eq!(called["status"], "ok", "{called}\n{}", stderr(&out));
     assert_eq!(called["value"], 42, "{called}");
+    assert_eq!(greeted["value"], "HELLO CY!", "{greeted}\n{}", stderr(&out));
+
+    // The packages were installed into the home from the shipped wheels; nothing was
+    // resolved there (the home has no lock of its own).
+    let sites = std::fs::read_dir(home.path().join("packages/sites"))
+        .unwrap()
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.')
+        })
+        .count();
+    assert_eq!(sites, 1);
+    assert!(!home.path().join("packages/locks").exists());
 
     // Nothing compiled, fetched or written beside the binary: the home holds state
     // only, and the installed folder is as it was unpacked.
@@ -477,4 +639,48 @@ fn install_refuses_links_and_paths_outside_its_folder() {
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
         assert!(!dir.path().join("outside").exists());
     }
+}
+
+#[test]
+fn a_tool_whose_packages_cannot_be_locked_is_named_when_bundling() {
+    crate::support::sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir_all(tools.join("nested")).unwrap();
+    std::fs::write(tools.join("add.py"), ADD).unwrap();
+    let bad = tools.join("nested/missing.py");
+    std::fs::write(
+        &bad,
+        format!("# /// script\n# dependencies = [\"nosuchlib\"]\n# ///\n{ADD}"),
+    )
+    .unwrap();
+    let wheels = dir.path().join("wheels");
+    crate::packages::greet_wheelhouse(&wheels);
+    let key_file = dir.path().join("bundle.key");
+    std::fs::write(&key_file, hex::encode([3u8; 32])).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = warden(&[
+        "--quiet",
+        "bundle",
+        "create",
+        "--key",
+        key_file.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--tools",
+        tools.to_str().unwrap(),
+        "--find-links",
+        wheels.to_str().unwrap(),
+        "--no-index",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for says in [
+        format!("cannot ship the packages of the tool {}", bad.display()),
+        "nosuchlib".to_owned(),
+        "leave the tool out of the --tools folder".to_owned(),
+    ] {
+        assert!(err.contains(&says), "{says}: {err}");
+    }
+    assert!(!out_dir.exists() || std::fs::read_dir(&out_dir).unwrap().count() == 0);
 }

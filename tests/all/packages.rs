@@ -106,7 +106,7 @@ fn wheel_named(
 
 /// A wheelhouse with `greetlib` 1.0 (which needs `wordlib` and the bundled
 /// `typing_extensions`) and `wordlib` 2.0.
-fn greet_wheelhouse(dir: &Path) {
+pub(crate) fn greet_wheelhouse(dir: &Path) {
     wheel(
         dir,
         "greetlib",
@@ -129,7 +129,7 @@ fn greet_wheelhouse(dir: &Path) {
     );
 }
 
-const GREET_TOOL: &str = "import greetlib\n\n\ndef greet(name: str) -> str:\n    \"\"\"Greet.\n\n    Args:\n        name: Who.\n    \"\"\"\n    return greetlib.greet(name)\n";
+pub(crate) const GREET_TOOL: &str = "import greetlib\n\n\ndef greet(name: str) -> str:\n    \"\"\"Greet.\n\n    Args:\n        name: Who.\n    \"\"\"\n    return greetlib.greet(name)\n";
 
 fn store(dir: &Path, wheelhouse: &Path) -> Packages {
     package_store_with(dir, vec![wheelhouse.to_owned()])

@@ -16,6 +16,11 @@
 //! minute per state by the process that sends calls to it). A state larger than the
 //! whole budget is not stored: its tool runs from Warden's snapshot, and is prepared
 //! again after a restart. An evicted state is prepared again on its tool's next call.
+//!
+//! An installed edge bundle may ship states its maker prepared for its tools
+//! (`DIR/runtime/warm/<key>.warm`, [`WarmStore::with_shipped`]): a state the home lacks
+//! is copied from there into the home the first time it is looked up, then used and
+//! evicted like any other. The bundle's folder is only read.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -60,6 +65,8 @@ pub struct WarmStore {
     budget: ByteSize,
     /// When this process last marked each state used.
     touched: Arc<Mutex<HashMap<String, Instant>>>,
+    /// A read-only folder of states shipped with an installed bundle.
+    shipped: Option<PathBuf>,
 }
 
 /// What [`WarmStore::sweep`] found at start.
@@ -91,7 +98,20 @@ impl WarmStore {
             base_identity,
             budget,
             touched: Arc::default(),
+            shipped: None,
         }
+    }
+
+    /// The same store, taking a state it lacks from `dir` (an installed bundle's
+    /// `runtime/warm`) when `dir` holds one under the same key. `dir` is never written.
+    pub fn with_shipped(mut self, dir: PathBuf) -> WarmStore {
+        self.shipped = Some(dir);
+        self
+    }
+
+    /// The file of the state stored under `key`.
+    pub fn file(&self, key: &str) -> PathBuf {
+        self.path(key)
     }
 
     /// The folder the states live in.
@@ -382,7 +402,10 @@ impl WarmStore {
         let path = self.path(key);
         let mut file = match File::open(&path) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match self.adopt(key) {
+                Some(file) => file,
+                None => return Ok(None),
+            },
             Err(e) => return Err(io_error(&path, e)),
         };
         let len = file.metadata().map_err(|e| io_error(&path, e))?.len();
@@ -395,6 +418,43 @@ impl WarmStore {
                 );
                 let _ = std::fs::remove_file(&path);
                 Ok(None)
+            }
+        }
+    }
+
+    /// The state shipped under `key`, copied into the home (whole or not at all) and
+    /// opened there; `None` when none is shipped or it cannot be copied (a confined
+    /// worker cannot write the home: its server copies it first), in which case the
+    /// state is prepared as if none were shipped.
+    fn adopt(&self, key: &str) -> Option<File> {
+        let shipped = self.shipped.as_ref()?.join(format!("{key}.{EXTENSION}"));
+        if !shipped.is_file() {
+            return None;
+        }
+        let path = self.path(key);
+        let copied = (|| -> std::io::Result<()> {
+            std::fs::create_dir_all(&self.dir)?;
+            let mut tmp = tempfile::Builder::new()
+                .prefix(TEMPORARY)
+                .tempfile_in(&self.dir)?;
+            rustix::fs::flock(tmp.as_file(), rustix::fs::FlockOperation::LockExclusive)?;
+            std::io::copy(&mut File::open(&shipped)?, tmp.as_file_mut())?;
+            tmp.as_file().sync_all()?;
+            // Writable like a state prepared here, so that eviction can remove it.
+            tmp.persist(&path).map_err(|e| e.error)?;
+            Ok(())
+        })();
+        match copied {
+            Ok(()) => {
+                tracing::info!("using the warm state shipped in {}", shipped.display());
+                File::open(&path).ok()
+            }
+            Err(e) => {
+                tracing::debug!(
+                    "cannot copy the shipped warm state {}: {e}",
+                    shipped.display()
+                );
+                None
             }
         }
     }
@@ -575,6 +635,33 @@ mod tests {
         assert!(matches!(record, Record::Warm { .. }));
         assert_eq!(delta, vec![7; 5000]);
         assert_eq!(len, state.disk_bytes);
+    }
+
+    #[test]
+    fn a_shipped_state_is_copied_into_the_home_and_the_bundle_left_as_it_was() {
+        let (bundle, maker) = store(1 << 20);
+        maker.store("a", prepared(5000)).unwrap();
+        let shipped = maker.dir().to_owned();
+        let listing = || {
+            let mut names: Vec<_> = std::fs::read_dir(&shipped)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            names.sort();
+            names
+        };
+        let before = listing();
+        let (home, device) = store(1 << 20);
+        let device = device.with_shipped(shipped.clone());
+        let (record, delta, _) = device.read("a", true).unwrap().unwrap();
+        assert!(matches!(record, Record::Warm { .. }));
+        assert_eq!(delta, vec![7; 5000]);
+        assert!(home.path().join("warm/a.warm").is_file());
+        // Another key, shipped by no one: none, and nothing copied.
+        assert!(device.read("b", false).unwrap().is_none());
+        assert_eq!(keys(&device), ["a"]);
+        assert_eq!(listing(), before);
+        drop(bundle);
     }
 
     #[test]
