@@ -85,6 +85,23 @@ pub const DEFAULT_PAGE_SIZE: u32 = 50;
 /// Most items one page returns, whatever a query asks: 500.
 pub const MAX_PAGE_SIZE: u32 = 500;
 
+/// Whether a commit waits for the disk: what an acknowledged change, or an answered
+/// call's audit event, survives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Durability {
+    /// Every commit waits until it is on disk: it survives a power cut (SQLite
+    /// `synchronous = FULL`; PostgreSQL as its server is configured, by default so).
+    #[default]
+    Strict,
+    /// Commits do not wait for the disk: they survive a crash of Warden, and the
+    /// database stays consistent and every audit chain whole, but a power cut or a crash
+    /// of the operating system (or of the PostgreSQL server) may lose the last moments'
+    /// commits (SQLite `synchronous = NORMAL` in WAL mode; PostgreSQL
+    /// `synchronous_commit = off`). For disks whose flush is slow (SD cards, network
+    /// volumes).
+    Relaxed,
+}
+
 /// Where the registry lives: a SQLite file, or a PostgreSQL server several nodes share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
@@ -179,10 +196,20 @@ impl Registry {
     /// Opens the registry at `location`, migrating its schema (on PostgreSQL under an
     /// advisory lock, so nodes starting together do not race).
     pub fn connect(location: &Location) -> Result<Registry, RegistryError> {
+        Registry::connect_with(location, Durability::Strict)
+    }
+
+    /// [`Registry::connect`], its commits as durable as `durability` says.
+    pub fn connect_with(
+        location: &Location,
+        durability: Durability,
+    ) -> Result<Registry, RegistryError> {
         match location {
-            Location::Sqlite(path) => Registry::open(path),
+            Location::Sqlite(path) => Ok(Registry {
+                db: Backend::Sqlite(sqlite::Sqlite::open_with(path, durability)?),
+            }),
             Location::Postgres(url) => Ok(Registry {
-                db: Backend::Postgres(Box::new(postgres::Postgres::connect(url)?)),
+                db: Backend::Postgres(Box::new(postgres::Postgres::connect(url, durability)?)),
             }),
         }
     }
@@ -220,6 +247,14 @@ impl Registry {
         match &self.db {
             Backend::Sqlite(_) => db::Dialect::Sqlite,
             Backend::Postgres(_) => db::Dialect::Postgres,
+        }
+    }
+
+    /// Whether this registry's commits wait for the disk, as the database reports it.
+    pub fn durability(&self) -> Result<Durability, RegistryError> {
+        match &self.db {
+            Backend::Sqlite(db) => db.durability(),
+            Backend::Postgres(db) => db.durability(),
         }
     }
 
@@ -507,6 +542,29 @@ fn is_unique_violation(e: &RegistryError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relaxed_sqlite_registry_commits_without_waiting_and_keeps_what_it_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::Sqlite(dir.path().join("warden.db"));
+        let strict = Registry::connect(&location).unwrap();
+        assert_eq!(strict.durability().unwrap(), Durability::Strict);
+        let relaxed = Registry::connect_with(&location, Durability::Relaxed).unwrap();
+        assert_eq!(relaxed.durability().unwrap(), Durability::Relaxed);
+        let (tenant, _) = relaxed
+            .create_tenant("acme", &crate::tenant::TenantPolicy::default())
+            .unwrap();
+        relaxed
+            .append_audit(&tenant.id, &AuditEvent::KeyRevoked)
+            .unwrap();
+        drop(relaxed);
+        // Committed: another connection (another process, as after a crash) reads it all.
+        let reopened = Registry::connect(&location).unwrap();
+        assert!(matches!(
+            reopened.verify_chain(&tenant.id).unwrap(),
+            ChainCheck::Intact { events: 2, .. }
+        ));
+    }
 
     #[test]
     fn registry_is_send_and_sync() {

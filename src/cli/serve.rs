@@ -23,6 +23,7 @@ use warden::app::{App, AppConfig, SecretKey};
 use warden::http::{self, HttpConfig, McpAccess};
 use warden::limits::{self, ByteSize};
 use warden::outbound::PrivateNetwork;
+use warden::registry::Durability;
 use warden::sandbox::{DEFAULT_MAX_INSTANCES, DEFAULT_WARM_BUDGET, SandboxConfig};
 use warden::worker::{Workers, WorkersConfig};
 
@@ -85,6 +86,14 @@ pub struct ServeArgs {
     /// tool runs cold). A trivial tool's state takes ~33 KiB, a pandas tool's ~10 MiB.
     #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_WARM_BUDGET, value_parser = limits::parse_size)]
     pub warm_budget: ByteSize,
+    /// Whether a commit waits for the disk. `strict`: a registration, a change or an
+    /// answered call's audit event survives a power cut (each commit waits for its
+    /// flush). `relaxed`: they survive a crash of Warden, the database stays consistent
+    /// and every audit chain whole, but a power cut or an operating-system crash (or a
+    /// PostgreSQL server's crash) may lose the last moments' commits; for disks whose
+    /// flush is slow (SD cards, network volumes).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Durability::Strict)]
+    pub durability: Durability,
     /// Let every tenant's tools reach loopback, private and link-local addresses of the
     /// hosts they are granted (refused by default: a granted name that resolves to
     /// 127.0.0.1 or 169.254.169.254 is refused).
@@ -191,7 +200,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     let secret_key = secret_key(&args, &config.home)?;
     let mcp = mcp_access(&args);
     let audit_key = super::audit::audit_key(&config.home, args.audit_key_file.as_deref())?;
-    let (registry, db) = args.db.open(&config.home)?;
+    let (registry, db) = args.db.open_with(&config.home, args.durability)?;
     // Every node of a cluster seals and signs with the same keys, or secrets sealed by
     // one would not open on another: the database records them on first use.
     registry.check_key("secret-sealing key", secret_key.fingerprint())?;
@@ -231,6 +240,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
                 tracing::warn!("cannot start a spare worker: {e}");
             }
         });
+        let signalled = shutdown_signal()?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -244,6 +254,11 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         say!(
             "warden: review console at /review/ (sign in: POST /v1/review/links with a reviewer key)"
         );
+        if args.durability == Durability::Relaxed {
+            say!(
+                "warden: --durability relaxed: commits do not wait for the disk (a power cut may lose the last moments' changes and audit events)"
+            );
+        }
         say!("warden listening on http://{addr} (registry {db})");
         let metrics_listener = match args.metrics_listen {
             Some(addr) => {
@@ -262,7 +277,7 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let draining = app.clone();
         tokio::spawn(async move {
-            shutdown_signal().await;
+            signalled.await;
             draining.drain();
             let _ = stop.send(true);
         });
@@ -342,25 +357,18 @@ pub(super) fn write_private(path: &std::path::Path, text: &str) -> std::io::Resu
     file.sync_all()
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Completes on Ctrl-C (SIGINT) or SIGTERM. The handlers are in place when this returns,
+/// so call it before announcing the address: a signal sent at once (a supervisor
+/// stopping what it just started) drains rather than kills.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {},
+            _ = terminate.recv() => {},
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    say!("warden: shutting down, finishing the requests in flight");
+        say!("warden: shutting down, finishing the requests in flight");
+    })
 }

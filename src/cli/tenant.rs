@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use warden::grants::HostPattern;
 use warden::limits::{self, ByteSize, Fuel, Limits};
-use warden::registry::{Location, Registry, Tenant};
+use warden::registry::{Durability, Location, Registry, Tenant};
 use warden::tenant::{AllowedFolder, TenantId, TenantPolicy};
 
 use super::{ExitCode, deadline, usage};
@@ -43,8 +43,17 @@ impl DbArgs {
 
     /// Opens the registry, creating a SQLite file and its folder if needed.
     pub(super) fn open(&self, home: &Path) -> Result<(Registry, Location)> {
+        self.open_with(home, Durability::Strict)
+    }
+
+    /// [`DbArgs::open`], its commits as durable as `durability` says.
+    pub(super) fn open_with(
+        &self,
+        home: &Path,
+        durability: Durability,
+    ) -> Result<(Registry, Location)> {
         let location = self.location(home)?;
-        Ok((open_registry(&location)?, location))
+        Ok((open_registry_with(&location, durability)?, location))
     }
 
     /// Opens a registry that must already exist (a SQLite file is never created).
@@ -64,13 +73,18 @@ impl DbArgs {
 
 /// Opens the registry at `location`, creating a SQLite file's folder if needed.
 pub(super) fn open_registry(location: &Location) -> Result<Registry> {
+    open_registry_with(location, Durability::Strict)
+}
+
+fn open_registry_with(location: &Location, durability: Durability) -> Result<Registry> {
     if let Location::Sqlite(path) = location
         && let Some(dir) = path.parent()
     {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the folder {}", dir.display()))?;
     }
-    Registry::connect(location).with_context(|| format!("cannot open the registry {location}"))
+    Registry::connect_with(location, durability)
+        .with_context(|| format!("cannot open the registry {location}"))
 }
 
 /// `warden tenant [--db PATH|URL] COMMAND`.

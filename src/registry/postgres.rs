@@ -46,7 +46,7 @@ use tokio_postgres::AsyncMessage;
 
 use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
-use super::{Change, RegistryError};
+use super::{Change, Durability, RegistryError};
 use crate::tenant::TenantId;
 pub(crate) use tx::PgTx;
 
@@ -89,7 +89,7 @@ impl Postgres {
     /// Connects to the server at `url` (`postgresql://user@host:port/db?...`) and brings
     /// its schema up to date (under an advisory lock, so nodes starting together do not
     /// race).
-    pub(crate) fn connect(url: &str) -> Result<Postgres, RegistryError> {
+    pub(crate) fn connect(url: &str, durability: Durability) -> Result<Postgres, RegistryError> {
         let shown = redact(url);
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| RegistryError::BadUrl {
@@ -124,15 +124,13 @@ impl Postgres {
             })?;
         let handle = runtime.handle().clone();
         let tls = tls()?;
-        let pool = make_pool(config.clone(), &tls, POOL_SIZE, &shown)?;
+        let mut durable = config.clone();
+        if durability == Durability::Relaxed {
+            relax(&mut durable);
+        }
+        let pool = make_pool(durable, &tls, POOL_SIZE, &shown)?;
         let mut transient = config.clone();
-        transient.options(
-            format!(
-                "{} -c synchronous_commit=off",
-                config.get_options().unwrap_or_default()
-            )
-            .trim_start(),
-        );
+        relax(&mut transient);
         let transient = make_pool(transient, &tls, TRANSIENT_POOL_SIZE, &shown)?;
         let db = Postgres {
             runtime: Some(runtime),
@@ -208,6 +206,19 @@ impl Postgres {
                 Err(e)
             }
         }
+    }
+
+    /// The durability in effect for this node's writes (`synchronous_commit`: `off` is
+    /// relaxed; `local`, `on` and the replicas' levels wait for this server's disk).
+    pub(crate) fn durability(&self) -> Result<Durability, RegistryError> {
+        self.transaction(Mode::Autocommit, |tx| {
+            let setting: String = tx.query_one("SHOW synchronous_commit", &[])?.get(0)?;
+            Ok(if setting == "off" {
+                Durability::Relaxed
+            } else {
+                Durability::Strict
+            })
+        })
     }
 
     /// The schema version the database is at.
@@ -473,6 +484,15 @@ pub(crate) fn pg_error(e: tokio_postgres::Error) -> RegistryError {
 }
 
 /// A pool of at most `size` connections made with `config`.
+/// Makes `config`'s sessions commit without waiting for the server's disk.
+fn relax(config: &mut tokio_postgres::Config) {
+    let options = format!(
+        "{} -c synchronous_commit=off",
+        config.get_options().unwrap_or_default()
+    );
+    config.options(options.trim_start());
+}
+
 fn make_pool(
     config: tokio_postgres::Config,
     tls: &tokio_postgres_rustls::MakeRustlsConnect,

@@ -3,7 +3,8 @@
 //! One connection behind a mutex, so the registry is `Send + Sync`; SQLite serialises
 //! writers anyway and reads are short. WAL mode, foreign keys on, a [`BUSY_TIMEOUT`] for
 //! other processes holding a lock (`warden tenant ...` beside a running `warden serve`),
-//! and `synchronous = FULL`, so a committed audit event survives a power cut.
+//! and `synchronous = FULL`, so a committed audit event survives a power cut
+//! (`NORMAL` for [`Durability::Relaxed`]: it survives a crash of Warden only).
 //!
 //! Migrations are `migrations/sqlite/NNNN_*.sql`, tracked by `PRAGMA user_version`.
 
@@ -15,7 +16,7 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
-use super::{BUSY_TIMEOUT, RegistryError};
+use super::{BUSY_TIMEOUT, Durability, RegistryError};
 
 /// The SQLite database.
 pub(crate) struct Sqlite {
@@ -25,23 +26,36 @@ pub(crate) struct Sqlite {
 impl Sqlite {
     /// Opens (or creates) the database file at `path` and migrates it.
     pub(crate) fn open(path: &Path) -> Result<Sqlite, RegistryError> {
+        Sqlite::open_with(path, Durability::Strict)
+    }
+
+    /// [`Sqlite::open`], its commits as durable as `durability` says.
+    pub(crate) fn open_with(path: &Path, durability: Durability) -> Result<Sqlite, RegistryError> {
         let conn = Connection::open(path).map_err(|source| RegistryError::Open {
             path: path.to_owned(),
             source,
         })?;
-        Sqlite::with_connection(conn)
+        Sqlite::with_connection(conn, durability)
     }
 
     /// A fresh database in memory.
     pub(crate) fn in_memory() -> Result<Sqlite, RegistryError> {
-        Sqlite::with_connection(Connection::open_in_memory()?)
+        Sqlite::with_connection(Connection::open_in_memory()?, Durability::Strict)
     }
 
-    fn with_connection(mut conn: Connection) -> Result<Sqlite, RegistryError> {
+    fn with_connection(
+        mut conn: Connection,
+        durability: Durability,
+    ) -> Result<Sqlite, RegistryError> {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // In memory the journal mode stays "memory"; WAL applies to files.
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        let synchronous = match durability {
+            Durability::Strict => "FULL",
+            // In WAL mode: a commit is in the log when it returns, flushed at checkpoints.
+            Durability::Relaxed => "NORMAL",
+        };
+        conn.pragma_update(None, "synchronous", synchronous)?;
         conn.pragma_update(None, "foreign_keys", true)?;
         apply_migrations(&mut conn)?;
         Ok(Sqlite {
@@ -70,6 +84,18 @@ impl Sqlite {
         };
         let v: i64 = conn.pragma_query_value(None, "data_version", |r| r.get(0))?;
         Ok(Some(v.unsigned_abs()))
+    }
+
+    /// The durability in effect (`PRAGMA synchronous`: FULL or EXTRA is strict).
+    pub(crate) fn durability(&self) -> Result<Durability, RegistryError> {
+        let level: i64 = self
+            .lock()
+            .pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        Ok(if level >= 2 {
+            Durability::Strict
+        } else {
+            Durability::Relaxed
+        })
     }
 
     /// The schema version (`PRAGMA user_version`).

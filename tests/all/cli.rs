@@ -305,6 +305,58 @@ fn a_closed_stdout_ends_quietly_without_a_panic() {
 }
 
 #[test]
+fn serve_says_when_its_commits_do_not_wait_for_the_disk_and_refuses_an_unknown_durability() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    sandbox();
+    let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["serve", "--durability", "sometimes"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("strict") && stderr(&o).contains("relaxed"));
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--cold",
+            "--durability",
+            "relaxed",
+        ])
+        .env("WARDEN_HOME", dir.path())
+        .env_remove("WARDEN_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.contains("listening on http://");
+        said.push(line);
+        if done {
+            break;
+        }
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("--durability relaxed: commits do not wait for the disk")),
+        "{said:?}"
+    );
+    assert!(status.success(), "{status:?} {said:?}");
+}
+
+#[test]
 fn serve_outlives_a_closed_stderr_and_still_drains_cleanly() {
     use std::io::BufRead;
     use std::process::Stdio;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use warden::registry::{AuditEvent, ChainCheck, Location, Registry, RegistryError};
+use warden::registry::{AuditEvent, ChainCheck, Durability, Location, Registry, RegistryError};
 use warden::tenant::TenantPolicy;
 
 use crate::pg;
@@ -95,6 +95,26 @@ fn a_node_appends_after_what_other_nodes_and_changes_appended_since_its_last_eve
             assert_eq!(events, 38);
             assert_eq!(head, stored[0].hash);
         }
+        broken => panic!("{broken:?}"),
+    }
+}
+
+#[test]
+fn a_relaxed_node_commits_without_waiting_beside_a_strict_one() {
+    let url = pg::database();
+    let location = Location::Postgres(url.clone());
+    let strict = node(&url);
+    assert_eq!(strict.durability().unwrap(), Durability::Strict);
+    let relaxed = Registry::connect_with(&location, Durability::Relaxed).unwrap();
+    assert_eq!(relaxed.durability().unwrap(), Durability::Relaxed);
+    let (tenant, _) = relaxed
+        .create_tenant("acme", &TenantPolicy::default())
+        .unwrap();
+    for n in [&relaxed, &strict, &relaxed] {
+        n.append_audit(&tenant.id, &AuditEvent::KeyRevoked).unwrap();
+    }
+    match strict.verify_chain(&tenant.id).unwrap() {
+        ChainCheck::Intact { events, .. } => assert_eq!(events, 4),
         broken => panic!("{broken:?}"),
     }
 }
