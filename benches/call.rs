@@ -21,7 +21,7 @@ use warden::grants::Grants;
 use warden::limits::{ByteSize, Limits};
 use warden::outcome::Status;
 use warden::packages::{Packages, Pip};
-use warden::registry::{Location, Registry};
+use warden::registry::{Durability, Location, Registry};
 use warden::sandbox::Progress;
 use warden::sandbox::artifacts::Role;
 use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
@@ -145,15 +145,17 @@ async fn request(
 /// `POST /v1/tools/{id}/run` calls.
 /// The service's sequential round trips on one connection, then its calls per second
 /// with one connection per core.
-/// `database`: the registry's location, `None` for a SQLite file of its own.
+/// `database`: the registry's location, `None` for a SQLite file of its own; its commits
+/// as durable as `durability` says (`warden serve --durability`).
 async fn service_round_trips(
     sandbox: Arc<Sandbox>,
     home: &std::path::Path,
     database: Option<Location>,
+    durability: Durability,
 ) -> anyhow::Result<(Stats, f64)> {
     let dir = tempfile::tempdir()?;
     let location = database.unwrap_or_else(|| Location::Sqlite(dir.path().join("warden.db")));
-    let registry = Arc::new(Registry::connect(&location)?);
+    let registry = Arc::new(Registry::connect_with(&location, durability)?);
     let policy = TenantPolicy {
         calls_per_minute: 1_000_000,
         ..TenantPolicy::default()
@@ -699,12 +701,34 @@ fn main() -> anyhow::Result<()> {
         &Limits::default(),
     )?;
 
-    let (service, http_rate) = rt.block_on(service_round_trips(sandbox.clone(), &home, None))?;
+    let (service, http_rate) = rt.block_on(service_round_trips(
+        sandbox.clone(),
+        &home,
+        None,
+        Durability::Strict,
+    ))?;
+    // `--durability relaxed`: the run's event committed, not flushed, before the answer.
+    let (relaxed, http_relaxed_rate) = rt.block_on(service_round_trips(
+        sandbox.clone(),
+        &home,
+        None,
+        Durability::Relaxed,
+    ))?;
     // The same on PostgreSQL, as each of several nodes runs: a server of its own whose
     // commits wait for the disk, as SQLite's do (the tests' servers skip that).
     let postgres = Location::Postgres(pg::durable_database());
-    let (service_pg, http_pg_rate) =
-        rt.block_on(service_round_trips(sandbox.clone(), &home, Some(postgres)))?;
+    let (service_pg, http_pg_rate) = rt.block_on(service_round_trips(
+        sandbox.clone(),
+        &home,
+        Some(postgres),
+        Durability::Strict,
+    ))?;
+    let (relaxed_pg, _) = rt.block_on(service_round_trips(
+        sandbox.clone(),
+        &home,
+        Some(Location::Postgres(pg::durable_database())),
+        Durability::Relaxed,
+    ))?;
 
     // Cold and warm starts of tools with real imports, and the host's interpreter.
     let fixture = |name: &str| root().join("tests/fixtures/tools").join(name);
@@ -790,7 +814,12 @@ fn main() -> anyhow::Result<()> {
         "Warden service, HTTP round trip (loopback, keep-alive)",
         &service,
     );
+    row("the same, `--durability relaxed`", &relaxed);
     row("the same, registry on PostgreSQL", &service_pg);
+    row(
+        "the same on PostgreSQL, `--durability relaxed`",
+        &relaxed_pg,
+    );
     row(
         "`csv_summary` (csv + statistics): Warden, warm",
         &csv_warden,
@@ -861,11 +890,20 @@ fn main() -> anyhow::Result<()> {
         service.p50.as_secs_f64() / warden.p50.as_secs_f64()
     );
     println!(
+        "Warden service, --durability relaxed: p50 {:.0} µs ({:.2}x the in-process p50), \
+         {http_relaxed_rate:.0} calls/s with {workers} connections",
+        relaxed.p50.as_secs_f64() * 1e6,
+        relaxed.p50.as_secs_f64() / warden.p50.as_secs_f64(),
+    );
+    println!(
         "Warden service on PostgreSQL: p50 {:.0} µs ({:.2}x the in-process p50), {http_pg_rate:.0} \
-         calls/s with {workers} connections ({:.0}% of SQLite's)",
+         calls/s with {workers} connections ({:.0}% of SQLite's); --durability relaxed: p50 \
+         {:.0} µs ({:.2}x)",
         service_pg.p50.as_secs_f64() * 1e6,
         service_pg.p50.as_secs_f64() / warden.p50.as_secs_f64(),
-        100.0 * http_pg_rate / http_rate
+        100.0 * http_pg_rate / http_rate,
+        relaxed_pg.p50.as_secs_f64() * 1e6,
+        relaxed_pg.p50.as_secs_f64() / warden.p50.as_secs_f64(),
     );
     println!(
         "p50 ratio, subprocess / Warden: {:.1}x (add), {:.1}x (csv_summary); fuel per Warden \
@@ -932,6 +970,10 @@ fn main() -> anyhow::Result<()> {
         "http_p50_us": us(service.p50),
         "http_p99_us": us(service.p99),
         "http_calls_per_s_2": http_rate,
+        "http_relaxed_p50_us": us(relaxed.p50),
+        "http_relaxed_p99_us": us(relaxed.p99),
+        "http_relaxed_calls_per_s_2": http_relaxed_rate,
+        "http_pg_relaxed_p50_us": us(relaxed_pg.p50),
         "http_pg_p50_us": us(service_pg.p50),
         "http_pg_p99_us": us(service_pg.p99),
         "http_pg_calls_per_s_2": http_pg_rate,
