@@ -656,8 +656,6 @@ return [f.read(), os.environ.get('WARDEN_CHECK')]\n";
     }
 }
 
-/// The linker of every instance (WASI preview 1, Warden's checked calls, the door) and
-/// the module's instance-pre and exports.
 /// The folder of an installed bundle's runtime that holds the warm states its maker
 /// prepared for its tools (`DIR/runtime/warm`).
 pub const SHIPPED_WARM: &str = "warm";
@@ -672,6 +670,8 @@ fn warm_store(config: &SandboxConfig, compiled_name: String) -> WarmStore {
     }
 }
 
+/// The linker of every instance (WASI preview 1, Warden's checked calls, the door) and
+/// the module's instance-pre and exports.
 fn link(
     engine: &Engine,
     module: &Module,
