@@ -20,7 +20,8 @@ use super::{App, AppError, Principal};
 use crate::capabilities::{Capabilities, Risk, Subject, warnings};
 use crate::registry::{
     AuditFilter, AuditRecord, ChainCheck, ConsoleSession, ConsoleToken, ConsoleUser, DayUsage,
-    Page, Redeemed, Registry, SessionLife, Tool, ToolId, ToolQuery, Version, VersionSummary,
+    LinkRefusal, Page, Redeemed, Registry, SessionLife, Tool, ToolId, ToolQuery, Version,
+    VersionSummary,
 };
 use crate::tenant::TenantId;
 
@@ -214,7 +215,13 @@ impl App {
             .await
     }
 
-    /// Opens the sign-in link `token` (once): a session, or why not.
+    /// Why the sign-in link `token` cannot be opened, or `None` if it can: reads only.
+    pub async fn peek_console_link(&self, token: String) -> Result<Option<LinkRefusal>, AppError> {
+        self.blocking(move |r| Ok(r.peek_console_link(&token)?))
+            .await
+    }
+
+    /// Opens the sign-in link whose token is `token`, once, starting a session.
     pub async fn open_console_link(&self, token: String) -> Result<Redeemed, AppError> {
         let life = self.console_life().session;
         let operator = self.operator_fingerprint();

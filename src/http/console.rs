@@ -45,7 +45,10 @@ pub(super) fn routes() -> Router<App> {
     Router::new()
         .route("/review", get(|| async { Redirect::permanent("/review/") }))
         .route("/review/", get(pages::home))
-        .route("/review/signin/{token}", get(auth::sign_in))
+        .route(
+            "/review/signin/{token}",
+            get(auth::sign_in_page).post(auth::sign_in),
+        )
         .route("/review/signout", post(auth::sign_out))
         .route("/review/tools", get(pages::tools::list))
         .route("/review/tools/{id}", get(pages::tools::detail))
@@ -89,6 +92,8 @@ pub(super) enum ConsoleError {
     NotSignedIn,
     /// A form without its session's CSRF token, or with another.
     Csrf,
+    /// A sign-in sent from another site's page.
+    CrossSiteSignIn,
     /// The operator tried what only a reviewer key may do.
     ReviewerOnly,
     /// The operator opened a tenant's page without naming the tenant.
@@ -137,6 +142,15 @@ impl IntoResponse for ConsoleError {
                  again."
                     .to_owned(),
                 "csrf",
+            ),
+            ConsoleError::CrossSiteSignIn => (
+                StatusCode::FORBIDDEN,
+                "Sign-in refused",
+                "This sign-in was sent from another site's page, not from the sign-in \
+                 link's own: nothing was changed and the link still works. Open the link \
+                 itself in your browser and press Sign in there."
+                    .to_owned(),
+                "cross_site_sign_in",
             ),
             ConsoleError::ReviewerOnly => (
                 StatusCode::FORBIDDEN,

@@ -218,6 +218,30 @@ impl Registry {
         })
     }
 
+    /// Why the sign-in link whose token is `token` cannot be opened (unknown, used or
+    /// expired), or `None` if it can be now; reads only, so a page may ask before the
+    /// reviewer chooses to sign in. (Whether its key still works is checked on opening.)
+    pub fn peek_console_link(&self, token: &str) -> Result<Option<LinkRefusal>, RegistryError> {
+        self.read(|tx| {
+            let now = now(tx)?;
+            let Some(row) = tx.query_opt(
+                "SELECT expires_at_ms, used_at_ms FROM console_links WHERE token_hash = ?1",
+                vals![&ConsoleToken::hash(token)],
+            )?
+            else {
+                return Ok(Some(LinkRefusal::Unknown));
+            };
+            let (expires, used): (i64, Option<i64>) = (row.get(0)?, row.get(1)?);
+            Ok(if used.is_some() {
+                Some(LinkRefusal::Used)
+            } else if expires <= now {
+                Some(LinkRefusal::Expired)
+            } else {
+                None
+            })
+        })
+    }
+
     /// Opens the sign-in link whose token is `token`, once: marks it used and starts a
     /// session that lasts `life`. `operator` is the fingerprint of this node's operator
     /// key (`None`: it has none), which an operator's link must still match.

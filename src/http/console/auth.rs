@@ -103,31 +103,93 @@ fn cookie(value: &str, secure: bool, clear: bool) -> HeaderValue {
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
 
-/// `GET /review/signin/{token}`: opens a sign-in link once, sets the session cookie and
-/// redirects to the console; a used, expired or unknown link gets a page saying so.
+/// Only what a token can look like reaches the database.
+fn well_formed(link: &str) -> bool {
+    link.len() == 64 && link.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `GET /review/signin/{token}`: a page whose button opens the link. Reading it changes
+/// nothing, so a chat's link preview or a mail scanner fetching the link does not use
+/// it up; a link that cannot be opened (unknown, used, expired) is refused here already.
+pub(super) async fn sign_in_page(
+    State(app): State<App>,
+    headers: HeaderMap,
+    PathParam(link): PathParam<String>,
+) -> Result<Response, ConsoleError> {
+    let refusal = if well_formed(&link) {
+        app.peek_console_link(link.clone()).await?
+    } else {
+        Some(LinkRefusal::Unknown)
+    };
+    if let Some(refusal) = refusal {
+        return Ok(refused(refusal, &headers));
+    }
+    let page = layout(
+        "Sign in",
+        None,
+        html! {
+            h1 { "Review console" }
+            p { "This link signs in once, in this browser." }
+            form method="post" action=(format!("/review/signin/{link}")) {
+                button.approve type="submit" { "Sign in" }
+            }
+        },
+    );
+    Ok(page.into_response())
+}
+
+/// `POST /review/signin/{token}` (the sign-in page's button): opens the link once, sets
+/// the session cookie and redirects to the console; a used, expired or unknown link, or
+/// a form sent from another site, gets a page saying so.
 pub(super) async fn sign_in(
     State(app): State<App>,
     headers: HeaderMap,
     PathParam(link): PathParam<String>,
 ) -> Result<Response, ConsoleError> {
-    // Only what a token can look like reaches the database.
-    let well_formed = link.len() == 64 && link.bytes().all(|b| b.is_ascii_hexdigit());
-    let redeemed = if well_formed {
+    if !same_site(&headers) {
+        return Err(ConsoleError::CrossSiteSignIn);
+    }
+    let redeemed = if well_formed(&link) {
         app.open_console_link(link).await?
     } else {
         Redeemed::Refused(LinkRefusal::Unknown)
     };
-    let refusal = match redeemed {
+    match redeemed {
         Redeemed::Session(token, _) => {
             let mut response = Redirect::to("/review/").into_response();
             response.headers_mut().insert(
                 header::SET_COOKIE,
                 cookie(token.expose(), https(&headers), false),
             );
-            return Ok(response);
+            Ok(response)
         }
-        Redeemed::Refused(why) => why,
-    };
+        Redeemed::Refused(why) => Ok(refused(why, &headers)),
+    }
+}
+
+/// Whether a form came from this service's own pages. A browser says where a request
+/// came from in `Sec-Fetch-Site`, which pages cannot set; a browser too old to send it
+/// sends `Origin`, compared with `Host` (`null`, which the console's no-referrer policy
+/// makes browsers send, says nothing). A request that says neither (not a browser's)
+/// passes.
+fn same_site(headers: &HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        return matches!(site, "same-origin" | "none");
+    }
+    match text("origin") {
+        None | Some("null") => true,
+        Some(origin) => {
+            let host = text("host").unwrap_or_default();
+            origin
+                .split_once("://")
+                .is_some_and(|(_, authority)| !host.is_empty() && authority == host)
+        }
+    }
+}
+
+/// The page of a link that cannot be opened, with the command for a new one.
+fn refused(refusal: LinkRefusal, headers: &HeaderMap) -> Response {
     let (status, message) = match refusal {
         LinkRefusal::Used => (
             StatusCode::GONE,
@@ -155,10 +217,10 @@ pub(super) async fn sign_in(
         html! {
             div.error role="alert" { p { (message) } }
             p { "A new link: " }
-            pre { code { "curl -X POST -H \"Authorization: Bearer $WARDEN_REVIEWER_KEY\" \\\n  " (origin(&headers, &axum::http::Uri::from_static("/"))) "/v1/review/links" } }
+            pre { code { "curl -X POST -H \"Authorization: Bearer $WARDEN_REVIEWER_KEY\" \\\n  " (origin(headers, &axum::http::Uri::from_static("/"))) "/v1/review/links" } }
         },
     );
-    Ok((status, page).into_response())
+    (status, page).into_response()
 }
 
 /// A form body (`application/x-www-form-urlencoded`); one that does not parse is a

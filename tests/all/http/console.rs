@@ -92,10 +92,19 @@ pub async fn post_form(s: &Service, path: &str, cookie: &str, form: &[(&str, &st
     s.raw(request).await
 }
 
+/// Presses the sign-in page's button: a POST to the link, with `headers`.
+pub async fn open_link(s: &Service, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut request = Request::builder().method(Method::POST).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    s.raw(request.body(Body::empty()).unwrap()).await
+}
+
 /// Opens a link and returns the session cookie (`warden_review=...`).
 pub async fn sign_in(s: &Service, key: &str) -> String {
     let path = link(s, key).await;
-    let r = get(s, &path, None).await;
+    let r = open_link(s, &path, &[]).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.json);
     assert_eq!(r.headers[header::LOCATION], "/review/");
     let set = r.headers[header::SET_COOKIE].to_str().unwrap();
@@ -138,8 +147,40 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
     assert!(r.json["expires_at_ms"].as_i64().unwrap() > 0);
 
     let path = link(&s, &reviewer).await;
-    let first = get(&s, &path, None).await;
-    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    // Reading the link (a chat's preview, a mail scanner) changes nothing: its page has
+    // the button that opens it, and so has every later read.
+    for _ in 0..2 {
+        let page = get(&s, &path, None).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", html(&page));
+        assert!(page.headers.get(header::SET_COOKIE).is_none());
+        assert!(
+            html(&page).contains(&format!("<form method=\"post\" action=\"{path}\"")),
+            "{}",
+            html(&page)
+        );
+        assert_console_headers(&page.headers, "the sign-in page");
+    }
+    // A form another site's page sends is refused, and the link still works.
+    for from in [
+        [("origin", "https://evil.example"), ("host", "localhost")],
+        [("sec-fetch-site", "cross-site"), ("host", "localhost")],
+    ] {
+        let r = open_link(&s, &path, &from).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{from:?}");
+        assert!(html(&r).contains("another site"), "{}", html(&r));
+        assert!(r.headers.get(header::SET_COOKIE).is_none());
+    }
+    let first = open_link(
+        &s,
+        &path,
+        &[
+            ("origin", "http://localhost:8080"),
+            ("host", "localhost:8080"),
+            ("sec-fetch-site", "same-origin"),
+        ],
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER, "{}", html(&first));
     let cookie = first.headers[header::SET_COOKIE].to_str().unwrap();
     for flag in ["HttpOnly", "SameSite=Strict", "Path=/review"] {
         assert!(cookie.contains(flag), "{flag} missing: {cookie}");
@@ -148,10 +189,13 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
     assert!(!cookie.contains(&reviewer));
     assert_console_headers(&first.headers, "the sign-in redirect");
 
-    let again = get(&s, &path, None).await;
+    let again = open_link(&s, &path, &[]).await;
     assert_eq!(again.status, StatusCode::GONE);
     assert!(html(&again).contains("used already"), "{}", html(&again));
     assert!(again.headers.get(header::SET_COOKIE).is_none());
+    let read = get(&s, &path, None).await;
+    assert_eq!(read.status, StatusCode::GONE, "a used link's page says so");
+    assert!(html(&read).contains("used already"), "{}", html(&read));
 
     let garbage = get(&s, "/review/signin/not-a-token", None).await;
     assert_eq!(garbage.status, StatusCode::NOT_FOUND);
@@ -173,6 +217,7 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
     );
     let path = &url["https://warden.example.com".len()..];
     let request = Request::builder()
+        .method(Method::POST)
         .uri(path)
         .header("x-forwarded-proto", "https")
         .body(Body::empty())
