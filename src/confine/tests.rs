@@ -666,7 +666,7 @@ fn without_landlock_or_seccomp_apply_refuses_instead_of_confining_partly() {
 
 #[test]
 fn both_profiles_filters_compile() {
-    let programs = super::linux::all_filters().unwrap();
+    let programs = super::filters::all_filters().unwrap();
     assert!(programs.iter().all(|p| !p.is_empty() && p.len() < 4096));
 }
 
