@@ -1,6 +1,6 @@
-//! The Landlock part of [`Confinement::apply`](super::Confinement::apply): which files the process may open,
-//! create, remove or truncate, which TCP ports it may connect to, and the scopes
-//! (signals, abstract Unix sockets) it is kept within.
+//! The Landlock part of [`Confinement::apply`](super::Confinement::apply): which files
+//! the process may open, create, remove or truncate, which TCP ports it may connect to,
+//! and the scopes (signals, abstract Unix sockets) it is kept within.
 
 use std::path::Path;
 
