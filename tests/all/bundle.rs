@@ -118,6 +118,23 @@ fn offline(dir: &Path, home: &Path, vars: &[(&str, &str)], args: &[&str]) -> Com
     c
 }
 
+/// `warden run TOOL --args ARGS --json` from the installed bundle in `dir`, offline: its
+/// result and its log lines (it must succeed).
+fn offline_run(
+    dir: &Path,
+    home: &Path,
+    vars: &[(&str, &str)],
+    tool: &Path,
+    args: &str,
+) -> (Value, String) {
+    let tool = tool.to_str().unwrap();
+    let out = offline(dir, home, vars, &["run", tool, "--args", args, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr(&out))
+}
+
 /// Every file under `dir` with its size and modification time.
 fn listing(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
     let mut all = Vec::new();
@@ -163,40 +180,17 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "none");
 
-    let out = offline(
-        dir.path(),
-        home.path(),
-        &log,
-        &[
-            "run",
-            tool.to_str().unwrap(),
-            "--args",
-            r#"{"a": 2, "b": 40}"#,
-            "--json",
-        ],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, logs) = offline_run(dir.path(), home.path(), &log, &tool, r#"{"a": 2, "b": 40}"#);
     assert_eq!(v["status"], "ok", "{v}");
     assert_eq!(v["value"], 42, "{v}");
-    assert!(
-        stderr(&out).contains("using the bundled runtime"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(logs.contains("using the bundled runtime"), "{logs}");
     // The bundle ships a warm state for each of its tools (add.py and greet.py), and
     // this add.py is the same file: its state comes from the bundle.
     let shipped = std::fs::read_dir(dir.path().join("warden/runtime/warm"))
         .unwrap()
         .count();
     assert_eq!(shipped, 2);
-    assert!(
-        stderr(&out).contains("using the warm state shipped in"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(logs.contains("using the warm state shipped in"), "{logs}");
 
     // The shipped tool with a package: its lock and wheels come from the bundle, with
     // no pip and no python3 to run it.
@@ -207,31 +201,11 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
             .unwrap_or(0)
     };
     let warm_before = warm_states();
-    let out = offline(
-        dir.path(),
-        home.path(),
-        &log,
-        &[
-            "run",
-            greet.to_str().unwrap(),
-            "--args",
-            r#"{"name": "ed"}"#,
-            "--json",
-        ],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, logs) = offline_run(dir.path(), home.path(), &log, &greet, r#"{"name": "ed"}"#);
     assert_eq!(v["value"], "HELLO ED!", "{v}");
-    assert!(
-        stderr(&out).contains("using the packages shipped in"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(logs.contains("using the packages shipped in"), "{logs}");
     // Its warm state (greetlib imported) was prepared when the bundle was made, for
     // the bundle's runtime, and copied into the home: not prepared again here.
-    let logs = stderr(&out);
     assert!(logs.contains("using the warm state shipped in"), "{logs}");
     assert!(!logs.contains("prepared a warm state"), "{logs}");
     assert!(warm_states() > warm_before, "no warm state in the home");
