@@ -285,60 +285,44 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let auth = format!("authorization: Bearer {key}");
-    let registered = curl(&[
-        "-H",
-        &auth,
-        "-H",
-        "content-type: application/json",
-        "--data-binary",
-        &json!({ "source": ADD }).to_string(),
-        "http://127.0.0.1:8080/v1/tools",
-    ]);
+    // A JSON POST with the tenant's key to `path` on the server.
+    let post = |path: &str, body: &str| -> Value {
+        curl(&[
+            "-H",
+            &auth,
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            body,
+            &format!("http://127.0.0.1:8080{path}"),
+        ])
+    };
+    let registered = post("/v1/tools", &json!({ "source": ADD }).to_string());
     let id = registered["tool"]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{registered}"));
-    let called = curl(&[
-        "-H",
-        &auth,
-        "-H",
-        "content-type: application/json",
-        "--data-binary",
+    let called = post(
+        &format!("/v1/tools/{id}/run"),
         r#"{"arguments": {"a": 20, "b": 22}}"#,
-        &format!("http://127.0.0.1:8080/v1/tools/{id}/run"),
-    ]);
+    );
     // The shipped tool registered through the service: the same lock, from the bundle.
-    let registered = curl(&[
-        "-H",
-        &auth,
-        "-H",
-        "content-type: application/json",
-        "--data-binary",
+    let registered = post(
+        "/v1/tools",
         &json!({ "source": greet_source() }).to_string(),
-        "http://127.0.0.1:8080/v1/tools",
-    ]);
+    );
     let greet_id = registered["tool"]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("{registered}"))
         .to_owned();
-    let greeted = curl(&[
-        "-H",
-        &auth,
-        "-H",
-        "content-type: application/json",
-        "--data-binary",
+    let greeted = post(
+        &format!("/v1/tools/{greet_id}/run"),
         r#"{"arguments": {"name": "cy"}}"#,
-        &format!("http://127.0.0.1:8080/v1/tools/{greet_id}/run"),
-    ]);
+    );
     // One whose requirement set the bundle does not ship: the client is told why.
-    let refused = curl(&[
-        "-H",
-        &auth,
-        "-H",
-        "content-type: application/json",
-        "--data-binary",
+    let refused = post(
+        "/v1/tools",
         &json!({ "source": std::fs::read_to_string(&unshipped).unwrap() }).to_string(),
-        "http://127.0.0.1:8080/v1/tools",
-    ]);
+    );
     let _ = server.kill();
     let out = server.wait_with_output().unwrap();
     assert_eq!(
