@@ -96,10 +96,14 @@ bundle: bundle-toolchain
 edge-bench: bundle
 	./tests/edge-bench.sh $(BUNDLE_FILE) $(BUNDLE_BINARY)
 
-## The arm64 bundle (CPU level baseline) run under QEMU as a Raspberry Pi 4 (Cortex-A72,
-## no LSE): install, `warden run` of a trivial tool, `warden serve` with a registered
-## tool's call. Needs `apt-get install qemu-user-static gcc-aarch64-linux-gnu`, Linux 6.7+
-## (a private binfmt_misc) and several minutes: not part of `make test` or CI.
+## The arm64 bundle (CPU level baseline) in a full-system arm64 VM: qemu-system-aarch64
+## (TCG) as a Raspberry Pi 4-like machine (Cortex-A72, no LSE; 2 cores, 3 GiB) booting
+## Debian's arm64 kernel (6.12+, Landlock) with an initramfs holding the bundle: install,
+## `warden run` of a trivial tool, `warden serve` with a registered tool's calls, every
+## worker confined. Installs qemu-system-arm, cpio and the arm64 C library when missing
+## (as root) and downloads the kernel and busybox-static for arm64 into
+## target/edge-vm. Takes several minutes: not part of `make test` or CI.
+EDGE_VM_DIR = $(or $(CARGO_TARGET_DIR),./target)/edge-vm
 edge-smoke-arm64:
 	$(MAKE) bundle TARGET=aarch64-unknown-linux-gnu CPU=baseline
-	./tests/edge-smoke-arm64.sh target/bundle/warden-$(VERSION)-aarch64-unknown-linux-gnu-baseline.tar.zst $(WARDEN)
+	./tests/edge-smoke-arm64-vm.sh target/bundle/warden-$(VERSION)-aarch64-unknown-linux-gnu-baseline.tar.zst $(WARDEN) $(EDGE_VM_DIR)

@@ -132,7 +132,12 @@ impl Worker {
         .await;
         let failed = match answered {
             Ok(Ok((answer, _))) if done(&answer) => return Ok(self),
-            Ok(Ok((ToServer::Unusable { reason }, _))) => reason,
+            Ok(Ok((ToServer::Unusable { reason }, _))) => {
+                // It said why; the SIGKILL that ends it now is the server's own, not a
+                // cause (it read "out of memory, or killed by an operator").
+                self.end().await;
+                return Err(worker_failed(reason));
+            }
             Ok(Ok((other, _))) => format!("it answered `{what}` with {other:?}"),
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!(
