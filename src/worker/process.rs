@@ -77,13 +77,21 @@ impl Worker {
 
     /// Why the process ended, once it has (killing it first if it has not).
     pub(super) async fn end(mut self) -> String {
+        // A worker that died on its own (its socket closed as it exited) is reaped in a
+        // moment: its signal or status is the cause. Otherwise the SIGKILL is ours.
+        if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await {
+            return describe(status);
+        }
         let _ = self.child.start_kill();
         match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
-            Ok(Ok(status)) => describe(status),
+            Ok(Ok(_)) => "the server ended it".to_owned(),
             _ => "it did not exit".to_owned(),
         }
     }
 }
+
+/// How long [`Worker::end`] waits for a worker dying on its own before ending it: 50 ms.
+const EXIT_GRACE: Duration = Duration::from_millis(50);
 
 fn describe(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
