@@ -39,6 +39,16 @@ fn workers_of(parent: u32) -> Vec<i32> {
     pids
 }
 
+/// Whether process `pid` has a file open whose path contains `needle`.
+fn holds_open(pid: i32, needle: &str) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|target| target.to_string_lossy().contains(needle))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_under_a_call_fails_that_call_only() {
     let s = Service::start();
@@ -50,7 +60,6 @@ async fn a_worker_killed_under_a_call_fails_that_call_only() {
         )
         .await;
     let add = s.register(&key, json!({"source": ADD})).await;
-    let before = workers();
     let call = {
         let (router, key, nap) = (s.router.clone(), key.clone(), nap.clone());
         tokio::spawn(async move {
@@ -64,29 +73,41 @@ async fn a_worker_killed_under_a_call_fails_that_call_only() {
             .await
         })
     };
-    // The sleeping call's worker is among the children that appear (with, maybe, a
-    // new spare): kill them all, as the kernel's OOM killer or an operator could.
+    // The sleeping call's worker holds the version's tool folder open for the whole
+    // call (a warm-state preparation holds it for milliseconds): kill that worker only,
+    // as the kernel's OOM killer or an operator could. Other tests' workers, children
+    // of this process too, are left alone.
+    let version = s
+        .send(
+            axum::http::Method::GET,
+            &format!("/v1/tools/{nap}"),
+            Some(&key),
+            None,
+        )
+        .await
+        .json["tool"]["current_version"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let serving = |pid: i32| holds_open(pid, &version);
     let started = Instant::now();
-    let victims = loop {
-        let now: Vec<i32> = workers()
-            .into_iter()
-            .filter(|p| !before.contains(p))
-            .collect();
-        if !now.is_empty() {
-            break now;
+    let victim = loop {
+        let candidates: Vec<i32> = workers().into_iter().filter(|p| serving(*p)).collect();
+        if !candidates.is_empty() {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if let Some(pid) = candidates.into_iter().find(|p| serving(*p)) {
+                break pid;
+            }
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "no worker started"
+            "no worker ran the call"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    for victim in victims {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &victim.to_string()])
-            .status();
-    }
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &victim.to_string()])
+        .status();
     let r = call.await.unwrap();
     assert_eq!(r.json["status"], "crashed", "{}", r.json);
     let message = r.json["message"].as_str().unwrap();
