@@ -108,14 +108,19 @@ fn well_formed(link: &str) -> bool {
     link.len() == 64 && link.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// `GET /review/signin/{token}`: a page whose button opens the link. Reading it changes
-/// nothing, so a chat's link preview or a mail scanner fetching the link does not use
-/// it up; a link that cannot be opened (unknown, used, expired) is refused here already.
+/// `GET /review/signin/{token}`: opens the link once, sets the session cookie and
+/// redirects to the console, as a browser opening it expects. A link-preview robot
+/// (a chat's unfurler, a social site's crawler: [`PREVIEW_ROBOTS`]) fetching it gets a
+/// page with a Sign in button instead, which uses nothing up. A link that cannot be
+/// opened (unknown, used, expired) gets a page saying so.
 pub(super) async fn sign_in_page(
     State(app): State<App>,
     headers: HeaderMap,
     PathParam(link): PathParam<String>,
 ) -> Result<Response, ConsoleError> {
+    if !previewing(&headers) {
+        return open(&app, &headers, link).await;
+    }
     let refusal = if well_formed(&link) {
         app.peek_console_link(link.clone()).await?
     } else {
@@ -138,9 +143,39 @@ pub(super) async fn sign_in_page(
     Ok(page.into_response())
 }
 
-/// `POST /review/signin/{token}` (the sign-in page's button): opens the link once, sets
-/// the session cookie and redirects to the console; a used, expired or unknown link, or
-/// a form sent from another site, gets a page saying so.
+/// Parts of the `User-Agent` of the robots that fetch a link pasted in a chat or a post
+/// to show its preview (Slack, Teams, Discord, Telegram, WhatsApp, LinkedIn, X,
+/// Facebook, Skype, Google's and Bing's crawlers), compared without case.
+pub const PREVIEW_ROBOTS: &[&str] = &[
+    "slackbot",
+    "slack-imgproxy",
+    "skypeuripreview",
+    "microsoftpreview",
+    "teams",
+    "discordbot",
+    "telegrambot",
+    "whatsapp",
+    "linkedinbot",
+    "twitterbot",
+    "facebookexternalhit",
+    "facebot",
+    "googlebot",
+    "bingbot",
+    "bingpreview",
+];
+
+/// Whether the request comes from a link-preview robot ([`PREVIEW_ROBOTS`]).
+fn previewing(headers: &HeaderMap) -> bool {
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    PREVIEW_ROBOTS.iter().any(|robot| agent.contains(robot))
+}
+
+/// `POST /review/signin/{token}` (the preview page's button): opens the link as a
+/// browser's GET does; a form sent from another site's page is refused.
 pub(super) async fn sign_in(
     State(app): State<App>,
     headers: HeaderMap,
@@ -149,6 +184,12 @@ pub(super) async fn sign_in(
     if !same_site(&headers) {
         return Err(ConsoleError::CrossSiteSignIn);
     }
+    open(&app, &headers, link).await
+}
+
+/// Opens the link once: the session cookie and a redirect to the console, or the page
+/// saying why not.
+async fn open(app: &App, headers: &HeaderMap, link: String) -> Result<Response, ConsoleError> {
     let redeemed = if well_formed(&link) {
         app.open_console_link(link).await?
     } else {
@@ -159,11 +200,11 @@ pub(super) async fn sign_in(
             let mut response = Redirect::to("/review/").into_response();
             response.headers_mut().insert(
                 header::SET_COOKIE,
-                cookie(token.expose(), https(&headers), false),
+                cookie(token.expose(), https(headers), false),
             );
             Ok(response)
         }
-        Redeemed::Refused(why) => Ok(refused(why, &headers)),
+        Redeemed::Refused(why) => Ok(refused(why, headers)),
     }
 }
 

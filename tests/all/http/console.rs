@@ -68,6 +68,15 @@ pub async fn link(s: &Service, key: &str) -> String {
     url[at..].to_owned()
 }
 
+/// A GET with `headers`.
+pub async fn get_with(s: &Service, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut request = Request::builder().method(Method::GET).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    s.raw(request.body(Body::empty()).unwrap()).await
+}
+
 /// A GET with the session cookie `cookie`, if any.
 pub async fn get(s: &Service, path: &str, cookie: Option<&str>) -> Reply {
     let mut request = Request::builder().method(Method::GET).uri(path);
@@ -104,7 +113,7 @@ pub async fn open_link(s: &Service, path: &str, headers: &[(&str, &str)]) -> Rep
 /// Opens a link and returns the session cookie (`warden_review=...`).
 pub async fn sign_in(s: &Service, key: &str) -> String {
     let path = link(s, key).await;
-    let r = open_link(s, &path, &[]).await;
+    let r = get(s, &path, None).await;
     assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.json);
     assert_eq!(r.headers[header::LOCATION], "/review/");
     let set = r.headers[header::SET_COOKIE].to_str().unwrap();
@@ -147,10 +156,14 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
     assert!(r.json["expires_at_ms"].as_i64().unwrap() > 0);
 
     let path = link(&s, &reviewer).await;
-    // Reading the link (a chat's preview, a mail scanner) changes nothing: its page has
-    // the button that opens it, and so has every later read.
+    // A chat's link-preview robot fetching the link uses nothing up: it gets a page
+    // with a Sign in button (a POST to the link), every time.
+    let slack = [(
+        "user-agent",
+        "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+    )];
     for _ in 0..2 {
-        let page = get(&s, &path, None).await;
+        let page = get_with(&s, &path, &slack).await;
         assert_eq!(page.status, StatusCode::OK, "{}", html(&page));
         assert!(page.headers.get(header::SET_COOKIE).is_none());
         assert!(
@@ -160,7 +173,8 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
         );
         assert_console_headers(&page.headers, "the sign-in page");
     }
-    // A form another site's page sends is refused, and the link still works.
+    // That button's form, sent from another site's page, is refused, and the link still
+    // works.
     for from in [
         [("origin", "https://evil.example"), ("host", "localhost")],
         [("sec-fetch-site", "cross-site"), ("host", "localhost")],
@@ -170,16 +184,8 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
         assert!(html(&r).contains("another site"), "{}", html(&r));
         assert!(r.headers.get(header::SET_COOKIE).is_none());
     }
-    let first = open_link(
-        &s,
-        &path,
-        &[
-            ("origin", "http://localhost:8080"),
-            ("host", "localhost:8080"),
-            ("sec-fetch-site", "same-origin"),
-        ],
-    )
-    .await;
+    // A browser opening the link signs in.
+    let first = get(&s, &path, None).await;
     assert_eq!(first.status, StatusCode::SEE_OTHER, "{}", html(&first));
     let cookie = first.headers[header::SET_COOKIE].to_str().unwrap();
     for flag in ["HttpOnly", "SameSite=Strict", "Path=/review"] {
@@ -189,13 +195,32 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
     assert!(!cookie.contains(&reviewer));
     assert_console_headers(&first.headers, "the sign-in redirect");
 
-    let again = open_link(&s, &path, &[]).await;
+    let again = get(&s, &path, None).await;
     assert_eq!(again.status, StatusCode::GONE);
     assert!(html(&again).contains("used already"), "{}", html(&again));
     assert!(again.headers.get(header::SET_COOKIE).is_none());
-    let read = get(&s, &path, None).await;
-    assert_eq!(read.status, StatusCode::GONE, "a used link's page says so");
-    assert!(html(&read).contains("used already"), "{}", html(&read));
+    for used in [
+        open_link(&s, &path, &[]).await,
+        get_with(&s, &path, &slack).await,
+    ] {
+        assert_eq!(used.status, StatusCode::GONE, "a used link's page says so");
+        assert!(html(&used).contains("used already"), "{}", html(&used));
+    }
+
+    // The preview page's button opens a link as a browser does.
+    let path = link(&s, &reviewer).await;
+    let pressed = open_link(
+        &s,
+        &path,
+        &[
+            ("origin", "http://localhost:8080"),
+            ("host", "localhost:8080"),
+            ("sec-fetch-site", "same-origin"),
+        ],
+    )
+    .await;
+    assert_eq!(pressed.status, StatusCode::SEE_OTHER, "{}", html(&pressed));
+    assert!(pressed.headers.get(header::SET_COOKIE).is_some());
 
     let garbage = get(&s, "/review/signin/not-a-token", None).await;
     assert_eq!(garbage.status, StatusCode::NOT_FOUND);
@@ -217,7 +242,6 @@ async fn a_sign_in_link_opens_one_session_with_a_strict_http_only_cookie() {
     );
     let path = &url["https://warden.example.com".len()..];
     let request = Request::builder()
-        .method(Method::POST)
         .uri(path)
         .header("x-forwarded-proto", "https")
         .body(Body::empty())

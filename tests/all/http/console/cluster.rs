@@ -98,9 +98,9 @@ async fn a_link_made_on_one_node_signs_in_on_another_and_every_node_serves_the_s
     let r = send_to(&a, Method::POST, "/v1/review/links", Some(&reviewer), None).await;
     let url = r.json["url"].as_str().unwrap();
     let link = &url[url.find("/review/signin/").unwrap()..];
-    let opened = request(&b, Method::POST, link, None, None).await;
+    let opened = request(&b, Method::GET, link, None, None).await;
     assert_eq!(opened.status, StatusCode::SEE_OTHER);
-    let again = request(&a, Method::POST, link, None, None).await;
+    let again = request(&a, Method::GET, link, None, None).await;
     assert_eq!(again.status, StatusCode::GONE, "used on another node");
     let cookie = opened.headers[header::SET_COOKIE]
         .to_str()
