@@ -120,14 +120,15 @@ pub fn create(options: &CreateOptions<'_>) -> Result<PathBuf, BundleError> {
     if let Some(tools) = options.tools {
         walk(tools, "tools", &mut items, &mut dirs)?;
         let packages = staging.path().join("packages");
-        if ship_packages(tools, options.packages, &packages)? {
+        let found = tool_requirements(tools)?;
+        if ship_packages(&found, options.packages, &packages)? {
             walk(&packages, "packages", &mut items, &mut dirs)?;
         }
         let warm = staging.path().join(SHIPPED_WARM);
         let identity = compiled::name(&files)?;
         match options.workers {
             Some(workers) if workers.warm_store().base_identity() == identity => {
-                if ship_warm_states(tools, options.packages, workers, &warm)? > 0 {
+                if ship_warm_states(&found, options.packages, workers, &warm)? > 0 {
                     walk(
                         &warm,
                         &format!("runtime/{SHIPPED_WARM}"),
@@ -265,15 +266,15 @@ pub fn tool_requirements(tools: &Path) -> Result<Vec<(PathBuf, Vec<Requirement>)
     Ok(out)
 }
 
-/// Locks the requirements of every tool under `tools` and writes the locks and wheels
+/// Locks the requirements of every tool of `tools` (as [`tool_requirements`] found them) and writes the locks and wheels
 /// into `into` (the bundle's `packages/` being made). Whether any tool had some.
 fn ship_packages(
-    tools: &Path,
+    tools: &[(PathBuf, Vec<Requirement>)],
     packages: Option<&Packages>,
     into: &Path,
 ) -> Result<bool, BundleError> {
     let mut shipped = false;
-    for (tool, requirements) in tool_requirements(tools)? {
+    for (tool, requirements) in tools {
         if requirements.is_empty() {
             continue;
         }
@@ -284,20 +285,23 @@ fn ship_packages(
             )));
         };
         store
-            .ship(requirements, into)
-            .map_err(|error| BundleError::ToolPackages { tool, error })?;
+            .ship(requirements.clone(), into)
+            .map_err(|error| BundleError::ToolPackages {
+                tool: tool.clone(),
+                error,
+            })?;
         shipped = true;
     }
     Ok(shipped)
 }
 
-/// Prepares the warm state of every tool under `tools` (with its packages) in
+/// Prepares the warm state of every tool of `tools` (with its packages) in
 /// `workers`, which run the bundle's compiled runtime, and copies each into `into` as
 /// `<key>.warm`, keyed as the device keys it for `warden run` (the tool's file name and
 /// source, its package site, no tenant). A tool that runs cold ships none. How many
 /// were shipped.
 fn ship_warm_states(
-    tools: &Path,
+    tools: &[(PathBuf, Vec<Requirement>)],
     packages: Option<&Packages>,
     workers: &Workers,
     into: &Path,
@@ -305,8 +309,8 @@ fn ship_warm_states(
     let store = workers.warm_store();
     let owner = ShareKey::default();
     let mut shipped = 0;
-    for (tool, requirements) in tool_requirements(tools)? {
-        let source = fs::read_to_string(&tool).map_err(|e| io_error(&tool, e))?;
+    for (tool, requirements) in tools {
+        let source = fs::read_to_string(tool).map_err(|e| io_error(tool, e))?;
         let file_name = tool
             .file_name()
             .and_then(|n| n.to_str())
@@ -314,7 +318,7 @@ fn ship_warm_states(
         let site = match (requirements.is_empty(), packages) {
             (true, _) => None,
             (false, Some(packages)) => packages
-                .lock(requirements)
+                .lock(requirements.clone())
                 .and_then(|lock| packages.site(&lock))
                 .map_err(|error| BundleError::ToolPackages {
                     tool: tool.clone(),

@@ -47,7 +47,7 @@ pub(super) fn routes() -> Router<App> {
         .route("/review/", get(pages::home))
         .route(
             "/review/signin/{token}",
-            get(auth::sign_in_page).post(auth::sign_in),
+            get(auth::sign_in).post(auth::sign_in_button),
         )
         .route("/review/signout", post(auth::sign_out))
         .route("/review/tools", get(pages::tools::list))

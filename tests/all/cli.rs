@@ -304,10 +304,53 @@ fn a_closed_stdout_ends_quietly_without_a_panic() {
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 }
 
+/// `warden serve --listen 127.0.0.1:0 --cold ARGS` in a home of its own (the runtime
+/// linked in), its stderr piped; returns it, its home, the lines it said up to its
+/// address, and that address. The stderr reader is dropped: a closed pipe, as after
+/// `warden serve 2>&1 | head`.
+fn serve(args: &[&str]) -> (std::process::Child, tempfile::TempDir, Vec<String>, String) {
+    use std::io::BufRead;
+    sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--cold"])
+        .args(args)
+        .env("WARDEN_HOME", dir.path())
+        .env_remove("WARDEN_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let address = loop {
+        let line = lines.next().expect("serve says where it listens").unwrap();
+        let address = line
+            .split("listening on http://")
+            .nth(1)
+            .map(|rest| rest.split_whitespace().next().unwrap().to_owned());
+        said.push(line);
+        if let Some(address) = address {
+            break address;
+        }
+    };
+    (child, dir, said, address)
+}
+
+/// SIGTERM to `child`; how it exited.
+fn terminate(mut child: std::process::Child) -> std::process::ExitStatus {
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    child.wait().unwrap()
+}
+
 #[test]
 fn serve_says_when_its_commits_do_not_wait_for_the_disk_and_refuses_an_unknown_durability() {
-    use std::io::BufRead;
-    use std::process::Stdio;
     sandbox();
     let o = Command::new(env!("CARGO_BIN_EXE_warden"))
         .args(["serve", "--durability", "sometimes"])
@@ -315,39 +358,9 @@ fn serve_says_when_its_commits_do_not_wait_for_the_disk_and_refuses_an_unknown_d
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("strict") && stderr(&o).contains("relaxed"));
-    let dir = tempfile::tempdir().unwrap();
-    for part in ["runtime", "compiled"] {
-        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
-    }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--cold",
-            "--durability",
-            "relaxed",
-        ])
-        .env("WARDEN_HOME", dir.path())
-        .env_remove("WARDEN_LOG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = Vec::new();
-    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
-        let line = line.unwrap();
-        let done = line.contains("listening on http://");
-        said.push(line);
-        if done {
-            break;
-        }
-    }
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let status = child.wait().unwrap();
+    let (child, _home, said, _) = serve(&["--durability", "relaxed"]);
+    // At once, as a supervisor stopping what it just started: it drains.
+    let status = terminate(child);
     assert!(
         said.iter()
             .any(|l| l.contains("--durability relaxed: commits do not wait for the disk")),
@@ -358,29 +371,8 @@ fn serve_says_when_its_commits_do_not_wait_for_the_disk_and_refuses_an_unknown_d
 
 #[test]
 fn serve_outlives_a_closed_stderr_and_still_drains_cleanly() {
-    use std::io::BufRead;
-    use std::process::Stdio;
-    sandbox();
-    let dir = tempfile::tempdir().unwrap();
-    for part in ["runtime", "compiled"] {
-        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
-    }
-    // `warden serve 2>&1 | head -1`: the reader goes away after the first line.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--cold"])
-        .env("WARDEN_HOME", dir.path())
-        .env_remove("WARDEN_LOG")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let address = loop {
-        let line = lines.next().expect("serve says where it listens").unwrap();
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_owned();
-        }
-    };
-    drop(lines);
+    // `warden serve 2>&1 | head -1`: the reader is gone once it said its address.
+    let (child, _home, _, address) = serve(&[]);
     let live = std::process::Command::new("curl")
         .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
         .arg(format!("http://{address}/livez"))
@@ -388,12 +380,7 @@ fn serve_outlives_a_closed_stderr_and_still_drains_cleanly() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&live.stdout), "200");
     // Draining writes to the closed stderr: the lines are lost, the process is not.
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    let status = child.wait().unwrap();
+    let status = terminate(child);
     assert!(status.success(), "{status:?}");
 }
 

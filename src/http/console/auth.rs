@@ -113,7 +113,7 @@ fn well_formed(link: &str) -> bool {
 /// (a chat's unfurler, a social site's crawler: [`PREVIEW_ROBOTS`]) fetching it gets a
 /// page with a Sign in button instead, which uses nothing up. A link that cannot be
 /// opened (unknown, used, expired) gets a page saying so.
-pub(super) async fn sign_in_page(
+pub(super) async fn sign_in(
     State(app): State<App>,
     headers: HeaderMap,
     PathParam(link): PathParam<String>,
@@ -151,7 +151,6 @@ pub const PREVIEW_ROBOTS: &[&str] = &[
     "slack-imgproxy",
     "skypeuripreview",
     "microsoftpreview",
-    "teams",
     "discordbot",
     "telegrambot",
     "whatsapp",
@@ -176,7 +175,7 @@ fn previewing(headers: &HeaderMap) -> bool {
 
 /// `POST /review/signin/{token}` (the preview page's button): opens the link as a
 /// browser's GET does; a form sent from another site's page is refused.
-pub(super) async fn sign_in(
+pub(super) async fn sign_in_button(
     State(app): State<App>,
     headers: HeaderMap,
     PathParam(link): PathParam<String>,
