@@ -217,12 +217,18 @@ impl App {
 
     /// Why the sign-in link `token` cannot be opened, or `None` if it can: reads only.
     pub async fn peek_console_link(&self, token: String) -> Result<Option<LinkRefusal>, AppError> {
+        if !link_token_shaped(&token) {
+            return Ok(Some(LinkRefusal::Unknown));
+        }
         self.blocking(move |r| Ok(r.peek_console_link(&token)?))
             .await
     }
 
     /// Opens the sign-in link whose token is `token`, once, starting a session.
     pub async fn open_console_link(&self, token: String) -> Result<Redeemed, AppError> {
+        if !link_token_shaped(&token) {
+            return Ok(Redeemed::Refused(LinkRefusal::Unknown));
+        }
         let life = self.console_life().session;
         let operator = self.operator_fingerprint();
         self.blocking(move |r| Ok(r.redeem_console_link(&token, life, operator.as_deref())?))
@@ -277,4 +283,10 @@ impl App {
         let t = tenant.clone();
         self.blocking(move |r| Ok(r.verify_chain(&t)?)).await
     }
+}
+
+/// Whether `token` looks like a sign-in link's token (64 hex digits): only such reach
+/// the database.
+fn link_token_shaped(token: &str) -> bool {
+    token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit())
 }

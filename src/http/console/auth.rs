@@ -103,11 +103,6 @@ fn cookie(value: &str, secure: bool, clear: bool) -> HeaderValue {
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
 
-/// Only what a token can look like reaches the database.
-fn well_formed(link: &str) -> bool {
-    link.len() == 64 && link.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// `GET /review/signin/{token}`: opens the link once, sets the session cookie and
 /// redirects to the console, as a browser opening it expects. A link-preview robot
 /// (a chat's unfurler, a social site's crawler: [`PREVIEW_ROBOTS`]) fetching it gets a
@@ -121,12 +116,7 @@ pub(super) async fn sign_in(
     if !previewing(&headers) {
         return open(&app, &headers, link).await;
     }
-    let refusal = if well_formed(&link) {
-        app.peek_console_link(link.clone()).await?
-    } else {
-        Some(LinkRefusal::Unknown)
-    };
-    if let Some(refusal) = refusal {
+    if let Some(refusal) = app.peek_console_link(link.clone()).await? {
         return Ok(refused(refusal, &headers));
     }
     let page = layout(
@@ -189,12 +179,7 @@ pub(super) async fn sign_in_button(
 /// Opens the link once: the session cookie and a redirect to the console, or the page
 /// saying why not.
 async fn open(app: &App, headers: &HeaderMap, link: String) -> Result<Response, ConsoleError> {
-    let redeemed = if well_formed(&link) {
-        app.open_console_link(link).await?
-    } else {
-        Redeemed::Refused(LinkRefusal::Unknown)
-    };
-    match redeemed {
+    match app.open_console_link(link).await? {
         Redeemed::Session(token, _) => {
             let mut response = Redirect::to("/review/").into_response();
             response.headers_mut().insert(
