@@ -41,6 +41,7 @@ mod migrations;
 mod postgres;
 mod reviewers;
 mod reviews;
+mod runs;
 pub mod secrets;
 mod sqlite;
 mod tenants;
@@ -67,6 +68,7 @@ pub use db::Dialect;
 pub use export::{AuditExport, EXPORT_PAGE};
 pub use reviewers::{Reviewer, ReviewerKeyId, ReviewerKeyInfo, ReviewerKeyKind};
 pub use reviews::{Decided, DiffHash, Pending, ReviewError, ReviewState, Widens};
+pub use runs::{INTERRUPTED_AFTER, InFlight, RunId, RunKind, RunRecord};
 pub use tenants::Tenant;
 pub use tools::{Tool, ToolQuery, Update, Version, VersionSummary};
 

@@ -16,7 +16,7 @@ use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
 use crate::outcome::{CallResult, Start};
-use crate::registry::{AuditEvent, Tenant, ToolId};
+use crate::registry::{AuditEvent, InFlight, Tenant, ToolId};
 use crate::sandbox::{Outbound, ShareKey};
 use crate::tenant::TenantId;
 
@@ -339,7 +339,15 @@ impl App {
         // Several nodes: the tenant's ceiling across all of them too.
         let _slot = self.cluster_slot(&a.tenant, &a.gate, &cancel).await?;
         let warm = a.prepared.warm_state();
-        let started = std::time::Instant::now();
+        // On disk while the guest runs; its end is recorded below (or, the request
+        // dropped, as cancelled when `record` is).
+        let record = self.inner.journal.start(InFlight::starting(
+            a.tenant.clone(),
+            a.tool.clone(),
+            a.version.clone(),
+            a.key_hint.clone(),
+            a.limits.deadline,
+        ))?;
         let outcome = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
             let call = self.inner.workers.call_with(
@@ -358,12 +366,19 @@ impl App {
                 tool: a.tool,
                 version: a.version,
                 key_hint: a.key_hint,
-                wall_time_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                wall_time_us: u64::try_from(record.elapsed().as_micros()).unwrap_or(u64::MAX),
             };
-            self.inner.journal.append(a.tenant, event).await?;
+            record.end(Some(event)).await?;
             return Err(AppError::Cancelled);
         };
-        let mut result = result?;
+        let mut result = match result {
+            Ok(result) => result,
+            Err(e) => {
+                // The call never ran to an outcome (its worker failed): nothing to audit.
+                record.end(None).await?;
+                return Err(e.into());
+            }
+        };
         a.prepared.check_result(&mut result);
         if let Some(state) = &warm
             && result.start == Start::Cold
@@ -375,7 +390,7 @@ impl App {
         }
         self.inner.metrics.finished(&a.tenant, &result);
         let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
-        self.inner.journal.append(a.tenant.clone(), event).await?;
+        record.end(Some(event)).await?;
         Ok(RunOutput {
             tool: a.tool,
             version: a.version,

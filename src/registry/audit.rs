@@ -17,14 +17,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::db::{Tx, vals};
+use super::db::{Mode, Tx, vals};
 use super::{Backend, Kind, Page, Registry, RegistryError, ToolId, page_size};
 pub use crate::audit::GENESIS_HASH;
 use crate::audit::event_hash;
 use crate::tenant::TenantId;
 
 mod event;
-mod known_head;
+pub(super) mod known_head;
 
 pub(super) use known_head::KnownHeads;
 
@@ -54,7 +54,8 @@ pub struct AuditFilter {
     pub kind: Option<String>,
     /// Only events about this tool.
     pub tool: Option<ToolId>,
-    /// Leave out calls (`run`, `run_cancelled`): a tool's history of changes.
+    /// Leave out calls (`run`, `run_cancelled`, `run_interrupted`): a tool's history of
+    /// changes.
     pub no_runs: bool,
 }
 
@@ -291,7 +292,7 @@ impl Registry {
         let Backend::Postgres(pg) = &self.db else {
             return self.write(|tx| append_all(tx, events));
         };
-        if let Some(records) = known_head::append(pg, events)? {
+        if let Some(records) = known_head::append(pg, events, &[], Mode::Autocommit)? {
             return Ok(records);
         }
         let appended = self.write(|tx| append_all(tx, events));
@@ -336,7 +337,7 @@ impl Registry {
             sql.push_str(&format!(" AND tool_id = ?{}", params.len()));
         }
         if filter.no_runs {
-            sql.push_str(" AND kind NOT IN ('run', 'run_cancelled')");
+            sql.push_str(" AND kind NOT IN ('run', 'run_cancelled', 'run_interrupted')");
         }
         sql.push_str(" ORDER BY seq DESC LIMIT ?3");
         self.read(|tx| {

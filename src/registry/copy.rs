@@ -4,8 +4,9 @@
 //! Every durable table is copied row by row, values exactly as stored (event JSON,
 //! hashes, times), so every audit chain verifies in the copy as it did in the source.
 //! The copy is one transaction on the target, which must be empty: it has all of the
-//! source or nothing. Run slots and rate buckets are not copied (they describe calls in
-//! flight), nor the review console's sign-in links and sessions (short-lived: reviewers
+//! source or nothing. Calls left in flight are copied (the copy records them as
+//! interrupted, as the source would have); run slots and rate buckets are not (they
+//! describe this moment's ceilings), nor the review console's sign-in links and sessions (short-lived: reviewers
 //! sign in again).
 
 use super::db::{Row, Tx, Value};
@@ -17,6 +18,11 @@ const TABLES: &[(&str, &str, &str)] = &[
     (
         "tenants",
         "id, name, key_hash, key_hint, policy, created_at_ms, audit_seq, audit_head",
+        "id",
+    ),
+    (
+        "runs_in_flight",
+        "id, tenant_id, tool_id, version_id, key_hint, started_at_ms, expires_at_ms",
         "id",
     ),
     (

@@ -228,6 +228,11 @@ pub(crate) enum Mode {
     /// (`synchronous_commit = off`); a crash of the server loses at most its last
     /// fraction of a second of them (a few calls' tokens, leases that then run out).
     Transient,
+    /// [`Mode::Write`] whose commit does not wait for the disk: a call's audit event,
+    /// written after the call's in-flight record reached the disk (`runs_in_flight`).
+    /// The next commit that waits (any other write, the next call's start) makes it
+    /// durable too: both databases keep commits in order in one log.
+    WriteRelaxed,
 }
 
 /// A transaction in either database: the only way the registry's logic touches one.

@@ -13,6 +13,7 @@ pub(super) const SQLITE: &[&str] = &[
     include_str!("migrations/sqlite/0004_shared_ceilings.sql"),
     include_str!("migrations/sqlite/0005_reviews.sql"),
     include_str!("migrations/sqlite/0006_console.sql"),
+    include_str!("migrations/sqlite/0007_runs_in_flight.sql"),
 ];
 
 /// PostgreSQL's migrations (`migrations/postgres/`), tracked in `warden_schema` and
@@ -24,6 +25,7 @@ pub(super) const POSTGRES: &[&str] = &[
     include_str!("migrations/postgres/0004_shared_ceilings.sql"),
     include_str!("migrations/postgres/0005_reviews.sql"),
     include_str!("migrations/postgres/0006_console.sql"),
+    include_str!("migrations/postgres/0007_runs_in_flight.sql"),
 ];
 
 /// The schema version after every migration.

@@ -186,12 +186,12 @@ impl Postgres {
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
         let pool = match mode {
-            Mode::Transient => &self.transient,
+            Mode::Transient | Mode::WriteRelaxed => &self.transient,
             Mode::Read | Mode::Write | Mode::Autocommit => &self.pool,
         };
         let mut tx = self.tx(pool);
         match mode {
-            Mode::Write => tx.begin("BEGIN"),
+            Mode::Write | Mode::WriteRelaxed => tx.begin("BEGIN"),
             Mode::Read => tx.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
             Mode::Autocommit | Mode::Transient => {}
         }

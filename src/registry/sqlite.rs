@@ -21,6 +21,9 @@ use super::{BUSY_TIMEOUT, Durability, RegistryError};
 /// The SQLite database.
 pub(crate) struct Sqlite {
     conn: Mutex<Connection>,
+    /// Whether commits wait for the disk (`synchronous = FULL`) unless their mode says
+    /// otherwise ([`Mode::WriteRelaxed`], [`Mode::Transient`]).
+    strict: bool,
 }
 
 impl Sqlite {
@@ -60,6 +63,7 @@ impl Sqlite {
         apply_migrations(&mut conn)?;
         Ok(Sqlite {
             conn: Mutex::new(conn),
+            strict: durability == Durability::Strict,
         })
     }
 
@@ -115,17 +119,44 @@ impl Sqlite {
     ) -> Result<T, RegistryError> {
         let mut conn = self.lock();
         let behavior = match mode {
-            Mode::Write => TransactionBehavior::Immediate,
+            Mode::Write | Mode::WriteRelaxed => TransactionBehavior::Immediate,
             // One statement takes the write lock when it writes: no read-then-write race.
             Mode::Read | Mode::Autocommit | Mode::Transient => TransactionBehavior::Deferred,
         };
-        let mut tx = Tx::Sqlite(conn.transaction_with_behavior(behavior)?);
-        let out = f(&mut tx)?;
-        if let Tx::Sqlite(tx) = tx {
-            tx.commit()?;
+        // A commit that need not wait for the disk, on a connection whose commits do:
+        // `NORMAL` for this one (in WAL mode the log keeps commits in order, so the next
+        // `FULL` commit flushes it too).
+        let relaxed = self.strict && matches!(mode, Mode::WriteRelaxed | Mode::Transient);
+        if relaxed {
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
         }
-        Ok(out)
+        let out = run_in(&mut conn, behavior, f);
+        if relaxed {
+            conn.pragma_update(None, "synchronous", "FULL")?;
+        }
+        out
     }
+
+    /// Makes every commit so far durable: a checkpoint, which flushes the log first.
+    pub(crate) fn flush(&self) -> Result<(), RegistryError> {
+        self.lock()
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+/// Runs `f` in one transaction of `behavior` on `conn`, committed when `f` succeeds.
+fn run_in<T>(
+    conn: &mut Connection,
+    behavior: TransactionBehavior,
+    f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+) -> Result<T, RegistryError> {
+    let mut tx = Tx::Sqlite(conn.transaction_with_behavior(behavior)?);
+    let out = f(&mut tx)?;
+    if let Tx::Sqlite(tx) = tx {
+        tx.commit()?;
+    }
+    Ok(out)
 }
 
 impl rusqlite::ToSql for Value {

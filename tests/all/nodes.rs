@@ -384,6 +384,20 @@ fn db_copy_moves_a_sqlite_registry_to_postgres_with_its_chains_verifying() {
     ] {
         warden_ok(home.path(), &args);
     }
+    // And a call its node left in flight: the copy keeps it, to be recorded as
+    // interrupted there.
+    let tenant_id: warden::tenant::TenantId = tenant.parse().unwrap();
+    let run = warden::registry::InFlight::starting(
+        tenant_id.clone(),
+        warden::registry::ToolId::generate(),
+        warden::manifest::VersionId::generate(),
+        None,
+        Duration::from_secs(1),
+    );
+    warden::registry::Registry::open(&db)
+        .unwrap()
+        .record_runs(&[warden::registry::RunRecord::Started(run.clone())])
+        .unwrap();
     let cluster = Cluster::new();
     let copy = |to: &str| {
         warden_in(home.path(), &["db", "copy", "--from", db_arg, "--to", to])
@@ -398,7 +412,13 @@ fn db_copy_moves_a_sqlite_registry_to_postgres_with_its_chains_verifying() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(said.contains("audit_events: 3 rows"), "{said}");
+    assert!(said.contains("runs_in_flight: 1 rows"), "{said}");
     assert!(said.contains("intact"), "{said}");
+    let copied = warden::registry::Registry::connect(&warden::registry::Location::Postgres(
+        cluster.url.clone(),
+    ))
+    .unwrap();
+    assert_eq!(copied.runs_in_flight(&tenant_id).unwrap(), vec![run]);
     // The copy is the registry: its policy, and a trail that verifies offline.
     let out = warden_ok(
         home.path(),

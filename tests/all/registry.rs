@@ -106,6 +106,7 @@ on_both_databases!(
 
 mod console;
 mod reviews;
+mod runs;
 
 fn registry_with_tenant(db: Db) -> (Registry, TenantId) {
     let reg = db.open();
@@ -515,7 +516,7 @@ fn reopening_keeps_tools_and_audit() {
         (tenant, key, tool, head)
     };
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 6);
+    assert_eq!(reg.schema_version().unwrap(), 7);
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
         Some(tenant.id.clone())

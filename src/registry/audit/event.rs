@@ -146,6 +146,21 @@ pub enum AuditEvent {
         /// How long it ran before it was stopped, in microseconds.
         wall_time_us: u64,
     },
+    /// A call started and its outcome was never recorded: the node running it stopped (a
+    /// crash, a power cut, a kill) first. Written by whichever node finds the call's
+    /// in-flight record past its deadline and a margin, so no call that ran goes
+    /// unrecorded.
+    RunInterrupted {
+        /// The tool.
+        tool: ToolId,
+        /// The version that ran.
+        version: VersionId,
+        /// As in `run`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
+        /// When the call started, in Unix milliseconds on its node's clock.
+        started_at_ms: i64,
+    },
     /// A version widens what the tool can do, under a policy that holds such versions
     /// (`review_widening`): it waits for a reviewer, and calls keep running the tool's
     /// current version (a tool without one answers `review_pending`).
@@ -267,7 +282,7 @@ impl AuditEvent {
     }
 
     /// Every kind of event, as [`AuditEvent::kind`] names them.
-    pub const KINDS: [&'static str; 21] = [
+    pub const KINDS: [&'static str; 22] = [
         "tenant_created",
         "key_rotated",
         "key_revoked",
@@ -281,6 +296,7 @@ impl AuditEvent {
         "tool_disabled",
         "run",
         "run_cancelled",
+        "run_interrupted",
         "secret_set",
         "secret_deleted",
         "review_pending",
@@ -307,6 +323,7 @@ impl AuditEvent {
             AuditEvent::ToolDisabled { .. } => "tool_disabled",
             AuditEvent::Run { .. } => "run",
             AuditEvent::RunCancelled { .. } => "run_cancelled",
+            AuditEvent::RunInterrupted { .. } => "run_interrupted",
             AuditEvent::SecretSet { .. } => "secret_set",
             AuditEvent::SecretDeleted { .. } => "secret_deleted",
             AuditEvent::ReviewPending { .. } => "review_pending",
@@ -330,6 +347,7 @@ impl AuditEvent {
             | AuditEvent::ToolDisabled { tool }
             | AuditEvent::Run { tool, .. }
             | AuditEvent::RunCancelled { tool, .. }
+            | AuditEvent::RunInterrupted { tool, .. }
             | AuditEvent::ReviewPending { tool, .. }
             | AuditEvent::ReviewNotNeeded { tool, .. }
             | AuditEvent::ReviewSuperseded { tool, .. }

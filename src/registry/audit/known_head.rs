@@ -24,9 +24,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{AuditEvent, AuditRecord, INSERT_ROWS, chain_on};
-use crate::registry::RegistryError;
 use crate::registry::db::{Mode, Value};
 use crate::registry::postgres::Postgres;
+use crate::registry::{RegistryError, RunId};
 use crate::tenant::TenantId;
 
 /// Tenants whose heads a node remembers at most: 10,000 (about 1.5 MB); the memory is
@@ -68,12 +68,16 @@ impl KnownHeads {
     }
 }
 
-/// Appends `events` on the head this node knows for their tenant, in one statement.
-/// `None` when that cannot be done (no known head, several tenants, too many events) or
-/// the head moved meanwhile: nothing was written then, and the locked path must append.
+/// Appends `events` on the head this node knows for their tenant, in one statement
+/// (which also removes the in-flight records of the calls `ended`, when any), committed
+/// as `mode` says. `None` when that cannot be done (no known head, several tenants, too
+/// many events) or the head moved meanwhile: nothing was written then, and the locked
+/// path must append.
 pub(in crate::registry) fn append(
     pg: &Postgres,
     events: &[(TenantId, AuditEvent)],
+    ended: &[RunId],
+    mode: Mode,
 ) -> Result<Option<Vec<AuditRecord>>, RegistryError> {
     let Some((tenant, _)) = events.first() else {
         return Ok(None);
@@ -89,8 +93,8 @@ pub(in crate::registry) fn append(
         .iter()
         .map(|(t, event)| chain_on(&mut head, t, event))
         .collect::<Result<Vec<_>, _>>()?;
-    let (sql, params) = statement(tenant, &known, &head, &records);
-    match pg.transaction(Mode::Autocommit, |tx| tx.execute(&sql, &params)) {
+    let (sql, params) = statement(tenant, &known, &head, &records, ended);
+    match pg.transaction(mode, |tx| tx.execute(&sql, &params)) {
         Ok(n) if n == records.len() as u64 => {
             let records: Vec<AuditRecord> = records.into_iter().map(|(r, _)| r).collect();
             pg.known_heads.remember(&records);
@@ -119,6 +123,7 @@ fn statement(
     known: &Head,
     new: &Head,
     records: &[(AuditRecord, String)],
+    ended: &[RunId],
 ) -> (String, Vec<Value>) {
     let mut params = vec![
         Value::Text(tenant.to_string()),
@@ -152,11 +157,23 @@ fn statement(
             Value::Text(r.hash.clone()),
         ]);
     }
+    // The calls' in-flight records go only if the events are written.
+    let mut gone = String::new();
+    if !ended.is_empty() {
+        let first = params.len() + 1;
+        params.extend(ended.iter().map(|r| Value::Text(r.to_string())));
+        let ids: Vec<String> = (first..params.len() + 1).map(|i| format!("?{i}")).collect();
+        gone = format!(
+            ", gone AS (DELETE FROM runs_in_flight WHERE tenant_id = ?1 AND id IN ({}) \
+             AND EXISTS (SELECT 1 FROM head))",
+            ids.join(", ")
+        );
+    }
     let sql = format!(
         "WITH head AS (
              UPDATE tenants SET audit_seq = ?2, audit_head = ?3
              WHERE id = ?1 AND audit_seq = ?4 AND audit_head = ?5
-             RETURNING id)
+             RETURNING id){gone}
          INSERT INTO audit_events (tenant_id, seq, at_ms, kind, tool_id, event, prev_hash, hash)
          SELECT head.id, v.seq, v.at_ms, v.kind, v.tool_id, v.event, v.prev_hash, v.hash
          FROM head, (VALUES {}) AS v (seq, at_ms, kind, tool_id, event, prev_hash, hash)",

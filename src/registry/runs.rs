@@ -1,0 +1,312 @@
+//! Calls in flight: a call is on disk before its answer goes out, without the call's
+//! answer waiting for a disk flush after it ran.
+//!
+//! When a call starts, its in-flight record (`runs_in_flight`: tenant, tool, version,
+//! key hint, start, expiry) is committed durably, while the guest runs: the flush
+//! overlaps the call instead of following it. When the call ends, its audit event and
+//! the removal of that record commit together without waiting for the disk
+//! ([`Mode::WriteRelaxed`]); the next durable commit (the next call's start, any other
+//! write, or the journal's own flush a moment later) makes them durable too, since both
+//! databases keep commits in order in one log. The answer waits for both: the call's
+//! record durable, its event committed.
+//!
+//! So after a power cut every answered call is either in the trail with its outcome or
+//! still in flight; [`Registry::record_interrupted_runs`] turns a record past its expiry
+//! (the call's deadline and [`INTERRUPTED_AFTER`]: the call cannot still be running)
+//! into a `run_interrupted` event. A call whose node died while it ran is recorded the
+//! same way, which an audit written after the call could not do.
+
+use std::time::Duration;
+
+use super::Backend;
+use super::audit::{append_all, known_head};
+use super::db::{Mode, Tx, vals};
+use super::{AuditEvent, AuditRecord, Registry, RegistryError, ToolId, now_ms};
+use crate::id::{Id, IdKind};
+use crate::manifest::VersionId;
+use crate::tenant::TenantId;
+
+/// How long past its deadline a call's in-flight record must be before it is taken for
+/// interrupted: 60 s, for a worker's start, the clocks of several nodes and a node
+/// busy enough to answer late.
+pub const INTERRUPTED_AFTER: Duration = Duration::from_secs(60);
+
+/// Records turned into events in one transaction, at most.
+const INTERRUPTED_BATCH: i64 = 500;
+
+/// A call's id while it is in flight: `run_` and 32 lower-case hex digits.
+pub type RunId = Id<RunKind>;
+
+/// The kind of [`RunId`]s.
+#[derive(Debug)]
+pub enum RunKind {}
+
+impl IdKind for RunKind {
+    const PREFIX: &'static str = "run_";
+    const HEX_DIGITS: usize = 32;
+    const NAME: &'static str = "RunId";
+    type Error = RegistryError;
+    fn malformed(text: &str) -> RegistryError {
+        RegistryError::corrupt("run id", format!("malformed: {text}"))
+    }
+}
+
+/// A call that has started and whose event is not written yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlight {
+    /// The call's id.
+    pub id: RunId,
+    /// Its tenant.
+    pub tenant: TenantId,
+    /// The tool called.
+    pub tool: ToolId,
+    /// The version that runs.
+    pub version: VersionId,
+    /// The tenant's key hint at admission, as in the `run` event.
+    pub key_hint: Option<String>,
+    /// When it started, Unix milliseconds on this node's clock.
+    pub started_at_ms: i64,
+    /// After when it is taken for interrupted: its deadline and
+    /// [`INTERRUPTED_AFTER`] from its start.
+    pub expires_at_ms: i64,
+}
+
+impl InFlight {
+    /// A call starting now with `deadline`.
+    pub fn starting(
+        tenant: TenantId,
+        tool: ToolId,
+        version: VersionId,
+        key_hint: Option<String>,
+        deadline: Duration,
+    ) -> InFlight {
+        let started_at_ms = now_ms();
+        let wait = i64::try_from((deadline + INTERRUPTED_AFTER).as_millis()).unwrap_or(i64::MAX);
+        InFlight {
+            id: RunId::generate(),
+            tenant,
+            tool,
+            version,
+            key_hint,
+            started_at_ms,
+            expires_at_ms: started_at_ms.saturating_add(wait),
+        }
+    }
+}
+
+/// One step of a call's record, as [`Registry::record_runs`] takes them.
+#[derive(Debug, Clone)]
+pub enum RunRecord {
+    /// The call started.
+    Started(InFlight),
+    /// The call ended: its event (none for a call that never ran, its worker gone), and
+    /// its in-flight record removed.
+    Ended {
+        /// Its tenant.
+        tenant: TenantId,
+        /// The call's in-flight record (none when it was not recorded: a registry whose
+        /// commits do not wait for the disk has no flush to hide behind the call).
+        run: Option<RunId>,
+        /// What the trail records of it.
+        event: Option<Box<AuditEvent>>,
+    },
+}
+
+impl Registry {
+    /// Stores `records` in one transaction, starts first. It waits for the disk unless
+    /// they are all ends of calls recorded in flight ([`Registry::flush`] makes those
+    /// durable, as does any later commit that waits). Either all are stored or none is.
+    pub fn record_runs(&self, records: &[RunRecord]) -> Result<(), RegistryError> {
+        let starts: Vec<&InFlight> = records
+            .iter()
+            .filter_map(|r| match r {
+                RunRecord::Started(run) => Some(run),
+                RunRecord::Ended { .. } => None,
+            })
+            .collect();
+        if starts.len() == records.len() {
+            // One statement: on PostgreSQL one round trip, no BEGIN or COMMIT.
+            return self.autocommit(|tx| insert(tx, &starts));
+        }
+        let mut events = Vec::new();
+        let mut ended = Vec::new();
+        let mut ends = 0;
+        for record in records {
+            if let RunRecord::Ended { tenant, run, event } = record {
+                ends += 1;
+                ended.extend(run.clone());
+                if let Some(event) = event {
+                    events.push((tenant.clone(), AuditEvent::clone(event)));
+                }
+            }
+        }
+        // Ends alone, each of a call whose start is on disk: no need to wait for the disk.
+        let relaxed = starts.is_empty() && ended.len() == ends;
+        // On PostgreSQL, one tenant's ends: one statement on the head this node knows.
+        let one_tenant = events.first().is_some_and(|(first, _)| {
+            records
+                .iter()
+                .all(|r| matches!(r, RunRecord::Ended { tenant, .. } if tenant == first))
+        });
+        if let Backend::Postgres(pg) = &self.db
+            && one_tenant
+        {
+            let mode = if relaxed {
+                Mode::Transient
+            } else {
+                Mode::Autocommit
+            };
+            if known_head::append(pg, &events, &ended, mode)?.is_some() {
+                return Ok(());
+            }
+        }
+        let mode = if relaxed {
+            Mode::WriteRelaxed
+        } else {
+            Mode::Write
+        };
+        let appended = self.transaction(mode, |tx| {
+            if !starts.is_empty() {
+                insert(tx, &starts)?;
+            }
+            for record in records {
+                if let RunRecord::Ended {
+                    tenant,
+                    run: Some(run),
+                    ..
+                } = record
+                {
+                    tx.execute_later(
+                        "DELETE FROM runs_in_flight WHERE id = ?1 AND tenant_id = ?2",
+                        vals![run.as_str(), tenant.as_str()],
+                    )?;
+                }
+            }
+            if events.is_empty() {
+                return Ok(Vec::new());
+            }
+            append_all(tx, &events)
+        });
+        if let Backend::Postgres(pg) = &self.db {
+            // The next calls' ends append on these heads in one statement.
+            match &appended {
+                Ok(records) => pg.known_heads.remember(records),
+                Err(_) => events.iter().for_each(|(t, _)| pg.known_heads.forget(t)),
+            }
+        }
+        appended.map(|_| ())
+    }
+
+    /// Makes every commit so far durable (SQLite: a checkpoint, which flushes the log
+    /// first; PostgreSQL: a commit that waits for its log to reach the disk).
+    pub fn flush(&self) -> Result<(), RegistryError> {
+        match &self.db {
+            super::Backend::Sqlite(db) => db.flush(),
+            // An id makes the statement a transaction with a commit record, and a
+            // durable commit flushes the log up to it: every earlier commit too.
+            super::Backend::Postgres(_) => self.autocommit(|tx| {
+                tx.query("SELECT txid_current()", &[])?;
+                Ok(())
+            }),
+        }
+    }
+
+    /// Turns calls in flight past their expiry (`now_ms` on this node's clock) into
+    /// `run_interrupted` events, oldest first, at most a few hundred at a time; returns
+    /// the events written. Any node may run it at any time: a record is taken once.
+    pub fn record_interrupted_runs(&self, now_ms: i64) -> Result<Vec<AuditRecord>, RegistryError> {
+        self.write(|tx| {
+            let rows = tx.query(
+                "DELETE FROM runs_in_flight WHERE id IN (SELECT id FROM runs_in_flight
+                  WHERE expires_at_ms < ?1 ORDER BY expires_at_ms LIMIT ?2)
+                 RETURNING tenant_id, tool_id, version_id, key_hint, started_at_ms",
+                vals![now_ms, INTERRUPTED_BATCH],
+            )?;
+            let mut events = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let tenant: String = row.get(0)?;
+                let tool: String = row.get(1)?;
+                let version: String = row.get(2)?;
+                let event = AuditEvent::RunInterrupted {
+                    tool: tool.parse()?,
+                    version: version
+                        .parse()
+                        .map_err(|e| RegistryError::corrupt("run in flight", e))?,
+                    key_hint: row.get(3)?,
+                    started_at_ms: row.get(4)?,
+                };
+                events.push((tenant.parse()?, event));
+            }
+            // Oldest first in each tenant's trail.
+            events.sort_by_key(|(_, e)| match e {
+                AuditEvent::RunInterrupted { started_at_ms, .. } => *started_at_ms,
+                _ => 0,
+            });
+            if events.is_empty() {
+                return Ok(Vec::new());
+            }
+            append_all(tx, &events)
+        })
+    }
+
+    /// `tenant`'s calls in flight, oldest first.
+    pub fn runs_in_flight(&self, tenant: &TenantId) -> Result<Vec<InFlight>, RegistryError> {
+        self.read(|tx| {
+            let rows = tx.query(
+                "SELECT id, tool_id, version_id, key_hint, started_at_ms, expires_at_ms
+                   FROM runs_in_flight WHERE tenant_id = ?1 ORDER BY started_at_ms, id",
+                vals![tenant.as_str()],
+            )?;
+            rows.iter()
+                .map(|row| {
+                    let id: String = row.get(0)?;
+                    let tool: String = row.get(1)?;
+                    let version: String = row.get(2)?;
+                    Ok(InFlight {
+                        id: id.parse()?,
+                        tenant: tenant.clone(),
+                        tool: tool.parse()?,
+                        version: version
+                            .parse()
+                            .map_err(|e| RegistryError::corrupt("run in flight", e))?,
+                        key_hint: row.get(3)?,
+                        started_at_ms: row.get(4)?,
+                        expires_at_ms: row.get(5)?,
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+/// Writes the in-flight records of `runs`, in one statement.
+fn insert(tx: &mut Tx<'_>, runs: &[&InFlight]) -> Result<(), RegistryError> {
+    let rows: Vec<String> = (0..runs.len())
+        .map(|i| {
+            let p: Vec<String> = (1..=7).map(|c| format!("?{}", 7 * i + c)).collect();
+            format!("({})", p.join(", "))
+        })
+        .collect();
+    let mut params = Vec::with_capacity(7 * runs.len());
+    for run in runs {
+        params.extend_from_slice(vals![
+            run.id.as_str(),
+            run.tenant.as_str(),
+            run.tool.as_str(),
+            run.version.as_str(),
+            run.key_hint.as_deref(),
+            run.started_at_ms,
+            run.expires_at_ms
+        ]);
+    }
+    tx.execute(
+        &format!(
+            "INSERT INTO runs_in_flight
+               (id, tenant_id, tool_id, version_id, key_hint, started_at_ms, expires_at_ms)
+             VALUES {}",
+            rows.join(", ")
+        ),
+        &params,
+    )?;
+    Ok(())
+}

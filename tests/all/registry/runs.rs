@@ -1,0 +1,182 @@
+//! Calls in flight, on both databases: a call's start is recorded before its outcome,
+//! its end removes it, and a call a stopped node left in flight becomes a
+//! `run_interrupted` event in its tenant's trail, once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use warden::manifest::VersionId;
+use warden::registry::{
+    AuditEvent, ChainCheck, Durability, INTERRUPTED_AFTER, InFlight, Registry, RunRecord, ToolId,
+};
+use warden::tenant::{TenantId, TenantPolicy};
+
+use super::{Db, kinds, registry_with_tenant};
+
+on_both_databases!(
+    an_ended_call_is_in_the_trail_and_no_longer_in_flight,
+    a_call_left_in_flight_past_its_expiry_is_recorded_as_interrupted,
+    interrupted_calls_go_to_their_tenants_trails_oldest_first,
+    concurrent_sweeps_record_each_interrupted_call_once,
+);
+
+fn starting(tenant: &TenantId, deadline: Duration) -> InFlight {
+    InFlight::starting(
+        tenant.clone(),
+        ToolId::generate(),
+        VersionId::generate(),
+        Some("wdn_abcd".into()),
+        deadline,
+    )
+}
+
+fn cancelled(run: &InFlight) -> AuditEvent {
+    AuditEvent::RunCancelled {
+        tool: run.tool.clone(),
+        version: run.version.clone(),
+        key_hint: run.key_hint.clone(),
+        wall_time_us: 5,
+    }
+}
+
+fn intact(reg: &Registry, tenant: &TenantId) {
+    assert!(
+        matches!(reg.verify_chain(tenant).unwrap(), ChainCheck::Intact { .. }),
+        "{:?}",
+        reg.verify_chain(tenant)
+    );
+}
+
+fn an_ended_call_is_in_the_trail_and_no_longer_in_flight(db: Db) {
+    let (reg, tenant) = registry_with_tenant(db);
+    // Three calls, a key rotation before the third: on PostgreSQL the second ends on the
+    // chain head the first left (one statement), the third finds it moved.
+    for call in 0..3 {
+        if call == 2 {
+            reg.rotate_key(&tenant).unwrap();
+        }
+        let run = starting(&tenant, Duration::from_secs(10));
+        reg.record_runs(&[RunRecord::Started(run.clone())]).unwrap();
+        assert_eq!(reg.runs_in_flight(&tenant).unwrap(), vec![run.clone()]);
+        // The end commits without waiting for the disk; the registry's setting stays.
+        reg.record_runs(&[RunRecord::Ended {
+            tenant: tenant.clone(),
+            run: Some(run.id.clone()),
+            event: Some(Box::new(cancelled(&run))),
+        }])
+        .unwrap();
+        assert_eq!(reg.durability().unwrap(), Durability::Strict);
+        reg.flush().unwrap();
+        assert!(
+            reg.runs_in_flight(&tenant).unwrap().is_empty(),
+            "call {call}"
+        );
+        assert_eq!(kinds(&reg, &tenant).last(), Some(&"run_cancelled"));
+        // Long after: nothing left to record as interrupted.
+        assert!(
+            reg.record_interrupted_runs(run.expires_at_ms + 3_600_000)
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let cancelled = kinds(&reg, &tenant)
+        .into_iter()
+        .filter(|k| *k == "run_cancelled")
+        .count();
+    assert_eq!(cancelled, 3);
+    intact(&reg, &tenant);
+}
+
+fn a_call_left_in_flight_past_its_expiry_is_recorded_as_interrupted(db: Db) {
+    let (reg, tenant) = registry_with_tenant(db);
+    let run = starting(&tenant, Duration::from_secs(10));
+    assert_eq!(
+        run.expires_at_ms - run.started_at_ms,
+        (Duration::from_secs(10) + INTERRUPTED_AFTER).as_millis() as i64
+    );
+    reg.record_runs(&[RunRecord::Started(run.clone())]).unwrap();
+    // Before its expiry it may still be running: left alone.
+    assert!(
+        reg.record_interrupted_runs(run.expires_at_ms)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(reg.runs_in_flight(&tenant).unwrap().len(), 1);
+    let recorded = reg.record_interrupted_runs(run.expires_at_ms + 1).unwrap();
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(
+        recorded[0].event,
+        AuditEvent::RunInterrupted {
+            tool: run.tool.clone(),
+            version: run.version.clone(),
+            key_hint: run.key_hint.clone(),
+            started_at_ms: run.started_at_ms,
+        }
+    );
+    assert_eq!(recorded[0].tenant, tenant);
+    assert!(reg.runs_in_flight(&tenant).unwrap().is_empty());
+    assert_eq!(kinds(&reg, &tenant).last(), Some(&"run_interrupted"));
+    // Recorded once.
+    assert!(
+        reg.record_interrupted_runs(run.expires_at_ms + 1)
+            .unwrap()
+            .is_empty()
+    );
+    intact(&reg, &tenant);
+}
+
+fn interrupted_calls_go_to_their_tenants_trails_oldest_first(db: Db) {
+    let (reg, a) = registry_with_tenant(db);
+    let (b, _) = reg.create_tenant("b", &TenantPolicy::default()).unwrap();
+    let mut runs = Vec::new();
+    for (i, tenant) in [&a, &b.id, &a, &b.id, &a].into_iter().enumerate() {
+        let mut run = starting(tenant, Duration::from_secs(1));
+        // Started newest first, so the order written is not the order of starts.
+        run.started_at_ms -= 1000 * i as i64;
+        runs.push(run);
+    }
+    let records: Vec<RunRecord> = runs.iter().cloned().map(RunRecord::Started).collect();
+    reg.record_runs(&records).unwrap();
+    let latest = runs.iter().map(|r| r.expires_at_ms).max().unwrap();
+    assert_eq!(reg.record_interrupted_runs(latest + 1).unwrap().len(), 5);
+    for (tenant, count) in [(&a, 3), (&b.id, 2)] {
+        let page = reg.audit(tenant, None, 500).unwrap();
+        let started: Vec<i64> = page
+            .items
+            .iter()
+            .rev()
+            .filter_map(|r| match &r.event {
+                AuditEvent::RunInterrupted { started_at_ms, .. } => Some(*started_at_ms),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(started.len(), count);
+        assert!(started.windows(2).all(|w| w[0] <= w[1]), "{started:?}");
+        intact(&reg, tenant);
+    }
+}
+
+fn concurrent_sweeps_record_each_interrupted_call_once(db: Db) {
+    let (reg, tenant) = registry_with_tenant(db);
+    let reg = Arc::new(reg);
+    let runs: Vec<InFlight> = (0..40)
+        .map(|_| starting(&tenant, Duration::from_secs(1)))
+        .collect();
+    let records: Vec<RunRecord> = runs.iter().cloned().map(RunRecord::Started).collect();
+    reg.record_runs(&records).unwrap();
+    let after = runs.iter().map(|r| r.expires_at_ms).max().unwrap() + 1;
+    let sweepers: Vec<_> = (0..4)
+        .map(|_| {
+            let reg = Arc::clone(&reg);
+            std::thread::spawn(move || reg.record_interrupted_runs(after).unwrap().len())
+        })
+        .collect();
+    let total: usize = sweepers.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(total, 40);
+    let interrupted = kinds(&reg, &tenant)
+        .into_iter()
+        .filter(|k| *k == "run_interrupted")
+        .count();
+    assert_eq!(interrupted, 40);
+    intact(&reg, &tenant);
+}
