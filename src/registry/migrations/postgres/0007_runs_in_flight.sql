@@ -10,5 +10,3 @@ CREATE TABLE runs_in_flight (
     started_at_ms BIGINT NOT NULL,
     expires_at_ms BIGINT NOT NULL
 );
-
-CREATE INDEX runs_in_flight_by_expiry ON runs_in_flight (expires_at_ms);

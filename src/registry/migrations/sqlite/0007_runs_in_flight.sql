@@ -4,7 +4,9 @@
 -- does, or within a fraction of a second). After a crash or a power cut, a row that
 -- is still here past `expires_at_ms` (the call's deadline and a margin: no call can
 -- still be running) becomes a `run_interrupted` event: no call that ran goes
--- unrecorded. Times are Unix milliseconds on the node's clock.
+-- unrecorded. Times are Unix milliseconds on the node's clock. One b-tree, keyed by the
+-- call's id, and no other index: it holds only the calls running now (the sweep reads
+-- them all), and every call writes it twice.
 CREATE TABLE runs_in_flight (
     id            TEXT PRIMARY KEY,
     tenant_id     TEXT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -13,6 +15,4 @@ CREATE TABLE runs_in_flight (
     key_hint      TEXT,
     started_at_ms INTEGER NOT NULL,
     expires_at_ms INTEGER NOT NULL
-) STRICT;
-
-CREATE INDEX runs_in_flight_by_expiry ON runs_in_flight (expires_at_ms);
+) STRICT, WITHOUT ROWID;
