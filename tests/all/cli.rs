@@ -584,3 +584,124 @@ fn run_shows_a_tool_error_without_a_traceback() {
     let o = warden(&["run", tool.to_str().unwrap(), "--args", r#"{"n": 1}"#]);
     assert!(stderr(&o).contains("\nResultMismatch: "), "{}", stderr(&o));
 }
+
+/// `curl` against `address` with `key`: the status and the body as JSON.
+fn curl_json(address: &str, key: &str, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let out = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}", "-X", method])
+        .args(["-H", &format!("Authorization: Bearer {key}")])
+        .args(["-H", "Content-Type: application/json", "--data", body])
+        .arg(format!("http://{address}{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (
+        status.trim().parse().unwrap_or(0),
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn a_call_running_when_its_server_is_killed_is_on_disk_and_recorded_as_interrupted() {
+    use warden::registry::{AuditEvent, ChainCheck, Registry};
+    /// The server, killed however the test ends (a failed assertion included).
+    struct Server(std::process::Child);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let (child, home, _, address) = serve(&[]);
+    let server = Server(child);
+    let db = home.path().join("warden.db");
+    let o = warden(&[
+        "tenant",
+        "--db",
+        db.to_str().unwrap(),
+        "create",
+        "acme",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let created: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let key = created["api_key"].as_str().unwrap().to_owned();
+    let tenant: warden::tenant::TenantId =
+        created["tenant"]["id"].as_str().unwrap().parse().unwrap();
+    let nap = "import time\ndef nap(seconds: float) -> float:\n    time.sleep(seconds)\n    return seconds\n";
+    let (status, tool) = curl_json(
+        &address,
+        &key,
+        "POST",
+        "/v1/tools",
+        &serde_json::json!({ "source": nap }).to_string(),
+    );
+    assert_eq!(status, 201, "{tool}");
+    let run = format!("/v1/tools/{}/run", tool["tool"]["id"].as_str().unwrap());
+    // An answered call leaves its event, and nothing in flight.
+    let (status, reply) = curl_json(
+        &address,
+        &key,
+        "POST",
+        &run,
+        r#"{"arguments": {"seconds": 0}}"#,
+    );
+    assert_eq!(status, 200, "{reply}");
+    let registry = Registry::open(&db).unwrap();
+    assert!(registry.runs_in_flight(&tenant).unwrap().is_empty());
+    // A long call, and the server killed under it.
+    let long = {
+        let (address, key, run) = (address.clone(), key.clone(), run.clone());
+        std::thread::spawn(move || {
+            curl_json(
+                &address,
+                &key,
+                "POST",
+                &run,
+                r#"{"arguments": {"seconds": 30}}"#,
+            )
+        })
+    };
+    let started = std::time::Instant::now();
+    let in_flight = loop {
+        let runs = registry.runs_in_flight(&tenant).unwrap();
+        if let [run] = runs.as_slice() {
+            break run.clone();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "never in flight"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(server);
+    let _ = long.join();
+    // Still on disk; past its deadline and the margin, it becomes run_interrupted.
+    assert_eq!(
+        registry.runs_in_flight(&tenant).unwrap(),
+        vec![in_flight.clone()]
+    );
+    let recorded = registry
+        .record_interrupted_runs(in_flight.expires_at_ms + 1)
+        .unwrap();
+    assert_eq!(recorded.len(), 1);
+    assert!(
+        matches!(&recorded[0].event, AuditEvent::RunInterrupted { tool: t, .. }
+            if t.as_str() == tool["tool"]["id"].as_str().unwrap()),
+        "{:?}",
+        recorded[0].event
+    );
+    let kinds: Vec<&str> = registry
+        .audit(&tenant, None, 100)
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.event.kind())
+        .collect();
+    assert_eq!(kinds[..2], ["run_interrupted", "run"], "{kinds:?}");
+    assert!(matches!(
+        registry.verify_chain(&tenant).unwrap(),
+        ChainCheck::Intact { .. }
+    ));
+}
