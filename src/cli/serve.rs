@@ -87,8 +87,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_WARM_BUDGET, value_parser = limits::parse_size)]
     pub warm_budget: ByteSize,
     /// Whether a commit waits for the disk. `strict`: a registration, a change or an
-    /// answered call's audit event survives a power cut (each commit waits for its
-    /// flush). `relaxed`: they survive a crash of Warden, the database stays consistent
+    /// answered call survives a power cut (on SQLite a call is on disk as in flight,
+    /// flushed while it runs, and its event follows within 50 ms: `run_interrupted`
+    /// after a power cut in between). `relaxed`: they survive a crash of Warden, the database stays consistent
     /// and every audit chain whole, but a power cut or an operating-system crash (or a
     /// PostgreSQL server's crash) may lose the last moments' commits; for disks whose
     /// flush is slow (SD cards, network volumes).

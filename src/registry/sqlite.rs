@@ -3,8 +3,10 @@
 //! One connection behind a mutex, so the registry is `Send + Sync`; SQLite serialises
 //! writers anyway and reads are short. WAL mode, foreign keys on, a [`BUSY_TIMEOUT`] for
 //! other processes holding a lock (`warden tenant ...` beside a running `warden serve`),
-//! and `synchronous = FULL`, so a committed audit event survives a power cut
-//! (`NORMAL` for [`Durability::Relaxed`]: it survives a crash of Warden only).
+//! and `synchronous = FULL`, so a commit survives a power cut (`NORMAL` for
+//! [`Durability::Relaxed`]: it survives a crash of Warden only). A transaction of
+//! [`Mode::WriteRelaxed`] (a call's event, whose call is on disk as in flight) commits
+//! with `NORMAL` on a `FULL` connection; the next `FULL` commit flushes it too.
 //!
 //! Migrations are `migrations/sqlite/NNNN_*.sql`, tracked by `PRAGMA user_version`.
 
