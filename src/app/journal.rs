@@ -350,6 +350,24 @@ mod tests {
         )
     }
 
+    /// A registry in memory with one tenant, `name`.
+    fn with_tenant(name: &str) -> (Arc<Registry>, crate::registry::Tenant) {
+        let registry = Arc::new(Registry::open_in_memory().unwrap());
+        let (tenant, _) = registry
+            .create_tenant(name, &TenantPolicy::default())
+            .unwrap();
+        (registry, tenant)
+    }
+
+    /// Waits up to 5 s for `done` (the journal's thread commits meanwhile).
+    async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} never happened");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     fn runs(registry: &Registry, tenant: &TenantId) -> Vec<AuditRecord> {
         let page = registry.audit(tenant, None, 500).unwrap();
         page.items
@@ -360,10 +378,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_calls_are_all_recorded_and_leave_nothing_in_flight() {
-        let registry = Arc::new(Registry::open_in_memory().unwrap());
-        let (a, _) = registry
-            .create_tenant("a", &TenantPolicy::default())
-            .unwrap();
+        let (registry, a) = with_tenant("a");
         let (b, _) = registry
             .create_tenant("b", &TenantPolicy::default())
             .unwrap();
@@ -391,19 +406,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_is_in_flight_until_it_ends_and_one_without_an_outcome_leaves_no_event() {
-        let registry = Arc::new(Registry::open_in_memory().unwrap());
-        let (a, _) = registry
-            .create_tenant("a", &TenantPolicy::default())
-            .unwrap();
+        let (registry, a) = with_tenant("a");
         let journal = Journal::new(Arc::clone(&registry));
         let run = starting(&a.id);
         let running = journal.start(run.clone()).unwrap();
-        // The start is committed by the journal's thread: wait for it to show.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while registry.runs_in_flight(&a.id).unwrap().is_empty() {
-            assert!(Instant::now() < deadline, "the start was never recorded");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        eventually("the start's record", || {
+            !registry.runs_in_flight(&a.id).unwrap().is_empty()
+        })
+        .await;
         assert_eq!(registry.runs_in_flight(&a.id).unwrap(), vec![run]);
         running.end(None).await.unwrap();
         assert!(registry.runs_in_flight(&a.id).unwrap().is_empty());
@@ -412,37 +422,28 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_dropped_while_it_runs_is_recorded_as_cancelled() {
-        let registry = Arc::new(Registry::open_in_memory().unwrap());
-        let (a, _) = registry
-            .create_tenant("a", &TenantPolicy::default())
-            .unwrap();
+        let (registry, a) = with_tenant("a");
         let journal = Journal::new(Arc::clone(&registry));
         let run = starting(&a.id);
         drop(journal.start(run.clone()).unwrap());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let recorded = runs(&registry, &a.id);
-            if let [record] = recorded.as_slice() {
-                assert!(
-                    matches!(&record.event, AuditEvent::RunCancelled { tool, version, .. }
-                        if *tool == run.tool && *version == run.version),
-                    "{:?}",
-                    record.event
-                );
-                break;
-            }
-            assert!(Instant::now() < deadline, "the call was never recorded");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        eventually("the cancelled call's record", || {
+            !runs(&registry, &a.id).is_empty()
+        })
+        .await;
+        let recorded = runs(&registry, &a.id);
+        assert_eq!(recorded.len(), 1);
+        assert!(
+            matches!(&recorded[0].event, AuditEvent::RunCancelled { tool, version, .. }
+                if *tool == run.tool && *version == run.version),
+            "{:?}",
+            recorded[0].event
+        );
         assert!(registry.runs_in_flight(&a.id).unwrap().is_empty());
     }
 
     #[tokio::test]
     async fn a_call_a_stopped_node_left_in_flight_is_recorded_as_interrupted_at_start() {
-        let registry = Arc::new(Registry::open_in_memory().unwrap());
-        let (a, _) = registry
-            .create_tenant("a", &TenantPolicy::default())
-            .unwrap();
+        let (registry, a) = with_tenant("a");
         // A call started by a node that died an hour ago, and one that may still run.
         let mut stale = starting(&a.id);
         stale.started_at_ms -= 3_600_000;
@@ -455,14 +456,10 @@ mod tests {
             ])
             .unwrap();
         let _journal = Journal::new(Arc::clone(&registry));
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while runs(&registry, &a.id).is_empty() {
-            assert!(
-                Instant::now() < deadline,
-                "the stale call was never recorded"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        eventually("the stale call's record", || {
+            !runs(&registry, &a.id).is_empty()
+        })
+        .await;
         let recorded = runs(&registry, &a.id);
         assert_eq!(recorded.len(), 1);
         assert!(
@@ -476,10 +473,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_of_a_tenant_that_does_not_exist_fails_alone() {
-        let registry = Arc::new(Registry::open_in_memory().unwrap());
-        let (a, _) = registry
-            .create_tenant("a", &TenantPolicy::default())
-            .unwrap();
+        let (registry, a) = with_tenant("a");
         let journal = Journal::new(Arc::clone(&registry));
         let ghost = TenantId::generate();
         let good = journal.start(starting(&a.id)).unwrap();

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use super::Backend;
 use super::audit::{append_all, known_head};
-use super::db::{Mode, Tx, vals};
+use super::db::{Mode, Row, Tx, vals};
 use super::{AuditEvent, AuditRecord, Registry, RegistryError, ToolId, now_ms};
 use crate::id::{Id, IdKind};
 use crate::manifest::VersionId;
@@ -217,31 +217,28 @@ impl Registry {
     pub fn record_interrupted_runs(&self, now_ms: i64) -> Result<Vec<AuditRecord>, RegistryError> {
         self.write(|tx| {
             let rows = tx.query(
-                "DELETE FROM runs_in_flight WHERE id IN (SELECT id FROM runs_in_flight
-                  WHERE expires_at_ms < ?1 ORDER BY expires_at_ms LIMIT ?2)
-                 RETURNING tenant_id, tool_id, version_id, key_hint, started_at_ms",
+                &format!(
+                    "DELETE FROM runs_in_flight WHERE id IN (SELECT id FROM runs_in_flight
+                      WHERE expires_at_ms < ?1 ORDER BY expires_at_ms LIMIT ?2)
+                     RETURNING {COLUMNS}"
+                ),
                 vals![now_ms, INTERRUPTED_BATCH],
             )?;
-            let mut events = Vec::with_capacity(rows.len());
-            for row in &rows {
-                let tenant: String = row.get(0)?;
-                let tool: String = row.get(1)?;
-                let version: String = row.get(2)?;
-                let event = AuditEvent::RunInterrupted {
-                    tool: tool.parse()?,
-                    version: version
-                        .parse()
-                        .map_err(|e| RegistryError::corrupt("run in flight", e))?,
-                    key_hint: row.get(3)?,
-                    started_at_ms: row.get(4)?,
-                };
-                events.push((tenant.parse()?, event));
-            }
+            let mut runs = rows.iter().map(read).collect::<Result<Vec<_>, _>>()?;
             // Oldest first in each tenant's trail.
-            events.sort_by_key(|(_, e)| match e {
-                AuditEvent::RunInterrupted { started_at_ms, .. } => *started_at_ms,
-                _ => 0,
-            });
+            runs.sort_by_key(|r| r.started_at_ms);
+            let events: Vec<_> = runs
+                .into_iter()
+                .map(|r| {
+                    let event = AuditEvent::RunInterrupted {
+                        tool: r.tool,
+                        version: r.version,
+                        key_hint: r.key_hint,
+                        started_at_ms: r.started_at_ms,
+                    };
+                    (r.tenant, event)
+                })
+                .collect();
             if events.is_empty() {
                 return Ok(Vec::new());
             }
@@ -253,30 +250,34 @@ impl Registry {
     pub fn runs_in_flight(&self, tenant: &TenantId) -> Result<Vec<InFlight>, RegistryError> {
         self.read(|tx| {
             let rows = tx.query(
-                "SELECT id, tool_id, version_id, key_hint, started_at_ms, expires_at_ms
-                   FROM runs_in_flight WHERE tenant_id = ?1 ORDER BY started_at_ms, id",
+                &format!(
+                    "SELECT {COLUMNS} FROM runs_in_flight WHERE tenant_id = ?1
+                      ORDER BY started_at_ms, id"
+                ),
                 vals![tenant.as_str()],
             )?;
-            rows.iter()
-                .map(|row| {
-                    let id: String = row.get(0)?;
-                    let tool: String = row.get(1)?;
-                    let version: String = row.get(2)?;
-                    Ok(InFlight {
-                        id: id.parse()?,
-                        tenant: tenant.clone(),
-                        tool: tool.parse()?,
-                        version: version
-                            .parse()
-                            .map_err(|e| RegistryError::corrupt("run in flight", e))?,
-                        key_hint: row.get(3)?,
-                        started_at_ms: row.get(4)?,
-                        expires_at_ms: row.get(5)?,
-                    })
-                })
-                .collect()
+            rows.iter().map(read).collect()
         })
     }
+}
+
+/// The columns of an in-flight record, as [`read`] takes them.
+const COLUMNS: &str = "id, tenant_id, tool_id, version_id, key_hint, started_at_ms, expires_at_ms";
+
+/// An in-flight record from a row of [`COLUMNS`].
+fn read(row: &Row) -> Result<InFlight, RegistryError> {
+    let text = |i| row.get::<String>(i);
+    Ok(InFlight {
+        id: text(0)?.parse()?,
+        tenant: text(1)?.parse()?,
+        tool: text(2)?.parse()?,
+        version: text(3)?
+            .parse()
+            .map_err(|e| RegistryError::corrupt("run in flight", e))?,
+        key_hint: row.get(4)?,
+        started_at_ms: row.get(5)?,
+        expires_at_ms: row.get(6)?,
+    })
 }
 
 /// Writes the in-flight records of `runs`, in one statement.
@@ -301,9 +302,7 @@ fn insert(tx: &mut Tx<'_>, runs: &[&InFlight]) -> Result<(), RegistryError> {
     }
     tx.execute(
         &format!(
-            "INSERT INTO runs_in_flight
-               (id, tenant_id, tool_id, version_id, key_hint, started_at_ms, expires_at_ms)
-             VALUES {}",
+            "INSERT INTO runs_in_flight ({COLUMNS}) VALUES {}",
             rows.join(", ")
         ),
         &params,
