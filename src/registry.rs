@@ -511,7 +511,7 @@ impl RegistryError {
 }
 
 /// Now, in Unix milliseconds.
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -21,16 +21,12 @@
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
 use super::AppError;
-use crate::manifest::VersionId;
-use crate::registry::{
-    AuditEvent, Dialect, Durability, InFlight, Registry, RunId, RunRecord, ToolId,
-};
-use crate::tenant::TenantId;
+use crate::registry::{AuditEvent, Dialect, Durability, InFlight, Registry, RunRecord};
 
 /// Most records committed in one transaction.
 pub(super) const MAX_BATCH: usize = 256;
@@ -79,46 +75,47 @@ impl Journal {
             return Ok(q.clone());
         }
         let (sender, entries) = mpsc::channel();
-        let registry = Arc::clone(&self.registry);
+        let (registry, in_flight) = (Arc::clone(&self.registry), self.in_flight);
         thread::Builder::new()
             .name("warden-audit".into())
-            .spawn(move || write_batches(&registry, &entries))
+            .spawn(move || write_batches(&registry, &entries, in_flight))
             .map_err(|e| AppError::Task(format!("could not start the audit journal: {e}")))?;
         *queue = Some(sender.clone());
         Ok(sender)
     }
 
-    /// Hands `entry` to the thread, starting another one if it died (it panicked).
-    fn send(&self, entry: Entry) -> Result<(), AppError> {
-        if let Err(mpsc::SendError(entry)) = self.queue()?.send(entry) {
-            *self.queue.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            self.queue()?
-                .send(entry)
-                .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
-        }
-        Ok(())
+    /// Hands `entry` to the thread, starting another one if it died (it panicked);
+    /// returns the thread's queue.
+    fn send(&self, entry: Entry) -> Result<mpsc::Sender<Entry>, AppError> {
+        let queue = self.queue()?;
+        let Err(mpsc::SendError(entry)) = queue.send(entry) else {
+            return Ok(queue);
+        };
+        *self.queue.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let queue = self.queue()?;
+        queue
+            .send(entry)
+            .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
+        Ok(queue)
     }
 
     /// Records that `run` starts (its record is committed durably meanwhile); what
     /// it returns records its end.
     pub(super) fn start(&self, run: InFlight) -> Result<Running, AppError> {
-        let (tenant, id) = (run.tenant.clone(), run.id.clone());
-        let tool_version = (run.tool.clone(), run.version.clone(), run.key_hint.clone());
-        let durable = if self.in_flight {
+        let (queue, durable) = if self.in_flight {
             let (done, durable) = oneshot::channel();
-            self.send(Entry {
-                record: RunRecord::Started(run),
+            let queue = self.send(Entry {
+                record: RunRecord::Started(run.clone()),
                 done: Some(done),
             })?;
-            Some(durable)
+            (queue, Some(durable))
         } else {
-            None
+            (self.queue()?, None)
         };
         Ok(Running {
-            queue: self.queue()?,
-            tenant,
-            id: durable.is_some().then_some(id),
-            tool_version,
+            queue,
+            recorded: durable.is_some(),
+            run,
             started: Instant::now(),
             durable,
             ended: false,
@@ -130,11 +127,10 @@ impl Journal {
 /// before that (its request dropped while it ran), it records the call as cancelled.
 pub(super) struct Running {
     queue: mpsc::Sender<Entry>,
-    tenant: TenantId,
-    /// Its in-flight record, if it has one.
-    id: Option<RunId>,
-    /// What its `run_cancelled` event names, if it comes to that.
-    tool_version: (ToolId, VersionId, Option<String>),
+    /// The call.
+    run: InFlight,
+    /// Whether it has an in-flight record.
+    recorded: bool,
     started: Instant,
     /// Says when the start is durable; taken by [`Running::end`].
     durable: Option<oneshot::Receiver<Result<(), AppError>>>,
@@ -143,6 +139,15 @@ pub(super) struct Running {
 }
 
 impl Running {
+    /// The record of the call's end with `event`.
+    fn end_record(&self, event: Option<AuditEvent>) -> RunRecord {
+        RunRecord::Ended {
+            tenant: self.run.tenant.clone(),
+            run: self.recorded.then(|| self.run.id.clone()),
+            event: event.map(Box::new),
+        }
+    }
+
     /// Records the call's end with `event` (none for a call that never ran); returns
     /// once that is committed and the call's start is durable.
     pub(super) async fn end(mut self, event: Option<AuditEvent>) -> Result<(), AppError> {
@@ -157,11 +162,7 @@ impl Running {
         let (done, committed) = oneshot::channel();
         self.queue
             .send(Entry {
-                record: RunRecord::Ended {
-                    tenant: self.tenant.clone(),
-                    run: self.id.clone(),
-                    event: event.map(Box::new),
-                },
+                record: self.end_record(event),
                 done: Some(done),
             })
             .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
@@ -182,19 +183,14 @@ impl Drop for Running {
         if self.ended {
             return;
         }
-        let (tool, version, key_hint) = self.tool_version.clone();
         let event = AuditEvent::RunCancelled {
-            tool,
-            version,
-            key_hint,
+            tool: self.run.tool.clone(),
+            version: self.run.version.clone(),
+            key_hint: self.run.key_hint.clone(),
             wall_time_us: u64::try_from(self.elapsed().as_micros()).unwrap_or(u64::MAX),
         };
         let entry = Entry {
-            record: RunRecord::Ended {
-                tenant: self.tenant.clone(),
-                run: self.id.clone(),
-                event: Some(Box::new(event)),
-            },
+            record: self.end_record(Some(event)),
             done: None,
         };
         // Nobody waits for it (the queue keeps it behind its start); if the journal is
@@ -206,9 +202,9 @@ impl Drop for Running {
 /// The journal's thread: waits for a record, takes every other one already waiting,
 /// commits them together and answers their callers; flushes and sweeps when due. Ends
 /// when every sender is gone.
-fn write_batches(registry: &Registry, entries: &mpsc::Receiver<Entry>) {
-    // Ends commit without waiting for the disk, and need a flush, only after starts.
-    let in_flight = records_in_flight(registry);
+/// `in_flight`: whether calls are recorded in flight, whose ends then commit without
+/// waiting for the disk and need a flush.
+fn write_batches(registry: &Registry, entries: &mpsc::Receiver<Entry>, in_flight: bool) {
     // Since when commits have not waited for the disk, if they have not.
     let mut unflushed: Option<Instant> = None;
     let mut next_sweep = Instant::now();
@@ -312,10 +308,7 @@ fn flush(registry: &Registry) {
 
 /// Records the calls a stopped node left in flight.
 fn sweep(registry: &Registry) {
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    match registry.record_interrupted_runs(now_ms) {
+    match registry.record_interrupted_runs(crate::registry::now_ms()) {
         Ok(records) if !records.is_empty() => tracing::warn!(
             calls = records.len(),
             "calls left in flight by a node that stopped recorded as run_interrupted"
@@ -328,7 +321,9 @@ fn sweep(registry: &Registry) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{AuditRecord, ChainCheck};
+    use crate::manifest::VersionId;
+    use crate::registry::{AuditRecord, ChainCheck, ToolId};
+    use crate::tenant::TenantId;
     use crate::tenant::TenantPolicy;
 
     fn cancelled(n: u64) -> AuditEvent {

@@ -18,13 +18,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::db::{Mode, Tx, vals};
-use super::{Backend, Kind, Page, Registry, RegistryError, ToolId, page_size};
+use super::{Backend, Kind, Page, Registry, RegistryError, RunId, ToolId, page_size};
 pub use crate::audit::GENESIS_HASH;
 use crate::audit::event_hash;
 use crate::tenant::TenantId;
 
 mod event;
-pub(super) mod known_head;
+mod known_head;
 
 pub(super) use known_head::KnownHeads;
 
@@ -289,13 +289,44 @@ impl Registry {
         &self,
         events: &[(TenantId, AuditEvent)],
     ) -> Result<Vec<AuditRecord>, RegistryError> {
-        let Backend::Postgres(pg) = &self.db else {
-            return self.write(|tx| append_all(tx, events));
+        self.append_ending(events, &[], false)
+    }
+
+    /// [`Registry::append_audit_batch`], also removing the in-flight records of the
+    /// calls `ended` (whose events these are), in the same transaction; `relaxed`: its
+    /// commit does not wait for the disk. On PostgreSQL, one tenant's events (and its
+    /// calls' records) go in one statement on the chain head this node wrote last.
+    pub(super) fn append_ending(
+        &self,
+        events: &[(TenantId, AuditEvent)],
+        ended: &[(TenantId, RunId)],
+        relaxed: bool,
+    ) -> Result<Vec<AuditRecord>, RegistryError> {
+        let (one_statement, locked) = if relaxed {
+            (Mode::Transient, Mode::WriteRelaxed)
+        } else {
+            (Mode::Autocommit, Mode::Write)
         };
-        if let Some(records) = known_head::append(pg, events, &[], Mode::Autocommit)? {
-            return Ok(records);
+        let write = |tx: &mut Tx<'_>| {
+            for (tenant, run) in ended {
+                super::runs::remove(tx, tenant, run)?;
+            }
+            if events.is_empty() {
+                return Ok(Vec::new());
+            }
+            append_all(tx, events)
+        };
+        let Backend::Postgres(pg) = &self.db else {
+            return self.transaction(locked, write);
+        };
+        let tenant = events.first().map(|(t, _)| t);
+        if ended.iter().all(|(t, _)| Some(t) == tenant) {
+            let runs: Vec<RunId> = ended.iter().map(|(_, r)| r.clone()).collect();
+            if let Some(records) = known_head::append(pg, events, &runs, one_statement)? {
+                return Ok(records);
+            }
         }
-        let appended = self.write(|tx| append_all(tx, events));
+        let appended = self.transaction(locked, write);
         match &appended {
             Ok(records) => pg.known_heads.remember(records),
             Err(_) => events.iter().for_each(|(t, _)| pg.known_heads.forget(t)),

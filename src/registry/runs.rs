@@ -18,10 +18,9 @@
 
 use std::time::Duration;
 
-use super::Backend;
-use super::audit::{append_all, known_head};
-use super::db::{Mode, Row, Tx, vals};
-use super::{AuditEvent, AuditRecord, Registry, RegistryError, ToolId, now_ms};
+use super::audit::append_all;
+use super::db::{Row, Tx, vals};
+use super::{AuditEvent, AuditRecord, Backend, Registry, RegistryError, ToolId, now_ms};
 use crate::id::{Id, IdKind};
 use crate::manifest::VersionId;
 use crate::tenant::TenantId;
@@ -113,98 +112,43 @@ pub enum RunRecord {
 }
 
 impl Registry {
-    /// Stores `records` in one transaction, starts first. It waits for the disk unless
-    /// they are all ends of calls recorded in flight ([`Registry::flush`] makes those
-    /// durable, as does any later commit that waits). Either all are stored or none is.
+    /// Stores `records`: the starts in one commit that waits for the disk, then the ends
+    /// in one that does not if they are all ends of calls recorded in flight
+    /// ([`Registry::flush`] makes those durable, as does any later commit that waits).
+    /// Each commit stores all its records or none.
     pub fn record_runs(&self, records: &[RunRecord]) -> Result<(), RegistryError> {
-        let starts: Vec<&InFlight> = records
-            .iter()
-            .filter_map(|r| match r {
-                RunRecord::Started(run) => Some(run),
-                RunRecord::Ended { .. } => None,
-            })
-            .collect();
-        if starts.len() == records.len() {
-            // One statement: on PostgreSQL one round trip, no BEGIN or COMMIT.
-            return self.autocommit(|tx| insert(tx, &starts));
-        }
-        let mut events = Vec::new();
-        let mut ended = Vec::new();
-        let mut ends = 0;
+        let mut starts = Vec::new();
+        let (mut events, mut ended, mut ends) = (Vec::new(), Vec::new(), 0);
         for record in records {
-            if let RunRecord::Ended { tenant, run, event } = record {
-                ends += 1;
-                ended.extend(run.clone());
-                if let Some(event) = event {
-                    events.push((tenant.clone(), AuditEvent::clone(event)));
+            match record {
+                RunRecord::Started(run) => starts.push(run),
+                RunRecord::Ended { tenant, run, event } => {
+                    ends += 1;
+                    ended.extend(run.iter().map(|r| (tenant.clone(), r.clone())));
+                    events.extend(event.iter().map(|e| (tenant.clone(), AuditEvent::clone(e))));
                 }
             }
         }
-        // Ends alone, each of a call whose start is on disk: no need to wait for the disk.
-        let relaxed = starts.is_empty() && ended.len() == ends;
-        // On PostgreSQL, one tenant's ends: one statement on the head this node knows.
-        let one_tenant = events.first().is_some_and(|(first, _)| {
-            records
-                .iter()
-                .all(|r| matches!(r, RunRecord::Ended { tenant, .. } if tenant == first))
-        });
-        if let Backend::Postgres(pg) = &self.db
-            && one_tenant
-        {
-            let mode = if relaxed {
-                Mode::Transient
-            } else {
-                Mode::Autocommit
-            };
-            if known_head::append(pg, &events, &ended, mode)?.is_some() {
-                return Ok(());
-            }
+        if !starts.is_empty() {
+            // One statement: on PostgreSQL one round trip, no BEGIN or COMMIT.
+            self.autocommit(|tx| insert(tx, &starts))?;
         }
-        let mode = if relaxed {
-            Mode::WriteRelaxed
-        } else {
-            Mode::Write
-        };
-        let appended = self.transaction(mode, |tx| {
-            if !starts.is_empty() {
-                insert(tx, &starts)?;
-            }
-            for record in records {
-                if let RunRecord::Ended {
-                    tenant,
-                    run: Some(run),
-                    ..
-                } = record
-                {
-                    tx.execute_later(
-                        "DELETE FROM runs_in_flight WHERE id = ?1 AND tenant_id = ?2",
-                        vals![run.as_str(), tenant.as_str()],
-                    )?;
-                }
-            }
-            if events.is_empty() {
-                return Ok(Vec::new());
-            }
-            append_all(tx, &events)
-        });
-        if let Backend::Postgres(pg) = &self.db {
-            // The next calls' ends append on these heads in one statement.
-            match &appended {
-                Ok(records) => pg.known_heads.remember(records),
-                Err(_) => events.iter().for_each(|(t, _)| pg.known_heads.forget(t)),
-            }
+        if ends > 0 {
+            // Each of a call whose start is on disk: no need to wait for the disk.
+            let relaxed = ended.len() == ends;
+            self.append_ending(&events, &ended, relaxed)?;
         }
-        appended.map(|_| ())
+        Ok(())
     }
 
     /// Makes every commit so far durable (SQLite: a checkpoint, which flushes the log
     /// first; PostgreSQL: a commit that waits for its log to reach the disk).
     pub fn flush(&self) -> Result<(), RegistryError> {
         match &self.db {
-            super::Backend::Sqlite(db) => db.flush(),
+            Backend::Sqlite(db) => db.flush(),
             // An id makes the statement a transaction with a commit record, and a
             // durable commit flushes the log up to it: every earlier commit too.
-            super::Backend::Postgres(_) => self.autocommit(|tx| {
+            Backend::Postgres(_) => self.autocommit(|tx| {
                 tx.query("SELECT txid_current()", &[])?;
                 Ok(())
             }),
@@ -278,6 +222,15 @@ fn read(row: &Row) -> Result<InFlight, RegistryError> {
         started_at_ms: row.get(5)?,
         expires_at_ms: row.get(6)?,
     })
+}
+
+/// Removes `tenant`'s in-flight record of `run` (sent with the transaction's next
+/// statement on PostgreSQL).
+pub(super) fn remove(tx: &mut Tx<'_>, tenant: &TenantId, run: &RunId) -> Result<(), RegistryError> {
+    tx.execute_later(
+        "DELETE FROM runs_in_flight WHERE id = ?1 AND tenant_id = ?2",
+        vals![run.as_str(), tenant.as_str()],
+    )
 }
 
 /// Writes the in-flight records of `runs`, in one statement.

@@ -21,12 +21,11 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::{AuditEvent, AuditRecord, INSERT_ROWS, chain_on};
 use crate::registry::db::{Mode, Value};
 use crate::registry::postgres::Postgres;
-use crate::registry::{RegistryError, RunId};
+use crate::registry::{RegistryError, RunId, now_ms};
 use crate::tenant::TenantId;
 
 /// Tenants whose heads a node remembers at most: 10,000 (about 1.5 MB); the memory is
@@ -180,11 +179,4 @@ fn statement(
         rows.join(", ")
     );
     (sql, params)
-}
-
-/// This node's clock, in Unix milliseconds.
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
