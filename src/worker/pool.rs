@@ -106,15 +106,20 @@ impl WorkersConfig {
 
 /// Worker processes that run every guest call of this process, pooled per key.
 ///
-/// Workers' sockets and processes belong to a runtime of the pool's own (one thread),
-/// so the pool can be used from any runtime, or from blocking code, and a worker lent
-/// to a call made on one runtime can serve the next call made on another.
+/// Workers are started, and preparations run, on a runtime of the pool's own (one
+/// thread, whose end ends every worker: see the worker's death signal). A call talks
+/// to its worker from the caller's own runtime: the worker's socket is registered with
+/// it for the call and unregistered when the worker is put back, so a worker lent to a
+/// call made on one runtime can serve the next call made on another, and the call's
+/// messages cost no hop to the pool's thread and back.
 pub struct Workers {
     pool: Arc<Pool>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
 struct Pool {
+    /// The pool's own runtime, where workers start.
+    runtime: tokio::runtime::Handle,
     binary: PathBuf,
     home: PathBuf,
     /// An installed bundle's runtime folder, if this process runs one.
@@ -201,6 +206,7 @@ impl Workers {
                 source,
             })?;
         let pool = Pool {
+            runtime: runtime.handle().clone(),
             binary: config.binary.clone(),
             home: sandbox_config.home.clone(),
             runtime_dir: sandbox_config.runtime.clone(),
@@ -298,7 +304,9 @@ impl Workers {
     }
 
     /// Runs one call in a worker of its tenant's, with the host's side of its outbound
-    /// requests kept here.
+    /// requests kept here. On a tokio runtime (with its I/O driver, as every runtime
+    /// Warden makes has), the call talks to its worker from that runtime; elsewhere,
+    /// from the pool's. Dropping the future kills the call's worker.
     pub async fn call_with(
         &self,
         call: Call<'_>,
@@ -311,8 +319,12 @@ impl Workers {
         let warm = warm.cloned();
         let (private, share) = (outbound.private_network, outbound.share.clone());
         let events = outbound.events.clone();
-        self.on_pool(async move { pool.call(job, secrets, warm, private, share, events).await })
-            .await
+        let call = async move { pool.call(job, secrets, warm, private, share, events).await };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            call.await
+        } else {
+            self.on_pool(call).await
+        }
     }
 
     /// [`Workers::call_with`] with no secrets and the host's share, from blocking code.
@@ -461,8 +473,8 @@ impl Pool {
         Ok(result)
     }
 
-    /// A worker for `key`: an idle one of that key, the spare assigned to it (a new
-    /// spare then starts in the background), or a new one.
+    /// A worker for `key`: an idle one of that key, else (on the pool's runtime) the
+    /// spare assigned to it (a new spare then starts in the background) or a new one.
     async fn checkout(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
         let found = {
             let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
@@ -474,6 +486,24 @@ impl Pool {
         if let Some(worker) = found {
             return Ok(worker);
         }
+        let (pool, key) = (Arc::clone(self), key.clone());
+        let started = self.runtime.spawn(async move {
+            let mut worker = pool.start_for(&key).await?;
+            // For the caller's runtime.
+            worker
+                .detach()
+                .map_err(|e| worker_failed(format!("its socket failed: {e}")))?;
+            Ok(worker)
+        });
+        let _abort = AbortOnDrop(started.abort_handle());
+        started
+            .await
+            .map_err(|e| worker_failed(format!("the pool's task failed: {e}")))?
+    }
+
+    /// The spare assigned to `key`, or a new worker. On the pool's runtime: the worker
+    /// dies with the thread that starts it.
+    async fn start_for(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
         let spare = self.spare.lock().await.take();
         if let Some(spare) = spare {
             let pool = Arc::clone(self);
@@ -527,6 +557,10 @@ impl Pool {
     fn give_back(&self, key: WorkerKey, mut worker: Worker) {
         worker.calls += 1;
         if worker.calls >= MAX_CALLS_PER_WORKER {
+            return;
+        }
+        if let Err(e) = worker.detach() {
+            tracing::warn!("a worker is ended: {e}");
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);

@@ -20,9 +20,19 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// One worker process and its socket.
 pub(super) struct Worker {
     child: Child,
-    stream: UnixStream,
+    socket: Socket,
     /// Calls it has run.
     pub(super) calls: u32,
+}
+
+/// A worker's socket: registered with the runtime of the task that uses it, or with
+/// none while the worker waits between calls, so that a call uses it from its own
+/// runtime (no hop to another thread and back).
+enum Socket {
+    Attached(UnixStream),
+    Detached(std::os::unix::net::UnixStream),
+    /// Lost while moving between the two (its registration failed).
+    Gone,
 }
 
 impl Worker {
@@ -51,16 +61,41 @@ impl Worker {
         })?;
         drop(theirs);
         ours.set_nonblocking(true)
-            .and_then(|()| UnixStream::from_std(ours))
             .map_err(|source| SandboxError::Start {
                 what: "worker's socket",
                 source,
             })
-            .map(|stream| Worker {
+            .map(|()| Worker {
                 child,
-                stream,
+                socket: Socket::Detached(ours),
                 calls: 0,
             })
+    }
+
+    /// The socket, registered with the current runtime if it is not yet.
+    fn stream(&mut self) -> Result<&mut UnixStream, WireError> {
+        self.socket = match std::mem::replace(&mut self.socket, Socket::Gone) {
+            Socket::Detached(stream) => Socket::Attached(UnixStream::from_std(stream)?),
+            other => other,
+        };
+        match &mut self.socket {
+            Socket::Attached(stream) => Ok(stream),
+            _ => Err(lost()),
+        }
+    }
+
+    /// Unregisters the socket from the runtime that used it, so that the next call
+    /// uses it from its own. Done whenever the worker is put aside: the runtime that
+    /// used it may be gone by its next call.
+    pub(super) fn detach(&mut self) -> Result<(), WireError> {
+        self.socket = match std::mem::replace(&mut self.socket, Socket::Gone) {
+            Socket::Attached(stream) => Socket::Detached(stream.into_std()?),
+            other => other,
+        };
+        match self.socket {
+            Socket::Gone => Err(lost()),
+            _ => Ok(()),
+        }
     }
 
     pub(super) async fn send(
@@ -68,11 +103,11 @@ impl Worker {
         message: &ToWorker,
         payload: &[u8],
     ) -> Result<(), WireError> {
-        wire::send_async(&mut self.stream, message, payload).await
+        wire::send_async(self.stream()?, message, payload).await
     }
 
     pub(super) async fn receive(&mut self) -> Result<(ToServer, Vec<u8>), WireError> {
-        wire::receive_async(&mut self.stream).await
+        wire::receive_async(self.stream()?).await
     }
 
     /// Why the process ended, once it has (killing it first if it has not).
@@ -88,6 +123,12 @@ impl Worker {
             _ => "it did not exit".to_owned(),
         }
     }
+}
+
+fn lost() -> WireError {
+    WireError::Io(std::io::Error::other(
+        "the worker's socket was lost when it moved between runtimes",
+    ))
 }
 
 /// How long [`Worker::end`] waits for a worker dying on its own before ending it: 50 ms.

@@ -210,3 +210,59 @@ fn a_killed_server_takes_its_workers_with_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A call talks to its worker from its own runtime: the worker a call made on one
+/// runtime used serves the next call, made on another after the first one is gone, and
+/// a call polled outside any tokio runtime too (from the pool's own).
+#[test]
+fn a_worker_serves_calls_from_runtimes_that_come_and_go() {
+    crate::support::shared_sandbox();
+    let workers =
+        crate::support::workers(warden::sandbox::SandboxConfig::new(crate::support::home()));
+    let tool = warden::sandbox::ToolFolder::temporary("add.py", ADD).unwrap();
+    let (grants, limits) = (
+        warden::grants::Grants::default(),
+        warden::limits::Limits::default(),
+    );
+    let call = |a: i64| {
+        let arguments = json!({"a": a, "b": 1});
+        let arguments = arguments.as_object().unwrap().clone();
+        let workers = &workers;
+        let (tool, grants, limits) = (&tool, &grants, &limits);
+        async move {
+            let call = warden::sandbox::Call {
+                tool,
+                function: "add",
+                arguments: &arguments,
+                none_if_omitted: &[],
+                grants,
+                limits,
+                packages: None,
+            };
+            workers
+                .call_with(call, None, &warden::sandbox::Outbound::default())
+                .await
+                .unwrap()
+        }
+    };
+    for a in 0..3 {
+        let runtime = if a % 2 == 0 {
+            tokio::runtime::Builder::new_current_thread()
+        } else {
+            tokio::runtime::Builder::new_multi_thread()
+        }
+        .enable_all()
+        .build()
+        .unwrap();
+        let result = runtime.block_on(call(a));
+        assert_eq!(result.value, Some(json!(a + 1)), "{result:?}");
+        drop(runtime);
+    }
+    let result = futures_executor::block_on(call(10));
+    assert_eq!(result.value, Some(json!(11)), "{result:?}");
+    assert_eq!(
+        workers.started(),
+        1,
+        "each call should reuse the one worker"
+    );
+}
