@@ -154,11 +154,8 @@ impl Running {
         self.ended = true;
         let stopped =
             || AppError::Task("the audit journal stopped before the call was recorded".into());
-        // Its start first: the answer waits for it anyway.
-        let started = match self.durable.take() {
-            Some(durable) => durable.await.map_err(|_| stopped()).and_then(|r| r),
-            None => Ok(()),
-        };
+        // Queued behind its start, which the thread commits first: the end does not
+        // wait for the start's flush to be sent, only to be committed.
         let (done, committed) = oneshot::channel();
         self.queue
             .send(Entry {
@@ -166,6 +163,10 @@ impl Running {
                 done: Some(done),
             })
             .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
+        let started = match self.durable.take() {
+            Some(durable) => durable.await.map_err(|_| stopped()).and_then(|r| r),
+            None => Ok(()),
+        };
         let ended = committed.await.map_err(|_| stopped()).and_then(|r| r);
         // A start that failed is the call's error even if its event went in: the call
         // was not on disk while it ran.
