@@ -140,17 +140,18 @@ pub(super) struct Running {
 
 impl Running {
     /// The record of the call's end with `event`.
-    fn end_record(&self, event: Option<AuditEvent>) -> RunRecord {
+    fn end_record(&self, event: AuditEvent) -> RunRecord {
         RunRecord::Ended {
             tenant: self.run.tenant.clone(),
             run: self.recorded.then(|| self.run.id.clone()),
-            event: event.map(Box::new),
+            event: Some(Box::new(event)),
         }
     }
 
-    /// Records the call's end with `event` (none for a call that never ran); returns
-    /// once that is committed and the call's start is durable.
-    pub(super) async fn end(mut self, event: Option<AuditEvent>) -> Result<(), AppError> {
+    /// Records the call's end with `event` (every call that started ends with one:
+    /// `run`, `run_cancelled` or `run_failed`); returns once that is committed and the
+    /// call's start is durable.
+    pub(super) async fn end(mut self, event: AuditEvent) -> Result<(), AppError> {
         self.ended = true;
         let stopped =
             || AppError::Task("the audit journal stopped before the call was recorded".into());
@@ -191,7 +192,7 @@ impl Drop for Running {
             wall_time_us: u64::try_from(self.elapsed().as_micros()).unwrap_or(u64::MAX),
         };
         let entry = Entry {
-            record: self.end_record(Some(event)),
+            record: self.end_record(event),
             done: None,
         };
         // Nobody waits for it (the queue keeps it behind its start); if the journal is
@@ -383,9 +384,7 @@ mod tests {
         for n in 0..200u64 {
             let tenant = if n % 2 == 0 { &a.id } else { &b.id };
             let running = journal.start(starting(tenant)).unwrap();
-            tasks.push(tokio::spawn(async move {
-                running.end(Some(cancelled(n))).await
-            }));
+            tasks.push(tokio::spawn(async move { running.end(cancelled(n)).await }));
         }
         for t in tasks {
             t.await.unwrap().unwrap();
@@ -401,7 +400,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_call_is_in_flight_until_it_ends_and_one_without_an_outcome_leaves_no_event() {
+    async fn a_call_is_in_flight_until_its_end_replaces_the_record_with_its_event() {
         let (registry, a) = with_tenant("a");
         let journal = Journal::new(Arc::clone(&registry));
         let run = starting(&a.id);
@@ -411,9 +410,12 @@ mod tests {
         })
         .await;
         assert_eq!(registry.runs_in_flight(&a.id).unwrap(), vec![run]);
-        running.end(None).await.unwrap();
-        assert!(registry.runs_in_flight(&a.id).unwrap().is_empty());
         assert!(runs(&registry, &a.id).is_empty());
+        running.end(cancelled(7)).await.unwrap();
+        assert!(registry.runs_in_flight(&a.id).unwrap().is_empty());
+        let recorded = runs(&registry, &a.id);
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].event.kind(), "run_cancelled");
     }
 
     #[tokio::test]
@@ -474,7 +476,7 @@ mod tests {
         let ghost = TenantId::generate();
         let good = journal.start(starting(&a.id)).unwrap();
         let bad = journal.start(starting(&ghost)).unwrap();
-        let (good, bad) = tokio::join!(good.end(Some(cancelled(1))), bad.end(Some(cancelled(2))));
+        let (good, bad) = tokio::join!(good.end(cancelled(1)), bad.end(cancelled(2)));
         assert!(good.is_ok(), "{good:?}");
         assert!(matches!(bad, Err(AppError::Registry(_))), "{bad:?}");
         assert_eq!(runs(&registry, &a.id).len(), 1);

@@ -368,14 +368,22 @@ impl App {
                 key_hint: a.key_hint,
                 wall_time_us: u64::try_from(record.elapsed().as_micros()).unwrap_or(u64::MAX),
             };
-            record.end(Some(event)).await?;
+            record.end(event).await?;
             return Err(AppError::Cancelled);
         };
         let mut result = match result {
             Ok(result) => result,
             Err(e) => {
-                // The call never ran to an outcome (its worker failed): nothing to audit.
-                record.end(None).await?;
+                // The host could not run it to an outcome: audited so, answered as an
+                // error (the details go to the log with the answer).
+                let event = AuditEvent::RunFailed {
+                    tool: a.tool,
+                    version: a.version,
+                    key_hint: a.key_hint,
+                    failure: e.category().to_owned(),
+                    wall_time_us: u64::try_from(record.elapsed().as_micros()).unwrap_or(u64::MAX),
+                };
+                record.end(event).await?;
                 return Err(e.into());
             }
         };
@@ -390,7 +398,7 @@ impl App {
         }
         self.inner.metrics.finished(&a.tenant, &result);
         let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
-        record.end(Some(event)).await?;
+        record.end(event).await?;
         Ok(RunOutput {
             tool: a.tool,
             version: a.version,

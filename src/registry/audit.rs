@@ -54,7 +54,7 @@ pub struct AuditFilter {
     pub kind: Option<String>,
     /// Only events about this tool.
     pub tool: Option<ToolId>,
-    /// Leave out calls (`run`, `run_cancelled`, `run_interrupted`): a tool's history of
+    /// Leave out calls (`run`, `run_cancelled`, `run_failed`, `run_interrupted`): a tool's history of
     /// changes.
     pub no_runs: bool,
 }
@@ -368,7 +368,9 @@ impl Registry {
             sql.push_str(&format!(" AND tool_id = ?{}", params.len()));
         }
         if filter.no_runs {
-            sql.push_str(" AND kind NOT IN ('run', 'run_cancelled', 'run_interrupted')");
+            sql.push_str(
+                " AND kind NOT IN ('run', 'run_cancelled', 'run_failed', 'run_interrupted')",
+            );
         }
         sql.push_str(" ORDER BY seq DESC LIMIT ?3");
         self.read(|tx| {

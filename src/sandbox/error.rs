@@ -113,3 +113,27 @@ pub enum SandboxError {
         reason: String,
     },
 }
+
+impl SandboxError {
+    /// What failed, as a category without the host's paths or messages: what the audit
+    /// trail, which a tenant reads, records of a call the host could not run.
+    pub fn category(&self) -> &'static str {
+        match self {
+            SandboxError::Artifact(_)
+            | SandboxError::Compile(_)
+            | SandboxError::NotCompiled { .. }
+            | SandboxError::Incompatible { .. }
+            | SandboxError::Snapshot(_) => "runtime",
+            SandboxError::Io { .. } => "io",
+            SandboxError::Start { .. } => "start",
+            SandboxError::Engine(_) => "engine",
+            SandboxError::Grant(_) => "grant",
+            SandboxError::MemoryAboveMaximum { .. } => "memory_above_maximum",
+            SandboxError::Harness(_) => "harness",
+            SandboxError::Instantiate(_) => "instance",
+            SandboxError::Worker(_) => "worker",
+            SandboxError::Secret(_) => "secret",
+            SandboxError::Warm(_) | SandboxError::WarmRefused { .. } => "warm_state",
+        }
+    }
+}

@@ -266,3 +266,51 @@ fn a_worker_serves_calls_from_runtimes_that_come_and_go() {
         "each call should reuse the one worker"
     );
 }
+
+/// A call that starts but that the host cannot run (here: no worker process can be
+/// started) is answered with an error and recorded as `run_failed`, with a category and
+/// none of the host's details, and nothing is left in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_host_cannot_run_is_audited_as_failed() {
+    crate::support::shared_sandbox();
+    let missing = tempfile::tempdir().unwrap().path().join("warden");
+    let workers = warden::worker::Workers::open(&warden::worker::WorkersConfig {
+        sandbox: warden::sandbox::SandboxConfig::new(crate::support::home()),
+        binary: missing.clone(),
+    })
+    .unwrap();
+    let s = Service::on(std::sync::Arc::new(workers));
+    let (key, tenant) = s.tenant_with_id(json!({})).await;
+    let add = s.register(&key, json!({"source": ADD})).await;
+    let r = s.run(&key, &add, json!({"a": 1, "b": 2})).await;
+    assert_eq!(
+        r.status,
+        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+        "{}",
+        r.json
+    );
+    assert!(s.registry.runs_in_flight(&tenant).unwrap().is_empty());
+
+    let audit = s
+        .send(axum::http::Method::GET, "/v1/audit", Some(&key), None)
+        .await;
+    let items = audit.json["items"].as_array().expect("a page of events");
+    let failed: Vec<_> = items
+        .iter()
+        .filter(|i| i["event"]["kind"] == "run_failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{}", audit.json);
+    let event = &failed[0]["event"];
+    assert_eq!(event["tool"], add.as_str());
+    assert_eq!(event["failure"], "start", "{event}");
+    assert!(event["wall_time_us"].is_u64(), "{event}");
+    assert!(
+        !audit.json.to_string().contains(missing.to_str().unwrap()),
+        "the host's path reached the tenant's trail"
+    );
+    assert!(
+        items.iter().all(|i| i["event"]["kind"] != "run"),
+        "{}",
+        audit.json
+    );
+}

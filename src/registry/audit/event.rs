@@ -146,6 +146,24 @@ pub enum AuditEvent {
         /// How long it ran before it was stopped, in microseconds.
         wall_time_us: u64,
     },
+    /// A call started and the host could not run it to an outcome (no worker process
+    /// could be started, or one broke its protocol; the runtime could not make the
+    /// guest's instance; a granted folder vanished): the tool's code may not have run.
+    /// Its caller was answered with an error.
+    RunFailed {
+        /// The tool.
+        tool: ToolId,
+        /// The version that was to run.
+        version: VersionId,
+        /// As in `run`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
+        /// What failed, as a category (`worker`, `instance`, `grant`, ...): the details
+        /// are the operator's, in the server's log.
+        failure: String,
+        /// How long the attempt took, in microseconds.
+        wall_time_us: u64,
+    },
     /// A call started and its outcome was never recorded: the node running it stopped (a
     /// crash, a power cut, a kill) first. Written by whichever node finds the call's
     /// in-flight record past its deadline and a margin, so no call that ran goes
@@ -282,7 +300,7 @@ impl AuditEvent {
     }
 
     /// Every kind of event, as [`AuditEvent::kind`] names them.
-    pub const KINDS: [&'static str; 22] = [
+    pub const KINDS: [&'static str; 23] = [
         "tenant_created",
         "key_rotated",
         "key_revoked",
@@ -296,6 +314,7 @@ impl AuditEvent {
         "tool_disabled",
         "run",
         "run_cancelled",
+        "run_failed",
         "run_interrupted",
         "secret_set",
         "secret_deleted",
@@ -323,6 +342,7 @@ impl AuditEvent {
             AuditEvent::ToolDisabled { .. } => "tool_disabled",
             AuditEvent::Run { .. } => "run",
             AuditEvent::RunCancelled { .. } => "run_cancelled",
+            AuditEvent::RunFailed { .. } => "run_failed",
             AuditEvent::RunInterrupted { .. } => "run_interrupted",
             AuditEvent::SecretSet { .. } => "secret_set",
             AuditEvent::SecretDeleted { .. } => "secret_deleted",
@@ -347,6 +367,7 @@ impl AuditEvent {
             | AuditEvent::ToolDisabled { tool }
             | AuditEvent::Run { tool, .. }
             | AuditEvent::RunCancelled { tool, .. }
+            | AuditEvent::RunFailed { tool, .. }
             | AuditEvent::RunInterrupted { tool, .. }
             | AuditEvent::ReviewPending { tool, .. }
             | AuditEvent::ReviewNotNeeded { tool, .. }
