@@ -144,7 +144,7 @@ impl Running {
         RunRecord::Ended {
             tenant: self.run.tenant.clone(),
             run: self.recorded.then(|| self.run.id.clone()),
-            event: Some(Box::new(event)),
+            event: Box::new(event),
         }
     }
 
@@ -174,9 +174,39 @@ impl Running {
         started.and(ended)
     }
 
-    /// How long the call has run.
-    pub(super) fn elapsed(&self) -> Duration {
-        self.started.elapsed()
+    /// Records the call as cancelled (its guest stopped now); returns as [`Running::end`].
+    pub(super) async fn cancel(self) -> Result<(), AppError> {
+        let event = self.cancelled();
+        self.end(event).await
+    }
+
+    /// Records that the host could not run the call to an outcome (`failure`: what
+    /// failed, as [`crate::sandbox::SandboxError::category`] names it); returns as
+    /// [`Running::end`].
+    pub(super) async fn fail(self, failure: &str) -> Result<(), AppError> {
+        let event = AuditEvent::RunFailed {
+            tool: self.run.tool.clone(),
+            version: self.run.version.clone(),
+            key_hint: self.run.key_hint.clone(),
+            failure: failure.to_owned(),
+            wall_time_us: self.elapsed_us(),
+        };
+        self.end(event).await
+    }
+
+    /// The call's `run_cancelled` event, stopped now.
+    fn cancelled(&self) -> AuditEvent {
+        AuditEvent::RunCancelled {
+            tool: self.run.tool.clone(),
+            version: self.run.version.clone(),
+            key_hint: self.run.key_hint.clone(),
+            wall_time_us: self.elapsed_us(),
+        }
+    }
+
+    /// How long the call has run, in microseconds.
+    fn elapsed_us(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 }
 
@@ -185,14 +215,8 @@ impl Drop for Running {
         if self.ended {
             return;
         }
-        let event = AuditEvent::RunCancelled {
-            tool: self.run.tool.clone(),
-            version: self.run.version.clone(),
-            key_hint: self.run.key_hint.clone(),
-            wall_time_us: u64::try_from(self.elapsed().as_micros()).unwrap_or(u64::MAX),
-        };
         let entry = Entry {
-            record: self.end_record(event),
+            record: self.end_record(self.cancelled()),
             done: None,
         };
         // Nobody waits for it (the queue keeps it behind its start); if the journal is
@@ -365,6 +389,14 @@ mod tests {
         }
     }
 
+    /// The one call event `tenant`'s trail gets, once it is there (`what` names it).
+    async fn the_one_run(registry: &Registry, tenant: &TenantId, what: &str) -> AuditEvent {
+        eventually(what, || !runs(registry, tenant).is_empty()).await;
+        let mut recorded = runs(registry, tenant);
+        assert_eq!(recorded.len(), 1);
+        recorded.remove(0).event
+    }
+
     fn runs(registry: &Registry, tenant: &TenantId) -> Vec<AuditRecord> {
         let page = registry.audit(tenant, None, 500).unwrap();
         page.items
@@ -424,17 +456,11 @@ mod tests {
         let journal = Journal::new(Arc::clone(&registry));
         let run = starting(&a.id);
         drop(journal.start(run.clone()).unwrap());
-        eventually("the cancelled call's record", || {
-            !runs(&registry, &a.id).is_empty()
-        })
-        .await;
-        let recorded = runs(&registry, &a.id);
-        assert_eq!(recorded.len(), 1);
+        let event = the_one_run(&registry, &a.id, "the cancelled call's record").await;
         assert!(
-            matches!(&recorded[0].event, AuditEvent::RunCancelled { tool, version, .. }
+            matches!(&event, AuditEvent::RunCancelled { tool, version, .. }
                 if *tool == run.tool && *version == run.version),
-            "{:?}",
-            recorded[0].event
+            "{event:?}"
         );
         assert!(registry.runs_in_flight(&a.id).unwrap().is_empty());
     }
@@ -454,17 +480,11 @@ mod tests {
             ])
             .unwrap();
         let _journal = Journal::new(Arc::clone(&registry));
-        eventually("the stale call's record", || {
-            !runs(&registry, &a.id).is_empty()
-        })
-        .await;
-        let recorded = runs(&registry, &a.id);
-        assert_eq!(recorded.len(), 1);
+        let event = the_one_run(&registry, &a.id, "the stale call's record").await;
         assert!(
-            matches!(&recorded[0].event, AuditEvent::RunInterrupted { tool, started_at_ms, .. }
+            matches!(&event, AuditEvent::RunInterrupted { tool, started_at_ms, .. }
                 if *tool == stale.tool && *started_at_ms == stale.started_at_ms),
-            "{:?}",
-            recorded[0].event
+            "{event:?}"
         );
         assert_eq!(registry.runs_in_flight(&a.id).unwrap(), vec![running]);
     }

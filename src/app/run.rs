@@ -362,13 +362,7 @@ impl App {
             }
         };
         let Some(result) = outcome else {
-            let event = AuditEvent::RunCancelled {
-                tool: a.tool,
-                version: a.version,
-                key_hint: a.key_hint,
-                wall_time_us: u64::try_from(record.elapsed().as_micros()).unwrap_or(u64::MAX),
-            };
-            record.end(event).await?;
+            record.cancel().await?;
             return Err(AppError::Cancelled);
         };
         let mut result = match result {
@@ -376,14 +370,7 @@ impl App {
             Err(e) => {
                 // The host could not run it to an outcome: audited so, answered as an
                 // error (the details go to the log with the answer).
-                let event = AuditEvent::RunFailed {
-                    tool: a.tool,
-                    version: a.version,
-                    key_hint: a.key_hint,
-                    failure: e.category().to_owned(),
-                    wall_time_us: u64::try_from(record.elapsed().as_micros()).unwrap_or(u64::MAX),
-                };
-                record.end(event).await?;
+                record.fail(e.category()).await?;
                 return Err(e.into());
             }
         };

@@ -311,9 +311,6 @@ impl Registry {
             for (tenant, run) in ended {
                 super::runs::remove(tx, tenant, run)?;
             }
-            if events.is_empty() {
-                return Ok(Vec::new());
-            }
             append_all(tx, events)
         };
         let Backend::Postgres(pg) = &self.db else {

@@ -98,16 +98,15 @@ impl InFlight {
 pub enum RunRecord {
     /// The call started.
     Started(InFlight),
-    /// The call ended: its event (none for a call that never ran, its worker gone), and
-    /// its in-flight record removed.
+    /// The call ended: its event, and its in-flight record removed.
     Ended {
         /// Its tenant.
         tenant: TenantId,
         /// The call's in-flight record (none when it was not recorded: a registry whose
         /// commits do not wait for the disk has no flush to hide behind the call).
         run: Option<RunId>,
-        /// What the trail records of it.
-        event: Option<Box<AuditEvent>>,
+        /// What the trail records of it (`run`, `run_cancelled`, `run_failed`).
+        event: Box<AuditEvent>,
     },
 }
 
@@ -118,14 +117,13 @@ impl Registry {
     /// Each commit stores all its records or none.
     pub fn record_runs(&self, records: &[RunRecord]) -> Result<(), RegistryError> {
         let mut starts = Vec::new();
-        let (mut events, mut ended, mut ends) = (Vec::new(), Vec::new(), 0);
+        let (mut events, mut ended) = (Vec::new(), Vec::new());
         for record in records {
             match record {
                 RunRecord::Started(run) => starts.push(run),
                 RunRecord::Ended { tenant, run, event } => {
-                    ends += 1;
                     ended.extend(run.iter().map(|r| (tenant.clone(), r.clone())));
-                    events.extend(event.iter().map(|e| (tenant.clone(), AuditEvent::clone(e))));
+                    events.push((tenant.clone(), AuditEvent::clone(event)));
                 }
             }
         }
@@ -133,9 +131,9 @@ impl Registry {
             // One statement: on PostgreSQL one round trip, no BEGIN or COMMIT.
             self.autocommit(|tx| insert(tx, &starts))?;
         }
-        if ends > 0 {
+        if !events.is_empty() {
             // Each of a call whose start is on disk: no need to wait for the disk.
-            let relaxed = ended.len() == ends;
+            let relaxed = ended.len() == events.len();
             self.append_ending(&events, &ended, relaxed)?;
         }
         Ok(())

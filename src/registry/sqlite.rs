@@ -129,12 +129,15 @@ impl Sqlite {
         // `NORMAL` for this one (in WAL mode the log keeps commits in order, so the next
         // `FULL` commit flushes it too).
         let relaxed = self.strict && matches!(mode, Mode::WriteRelaxed | Mode::Transient);
+        // Prepared once and kept: every call's end comes here.
         if relaxed {
-            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.prepare_cached("PRAGMA synchronous = NORMAL")?
+                .execute([])?;
         }
         let out = run_in(&mut conn, behavior, f);
         if relaxed {
-            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.prepare_cached("PRAGMA synchronous = FULL")?
+                .execute([])?;
         }
         out
     }

@@ -163,6 +163,17 @@ impl Drop for Workers {
     }
 }
 
+/// Runs `work` on `runtime` (the pool's); dropping the returned future aborts it.
+async fn on_runtime<T: Send + 'static>(
+    runtime: &tokio::runtime::Handle,
+    work: impl Future<Output = Result<T, SandboxError>> + Send + 'static,
+) -> Result<T, SandboxError> {
+    let task = runtime.spawn(work);
+    let _abort = AbortOnDrop(task.abort_handle());
+    task.await
+        .map_err(|e| worker_failed(format!("the pool's task failed: {e}")))?
+}
+
 /// Aborts a task of the pool's runtime when the call that awaits it is dropped
 /// (cancelled, or past its deadline): its worker is then killed.
 struct AbortOnDrop(tokio::task::AbortHandle);
@@ -237,10 +248,7 @@ impl Workers {
         let Some(runtime) = &self.runtime else {
             return Err(worker_failed("the pool has shut down".into()));
         };
-        let task = runtime.spawn(work);
-        let _abort = AbortOnDrop(task.abort_handle());
-        task.await
-            .map_err(|e| worker_failed(format!("the pool's task failed: {e}")))?
+        on_runtime(runtime.handle(), work).await
     }
 
     /// The cores calls share.
@@ -487,18 +495,15 @@ impl Pool {
             return Ok(worker);
         }
         let (pool, key) = (Arc::clone(self), key.clone());
-        let started = self.runtime.spawn(async move {
+        on_runtime(&self.runtime, async move {
             let mut worker = pool.start_for(&key).await?;
             // For the caller's runtime.
             worker
                 .detach()
                 .map_err(|e| worker_failed(format!("its socket failed: {e}")))?;
             Ok(worker)
-        });
-        let _abort = AbortOnDrop(started.abort_handle());
-        started
-            .await
-            .map_err(|e| worker_failed(format!("the pool's task failed: {e}")))?
+        })
+        .await
     }
 
     /// The spare assigned to `key`, or a new worker. On the pool's runtime: the worker

@@ -62,7 +62,7 @@ fn an_ended_call_is_in_the_trail_and_no_longer_in_flight(db: Db) {
         reg.record_runs(&[RunRecord::Ended {
             tenant: tenant.clone(),
             run: Some(run.id.clone()),
-            event: Some(Box::new(cancelled(&run))),
+            event: Box::new(cancelled(&run)),
         }])
         .unwrap();
         assert_eq!(reg.durability().unwrap(), Durability::Strict);
