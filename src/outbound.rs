@@ -26,6 +26,7 @@
 pub mod address;
 pub mod client;
 mod exchange;
+mod frame;
 pub mod secrets;
 
 pub use address::PrivateNetwork;

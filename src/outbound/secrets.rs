@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
-use super::exchange::{Failure, Request};
+use super::exchange::Failure;
+use super::frame::Request;
 use crate::grants::hosts::Target;
 use crate::grants::{Grants, HostPattern, SecretValue};
 
