@@ -14,19 +14,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use warden::app::PreparedTool;
-use warden::app::{App, AppConfig};
 use warden::grants::Grants;
 use warden::limits::{ByteSize, Limits};
 use warden::outcome::Status;
 use warden::packages::{Packages, Pip};
-use warden::registry::{Durability, Location, Registry};
+use warden::registry::{Durability, Location};
 use warden::sandbox::Progress;
 use warden::sandbox::artifacts::Role;
 use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
-use warden::tenant::TenantPolicy;
 use warden::worker::{Workers, WorkersConfig};
 
 const TOOL: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
@@ -43,6 +40,11 @@ const CSV: &str = "item,price\napple,1.5\npear,2.25\nplum,0.8\nfig,3.1\nkiwi,1.2
 )]
 #[path = "../tests/all/pg.rs"]
 mod pg;
+
+/// The service's path: a real server, its registry on SQLite or PostgreSQL.
+#[path = "call/service.rs"]
+mod service;
+use service::Service;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -100,168 +102,6 @@ fn derive_time(path: &str, stem: &str) -> anyhow::Result<Duration> {
         std::hint::black_box(schema::derive(std::hint::black_box(&source), &options)?);
     }
     Ok(started.elapsed() / runs)
-}
-
-/// One HTTP/1.1 request on a kept-alive connection; returns the status and body.
-async fn request(
-    conn: &mut BufReader<tokio::net::TcpStream>,
-    method: &str,
-    path: &str,
-    key: &str,
-    body: &Value,
-) -> anyhow::Result<(u16, Value)> {
-    let body = serde_json::to_vec(body)?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    let mut message = head.into_bytes();
-    message.extend_from_slice(&body);
-    conn.get_mut().write_all(&message).await?;
-    let mut line = String::new();
-    conn.read_line(&mut line).await?;
-    let status: u16 = line.split(' ').nth(1).unwrap_or("0").parse()?;
-    let mut length = 0;
-    loop {
-        line.clear();
-        conn.read_line(&mut line).await?;
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse()?;
-        }
-    }
-    let mut buf = vec![0; length];
-    conn.read_exact(&mut buf).await?;
-    Ok((status, serde_json::from_slice(&buf)?))
-}
-
-/// The service path: a real server on loopback, one kept-alive connection, sequential
-/// `POST /v1/tools/{id}/run` calls.
-/// The service's sequential round trips on one connection, then its calls per second
-/// with one connection per core.
-/// `database`: the registry's location, `None` for a SQLite file of its own; its commits
-/// as durable as `durability` says (`warden serve --durability`).
-async fn service_round_trips(
-    sandbox: Arc<Sandbox>,
-    home: &std::path::Path,
-    database: Option<Location>,
-    durability: Durability,
-) -> anyhow::Result<(Stats, f64)> {
-    let dir = tempfile::tempdir()?;
-    let location = database.unwrap_or_else(|| Location::Sqlite(dir.path().join("warden.db")));
-    let registry = Arc::new(Registry::connect_with(&location, durability)?);
-    let policy = TenantPolicy {
-        calls_per_minute: 1_000_000,
-        ..TenantPolicy::default()
-    };
-    let (_, key) = registry.create_tenant("bench", &policy)?;
-    let key = key.expose().to_owned();
-    let packages = Packages::new(
-        dir.path(),
-        &sandbox.runtime().path(Role::Stdlib),
-        pip(),
-        Progress::Quiet,
-    )?;
-    // As `warden serve` runs them: every call in a worker process.
-    let workers = Arc::new(Workers::open(&WorkersConfig {
-        sandbox: SandboxConfig::new(home.to_owned()),
-        binary: std::path::PathBuf::from(env!("CARGO_BIN_EXE_warden")),
-    })?);
-    let app = App::new(
-        registry,
-        workers,
-        AppConfig {
-            tools_dir: dir.path().join("tools"),
-            operator_key: None,
-            packages,
-        },
-    );
-    // As `warden serve` runs it: each version from its warm state.
-    app.set_warm_start(true);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(warden::http::serve(
-        listener,
-        app,
-        Default::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let mut conn = BufReader::new(stream);
-    let (status, created) = request(
-        &mut conn,
-        "POST",
-        "/v1/tools",
-        &key,
-        &json!({"source": TOOL}),
-    )
-    .await?;
-    anyhow::ensure!(status == 201, "registering the tool failed: {created}");
-    let id = created["tool"]["id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let path = format!("/v1/tools/{id}/run");
-    let body = json!({"arguments": {"a": 1, "b": 2}});
-    // Calls start cold until the version's warm state is ready (prepared in the
-    // background): wait for that, then 50 more calls before measuring.
-    let mut warm = 0;
-    for _ in 0..5_000 {
-        let (status, reply) = request(&mut conn, "POST", &path, &key, &body).await?;
-        anyhow::ensure!(status == 200, "bad reply: {reply}");
-        if reply["start"] == json!("warm") {
-            warm += 1;
-            if warm == 50 {
-                break;
-            }
-        }
-    }
-    anyhow::ensure!(warm == 50, "the tool's calls never started warm");
-    let mut samples = Vec::with_capacity(HTTP_CALLS);
-    for _ in 0..HTTP_CALLS {
-        let t = Instant::now();
-        let (status, reply) = request(&mut conn, "POST", &path, &key, &body).await?;
-        samples.push(t.elapsed());
-        anyhow::ensure!(
-            status == 200 && reply["value"] == json!(3) && reply["start"] == json!("warm"),
-            "bad reply: {reply}"
-        );
-    }
-    // Throughput: one kept-alive connection per core, each sending its calls in turn.
-    let connections = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let started = Instant::now();
-    let mut clients = Vec::new();
-    for _ in 0..connections {
-        let (path, key, body) = (path.clone(), key.clone(), body.clone());
-        clients.push(tokio::spawn(async move {
-            let stream = tokio::net::TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            let mut conn = BufReader::new(stream);
-            for _ in 0..HTTP_CALLS / connections {
-                let (status, reply) = request(&mut conn, "POST", &path, &key, &body).await?;
-                anyhow::ensure!(status == 200, "bad reply: {reply}");
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for c in clients {
-        c.await??;
-    }
-    let rate = (HTTP_CALLS / connections * connections) as f64 / started.elapsed().as_secs_f64();
-    drop(conn);
-    let _ = stop.send(());
-    server.await??;
-    Ok((stats(samples), rate))
 }
 
 /// The installed packages of `letta_pydantic.py` (Pydantic 1.10, from the configured
@@ -326,6 +166,33 @@ fn warden_calls(
     calls: usize,
     limits: &Limits,
 ) -> anyhow::Result<(Stats, u64, f64)> {
+    let sampled = warden_samples(rt, sandbox, tool, arguments, expected, calls, limits)?;
+    let faults = sampled.faults as f64 / calls.max(1) as f64;
+    Ok((stats(sampled.samples), sampled.fuel, faults))
+}
+
+/// What [`warden_samples`] measured.
+struct Sampled {
+    /// Each call's wall-clock time.
+    samples: Vec<Duration>,
+    /// The last call's fuel.
+    fuel: u64,
+    /// The process's CPU time and minor page faults over the measured calls.
+    cpu: Duration,
+    faults: i64,
+}
+
+/// `calls` sequential calls of `tool`, each a fresh instance (of its warm state when it
+/// has one), after up to 50 calls of warm-up.
+fn warden_samples(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    tool: &PreparedTool,
+    arguments: &Value,
+    expected: &Value,
+    calls: usize,
+    limits: &Limits,
+) -> anyhow::Result<Sampled> {
     let arguments = tool
         .check(arguments.clone())
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
@@ -352,8 +219,13 @@ fn warden_calls(
         );
         fuel = r.fuel_used.0;
     }
-    let (_, faults) = usage.per_call(calls);
-    Ok((stats(samples), fuel, faults))
+    let now = Usage::now();
+    Ok(Sampled {
+        samples,
+        fuel,
+        cpu: now.cpu - usage.cpu,
+        faults: now.faults - usage.faults,
+    })
 }
 
 /// The host's real Python interpreter (not a version manager's shim script, which
@@ -630,6 +502,105 @@ fn row(name: &str, s: &Stats) {
     );
 }
 
+/// How many rounds the headline and the service's paths take turns in.
+const ROUNDS: usize = 5;
+
+/// The headline path (a fresh instance of `add`'s warm state per call, in process) and
+/// the service's paths, measured in turns.
+struct Compared {
+    fresh: Stats,
+    fuel: u64,
+    cpu_per_call: Duration,
+    faults_per_call: f64,
+    /// Sequential round trips: SQLite strict, SQLite relaxed, PostgreSQL strict,
+    /// PostgreSQL relaxed.
+    http: [Stats; 4],
+    /// Calls per second with one connection per core: SQLite strict, SQLite relaxed,
+    /// PostgreSQL strict.
+    rates: [f64; 3],
+}
+
+/// Measures the headline and the service's paths in [`ROUNDS`] rounds that take turns
+/// between them (each round starting with another path): the service's figures are
+/// read as ratios to the headline's, and on a shared machine a slow minute (another
+/// tenant's load, the disk's flush) then weighs on every path alike instead of on
+/// whichever ran in it. The services stay up throughout, idle while others run.
+fn compare(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Arc<Sandbox>,
+    home: &std::path::Path,
+    tool: &PreparedTool,
+) -> anyhow::Result<Compared> {
+    let mut services = Vec::new();
+    for (database, durability) in [
+        (None, Durability::Strict),
+        // `--durability relaxed`: the run's event committed, not flushed, before the answer.
+        (None, Durability::Relaxed),
+        // On PostgreSQL, as each of several nodes runs: a server of its own whose
+        // commits wait for the disk, as SQLite's do (the tests' servers skip that).
+        (
+            Some(Location::Postgres(pg::durable_database())),
+            Durability::Strict,
+        ),
+        (
+            Some(Location::Postgres(pg::durable_database())),
+            Durability::Relaxed,
+        ),
+    ] {
+        services.push(rt.block_on(Service::start(sandbox, home, database, durability))?);
+    }
+    let (arguments, expected) = (json!({"a": 1, "b": 2}), json!(3));
+    let (mut fresh, mut fuel, mut cpu, mut faults) = (Vec::new(), 0, Duration::ZERO, 0);
+    let mut http = vec![Vec::new(); services.len()];
+    let mut made = [(0, Duration::ZERO); 3];
+    for round in 0..ROUNDS {
+        let paths = services.len() + 1;
+        for turn in 0..paths {
+            match (round + turn) % paths {
+                0 => {
+                    let sampled = warden_samples(
+                        rt,
+                        sandbox,
+                        tool,
+                        &arguments,
+                        &expected,
+                        WARDEN_CALLS / ROUNDS,
+                        &Limits::default(),
+                    )?;
+                    fresh.extend(sampled.samples);
+                    (fuel, cpu, faults) =
+                        (sampled.fuel, cpu + sampled.cpu, faults + sampled.faults);
+                }
+                i => {
+                    rt.block_on(services[i - 1].round_trips(HTTP_CALLS / ROUNDS, &mut http[i - 1]))?
+                }
+            }
+        }
+        for turn in 0..made.len() {
+            let i = (round + turn) % made.len();
+            let (calls, took) = rt.block_on(services[i].throughput(HTTP_CALLS / ROUNDS))?;
+            made[i] = (made[i].0 + calls, made[i].1 + took);
+        }
+    }
+    for service in services {
+        rt.block_on(service.stop())?;
+    }
+    let calls = fresh.len().max(1);
+    let mut http = http.into_iter().map(stats);
+    let mut next = || {
+        http.next()
+            .ok_or_else(|| anyhow::anyhow!("a service's figures are missing"))
+    };
+    Ok(Compared {
+        fresh: stats(fresh),
+        fuel,
+        cpu_per_call: cpu / calls as u32,
+        faults_per_call: faults as f64 / calls as f64,
+        http: [next()?, next()?, next()?, next()?],
+        rates: made.map(|(calls, took)| calls as f64 / took.as_secs_f64()),
+    })
+}
+
 fn main() -> anyhow::Result<()> {
     let derive_small = derive_time("examples/csv_summary.py", "csv_summary")?;
     let derive_models = derive_time(
@@ -649,17 +620,16 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let usage = Usage::now();
-    let (warden, fuel, _) = warden_calls(
-        &rt,
-        &sandbox,
-        &tool,
-        &json!({"a": 1, "b": 2}),
-        &json!(3),
-        WARDEN_CALLS,
-        &Limits::default(),
-    )?;
-    let (cpu_per_call, faults_per_call) = usage.per_call(WARDEN_CALLS + 50);
+    // The headline and the service's paths, in turns (`compare`).
+    let compared = compare(&rt, &sandbox, &home, &tool)?;
+    let warden = &compared.fresh;
+    let (fuel, cpu_per_call, faults_per_call) = (
+        compared.fuel,
+        compared.cpu_per_call,
+        compared.faults_per_call,
+    );
+    let [service, relaxed, service_pg, relaxed_pg] = &compared.http;
+    let [http_rate, http_relaxed_rate, http_pg_rate] = compared.rates;
     let arguments = tool
         .check(json!({"a": 1, "b": 2}))
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
@@ -700,35 +670,6 @@ fn main() -> anyhow::Result<()> {
         WARDEN_CALLS / 4,
         &Limits::default(),
     )?;
-
-    let (service, http_rate) = rt.block_on(service_round_trips(
-        sandbox.clone(),
-        &home,
-        None,
-        Durability::Strict,
-    ))?;
-    // `--durability relaxed`: the run's event committed, not flushed, before the answer.
-    let (relaxed, http_relaxed_rate) = rt.block_on(service_round_trips(
-        sandbox.clone(),
-        &home,
-        None,
-        Durability::Relaxed,
-    ))?;
-    // The same on PostgreSQL, as each of several nodes runs: a server of its own whose
-    // commits wait for the disk, as SQLite's do (the tests' servers skip that).
-    let postgres = Location::Postgres(pg::durable_database());
-    let (service_pg, http_pg_rate) = rt.block_on(service_round_trips(
-        sandbox.clone(),
-        &home,
-        Some(postgres),
-        Durability::Strict,
-    ))?;
-    let (relaxed_pg, _) = rt.block_on(service_round_trips(
-        sandbox.clone(),
-        &home,
-        Some(Location::Postgres(pg::durable_database())),
-        Durability::Relaxed,
-    ))?;
 
     // Cold and warm starts of tools with real imports, and the host's interpreter.
     let fixture = |name: &str| root().join("tests/fixtures/tools").join(name);
@@ -802,24 +743,22 @@ fn main() -> anyhow::Result<()> {
 
     println!(
         "small tool `add(a, b)`: {WARDEN_CALLS} Warden calls, {PYTHON_CALLS} subprocess calls, \
-         {HTTP_CALLS} HTTP calls; `csv_summary`: {} Warden calls, {PYTHON_CALLS} subprocess calls",
+         {HTTP_CALLS} HTTP calls per service path (the Warden and HTTP calls in {ROUNDS} rounds \
+         taking turns); `csv_summary`: {} Warden calls, {PYTHON_CALLS} subprocess calls",
         WARDEN_CALLS / 4
     );
     println!();
     println!("| path | p50 | p99 | mean | calls/s (1 task) |");
     println!("|---|---|---|---|---|");
-    row("Warden, fresh instance of the warm state per call", &warden);
+    row("Warden, fresh instance of the warm state per call", warden);
     row("native `python -I -S` process per call", &peer);
     row(
         "Warden service, HTTP round trip (loopback, keep-alive)",
-        &service,
+        service,
     );
-    row("the same, `--durability relaxed`", &relaxed);
-    row("the same, registry on PostgreSQL", &service_pg);
-    row(
-        "the same on PostgreSQL, `--durability relaxed`",
-        &relaxed_pg,
-    );
+    row("the same, `--durability relaxed`", relaxed);
+    row("the same, registry on PostgreSQL", service_pg);
+    row("the same on PostgreSQL, `--durability relaxed`", relaxed_pg);
     row(
         "`csv_summary` (csv + statistics): Warden, warm",
         &csv_warden,

@@ -1,0 +1,255 @@
+//! The service's path for `make bench`: a real `warden serve` on loopback (its registry
+//! on SQLite or PostgreSQL, its calls in worker processes, each version from its warm
+//! state), measured by sequential `POST /v1/tools/{id}/run` calls on one kept-alive
+//! connection, and by calls per second with one kept-alive connection per core.
+//!
+//! A [`Service`] stays up between blocks of calls, so that `main` can take turns
+//! between it and the other paths it is compared with.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use warden::app::{App, AppConfig};
+use warden::packages::Packages;
+use warden::registry::{Durability, Location, Registry};
+use warden::sandbox::artifacts::Role;
+use warden::sandbox::{Progress, Sandbox, SandboxConfig};
+use warden::tenant::TenantPolicy;
+use warden::worker::{Workers, WorkersConfig};
+
+use super::{TOOL, pip};
+
+type Connection = BufReader<TcpStream>;
+
+/// Calls made and not measured at the start of each block of calls: after the other
+/// paths' turn, the service's first calls find its workers asleep and its cluster
+/// slots released.
+const WARM_UP: usize = 20;
+
+/// One HTTP/1.1 request on a kept-alive connection; returns the status and body.
+async fn request(
+    conn: &mut Connection,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: &Value,
+) -> anyhow::Result<(u16, Value)> {
+    let body = serde_json::to_vec(body)?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut message = head.into_bytes();
+    message.extend_from_slice(&body);
+    conn.get_mut().write_all(&message).await?;
+    let mut line = String::new();
+    conn.read_line(&mut line).await?;
+    let status: u16 = line.split(' ').nth(1).unwrap_or("0").parse()?;
+    let mut length = 0;
+    loop {
+        line.clear();
+        conn.read_line(&mut line).await?;
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse()?;
+        }
+    }
+    let mut buf = vec![0; length];
+    conn.read_exact(&mut buf).await?;
+    Ok((status, serde_json::from_slice(&buf)?))
+}
+
+async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Connection> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    Ok(BufReader::new(stream))
+}
+
+/// A running service with `add` registered and warm, and its clients' connections.
+pub struct Service {
+    key: String,
+    /// `/v1/tools/{id}/run`.
+    path: String,
+    body: Value,
+    /// The sequential calls' connection.
+    conn: Connection,
+    /// The throughput's connections, one per core.
+    parallel: Vec<Connection>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+    /// The registry's file (SQLite), the tools' and packages' folders.
+    _dir: tempfile::TempDir,
+}
+
+impl Service {
+    /// Starts a service whose registry is at `database` (`None`: a SQLite file of its
+    /// own), its commits as durable as `durability` says (`warden serve --durability`),
+    /// and registers `add` through it; returns once its calls start warm.
+    pub async fn start(
+        sandbox: &Arc<Sandbox>,
+        home: &Path,
+        database: Option<Location>,
+        durability: Durability,
+    ) -> anyhow::Result<Service> {
+        let dir = tempfile::tempdir()?;
+        let location = database.unwrap_or_else(|| Location::Sqlite(dir.path().join("warden.db")));
+        let registry = Arc::new(Registry::connect_with(&location, durability)?);
+        let policy = TenantPolicy {
+            calls_per_minute: 1_000_000,
+            ..TenantPolicy::default()
+        };
+        let (_, key) = registry.create_tenant("bench", &policy)?;
+        let key = key.expose().to_owned();
+        let packages = Packages::new(
+            dir.path(),
+            &sandbox.runtime().path(Role::Stdlib),
+            pip(),
+            Progress::Quiet,
+        )?;
+        // As `warden serve` runs them: every call in a worker process.
+        let workers = Arc::new(Workers::open(&WorkersConfig {
+            sandbox: SandboxConfig::new(home.to_owned()),
+            binary: std::path::PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+        })?);
+        let app = App::new(
+            registry,
+            workers,
+            AppConfig {
+                tools_dir: dir.path().join("tools"),
+                operator_key: None,
+                packages,
+            },
+        );
+        // As `warden serve` runs it: each version from its warm state.
+        app.set_warm_start(true);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            warden::http::serve(listener, app, Default::default(), async {
+                let _ = stopped.await;
+            })
+            .await?;
+            anyhow::Ok(())
+        });
+        let mut conn = connect(addr).await?;
+        let (status, created) = request(
+            &mut conn,
+            "POST",
+            "/v1/tools",
+            &key,
+            &json!({"source": TOOL}),
+        )
+        .await?;
+        anyhow::ensure!(status == 201, "registering the tool failed: {created}");
+        let id = created["tool"]["id"].as_str().unwrap_or_default();
+        let path = format!("/v1/tools/{id}/run");
+        let body = json!({"arguments": {"a": 1, "b": 2}});
+        // Calls start cold until the version's warm state is ready (prepared in the
+        // background): wait for that, then 50 more calls before measuring.
+        let mut warm = 0;
+        for _ in 0..5_000 {
+            let (status, reply) = request(&mut conn, "POST", &path, &key, &body).await?;
+            anyhow::ensure!(status == 200, "bad reply: {reply}");
+            if reply["start"] == json!("warm") {
+                warm += 1;
+                if warm == 50 {
+                    break;
+                }
+            }
+        }
+        anyhow::ensure!(warm == 50, "the tool's calls never started warm");
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let mut parallel = Vec::with_capacity(cores);
+        for _ in 0..cores {
+            parallel.push(connect(addr).await?);
+        }
+        Ok(Service {
+            key,
+            path,
+            body,
+            conn,
+            parallel,
+            stop,
+            server,
+            _dir: dir,
+        })
+    }
+
+    /// `calls` sequential round trips, after [`WARM_UP`] more; each measured one's time
+    /// is added to `samples`.
+    pub async fn round_trips(
+        &mut self,
+        calls: usize,
+        samples: &mut Vec<Duration>,
+    ) -> anyhow::Result<()> {
+        for i in 0..WARM_UP + calls {
+            let t = Instant::now();
+            let (status, reply) =
+                request(&mut self.conn, "POST", &self.path, &self.key, &self.body).await?;
+            if i >= WARM_UP {
+                samples.push(t.elapsed());
+            }
+            anyhow::ensure!(
+                status == 200 && reply["value"] == json!(3) && reply["start"] == json!("warm"),
+                "bad reply: {reply}"
+            );
+        }
+        Ok(())
+    }
+
+    /// About `calls` calls, each connection sending its share in turn, all connections
+    /// at once (after [`WARM_UP`] calls each, which are not counted); how many were
+    /// made and how long they took, from the first connection's start to the last
+    /// one's end.
+    pub async fn throughput(&mut self, calls: usize) -> anyhow::Result<(usize, Duration)> {
+        let per_connection = calls / self.parallel.len();
+        let ready = Arc::new(tokio::sync::Barrier::new(self.parallel.len()));
+        let mut clients = Vec::with_capacity(self.parallel.len());
+        for mut conn in std::mem::take(&mut self.parallel) {
+            let (path, key, body) = (self.path.clone(), self.key.clone(), self.body.clone());
+            let ready = Arc::clone(&ready);
+            clients.push(tokio::spawn(async move {
+                let mut started = Instant::now();
+                for i in 0..WARM_UP + per_connection {
+                    if i == WARM_UP {
+                        ready.wait().await;
+                        started = Instant::now();
+                    }
+                    let (status, reply) = request(&mut conn, "POST", &path, &key, &body).await?;
+                    anyhow::ensure!(status == 200, "bad reply: {reply}");
+                }
+                anyhow::Ok((conn, started, Instant::now()))
+            }));
+        }
+        let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+        for client in clients {
+            let (conn, started, ended) = client.await??;
+            self.parallel.push(conn);
+            first = Some(first.map_or(started, |t| t.min(started)));
+            last = Some(last.map_or(ended, |t| t.max(ended)));
+        }
+        let took = match (first, last) {
+            (Some(first), Some(last)) => last - first,
+            _ => Duration::ZERO,
+        };
+        Ok((per_connection * self.parallel.len(), took))
+    }
+
+    /// Closes the connections and stops the server.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        drop((self.conn, self.parallel));
+        let _ = self.stop.send(());
+        self.server.await?
+    }
+}
