@@ -51,6 +51,7 @@ pub mod snapshot;
 )]
 mod state_exports;
 pub mod syscalls;
+mod ticker;
 mod tool;
 mod warm;
 pub mod wasi;
@@ -68,8 +69,6 @@ use wasmtime::{Engine, InstancePre, Linker, Module};
 pub use artifacts::{ArtifactError, Progress, RuntimeFiles};
 pub use door::Door;
 use ending::{Ended, Observed, TrapKind};
-pub use engine::TICK;
-use engine::Ticker;
 pub use error::SandboxError;
 use guest::{Exports, Failure, Guest, new_store, run_call, trap_kind};
 pub use job::Job;
@@ -78,6 +77,8 @@ pub use platform::{CpuLevel, Platform, PlatformError};
 use protocol::Request;
 pub use share::{CoreSeat, ShareKey, host_cores};
 use share::{Cores, Seat};
+pub use ticker::TICK;
+use ticker::Ticker;
 pub use tool::ToolFolder;
 use warm::{Base, WarmStates};
 pub use warm::{

@@ -38,11 +38,12 @@ const WORKER_ALLOWED: &[&[c_long]] = &[
         SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigreturn, SYS_sigaltstack,
         SYS_restart_syscall,
     ],
-    // Time and randomness: deadlines, the epoch ticker's sleep, WASI clocks and
-    // random_get.
+    // Time and randomness: deadlines, sleeps, WASI clocks and random_get; the epoch
+    // ticker's timer (a timerfd: a descriptor of the process's own, no file).
     &[
         SYS_clock_gettime, SYS_clock_getres, SYS_gettimeofday, SYS_nanosleep,
-        SYS_clock_nanosleep, SYS_getrandom,
+        SYS_clock_nanosleep, SYS_getrandom, SYS_timerfd_create, SYS_timerfd_settime,
+        SYS_timerfd_gettime,
     ],
     // Files, only those Landlock lets it open: the runtime, modules, packages (read)
     // and the folders granted to a call (read and write).

@@ -1,19 +1,9 @@
-//! The engine, configured once per [`Sandbox`](super::Sandbox), and the epoch ticker
-//! that drives every call's deadline.
-
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
-use std::time::Duration;
+//! The engine, configured once per [`Sandbox`](super::Sandbox).
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::platform::{self, Platform};
 use super::{SandboxConfig, SandboxError, to_usize};
-
-/// How often the engine's epoch advances: the deadline's resolution and the longest a
-/// guest runs without yielding to the executor.
-pub const TICK: Duration = Duration::from_micros(500);
 
 /// Bytes of a pool slot's dirty memory, table and stack reset in place rather than
 /// unmapped when the slot is reused (see [`engine`]). A call of a small tool dirties a
@@ -152,70 +142,6 @@ pub(super) fn settings_config(platform: &Platform) -> Result<Config, SandboxErro
     #[cfg(not(feature = "compiler"))]
     let _ = platform;
     Ok(c)
-}
-
-/// How long an idle ticker sleeps between looks (it is woken at once when a call starts).
-const IDLE_PARK: Duration = Duration::from_millis(100);
-
-/// Advances the engine's epoch every [`TICK`] while any instance runs, until dropped. An
-/// idle sandbox's ticker sleeps: a pool of idle worker processes costs no wake-ups.
-pub(super) struct Ticker {
-    stop: Arc<AtomicBool>,
-    busy: Arc<std::sync::atomic::AtomicUsize>,
-    thread: thread::Thread,
-}
-
-/// Keeps the ticker ticking while alive: held around every run of guest code.
-pub(super) struct Ticking<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl Drop for Ticking<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Ticker {
-    pub(super) fn start(engine: Engine) -> Result<Ticker, SandboxError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let busy = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (flag, running) = (stop.clone(), busy.clone());
-        let handle = thread::Builder::new()
-            .name("warden-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    if running.load(Ordering::Acquire) == 0 {
-                        thread::park_timeout(IDLE_PARK);
-                        continue;
-                    }
-                    thread::sleep(TICK);
-                    engine.increment_epoch();
-                }
-            })
-            .map_err(|source| SandboxError::Start {
-                what: "epoch ticker thread",
-                source,
-            })?;
-        Ok(Ticker {
-            stop,
-            busy,
-            thread: handle.thread().clone(),
-        })
-    }
-
-    /// Ticks until the returned guard is dropped (waking the thread if it slept).
-    pub(super) fn ticking(&self) -> Ticking<'_> {
-        if self.busy.fetch_add(1, Ordering::AcqRel) == 0 {
-            self.thread.unpark();
-        }
-        Ticking(&self.busy)
-    }
-}
-
-impl Drop for Ticker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.unpark();
-    }
 }
 
 #[cfg(test)]

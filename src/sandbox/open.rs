@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use wasmtime::{Engine, InstancePre, Linker, Module};
 
-use super::engine::{Ticker, engine};
+use super::engine::engine;
 use super::guest::{Exports, Guest};
 use super::share::Cores;
+use super::ticker::Ticker;
 use super::tool::sweep_orphaned_tool_folders;
 use super::warm::WarmStates;
 use super::{
