@@ -154,23 +154,6 @@ fn prepare(file: &str, source: &str) -> anyhow::Result<PreparedTool> {
     ))
 }
 
-/// Sequential Warden calls of `function` in `tool` after a warm-up; checks each result
-/// against `expected`. Returns the latencies, the fuel of the last call and the page
-/// faults per call (the whole process's, so calls alone).
-fn warden_calls(
-    rt: &tokio::runtime::Runtime,
-    sandbox: &Sandbox,
-    tool: &PreparedTool,
-    arguments: &Value,
-    expected: &Value,
-    calls: usize,
-    limits: &Limits,
-) -> anyhow::Result<(Stats, u64, f64)> {
-    let sampled = warden_samples(rt, sandbox, tool, arguments, expected, calls, limits)?;
-    let faults = sampled.faults as f64 / calls.max(1) as f64;
-    Ok((stats(sampled.samples), sampled.fuel, faults))
-}
-
 /// What [`warden_samples`] measured.
 struct Sampled {
     /// Each call's wall-clock time.
@@ -180,6 +163,15 @@ struct Sampled {
     /// The process's CPU time and minor page faults over the measured calls.
     cpu: Duration,
     faults: i64,
+}
+
+impl Sampled {
+    /// The latencies' summary, the fuel of the last call and the page faults per call
+    /// (the whole process's, so calls alone).
+    fn summary(self) -> (Stats, u64, f64) {
+        let faults = self.faults as f64 / self.samples.len().max(1) as f64;
+        (stats(self.samples), self.fuel, faults)
+    }
 }
 
 /// `calls` sequential calls of `tool`, each a fresh instance (of its warm state when it
@@ -429,7 +421,7 @@ fn measure(
         Status::Ok => first.value.unwrap_or_default(),
         _ => anyhow::bail!("{}: {:?}", case.label, first),
     };
-    let cold = warden_calls(
+    let cold = warden_samples(
         rt,
         sandbox,
         &cold_tool,
@@ -437,7 +429,8 @@ fn measure(
         &expected,
         case.calls,
         &limits,
-    )?;
+    )?
+    .summary();
 
     // Preparing the warm state, measured from scratch: any saved state is removed.
     let warm_tool = prepare(name, &source)?.with_packages(case.packages.clone());
@@ -466,7 +459,7 @@ fn measure(
         "{}: the first warm call: {first:?}",
         case.label
     );
-    let warm = warden_calls(
+    let warm = warden_samples(
         rt,
         sandbox,
         &warm_tool,
@@ -474,7 +467,8 @@ fn measure(
         &expected,
         case.calls,
         &limits,
-    )?;
+    )?
+    .summary();
 
     let python = match python_calls(python, &case.file, &function, &case.arguments, 30) {
         Ok((stats, value)) if value == expected => Ok(stats),
@@ -661,7 +655,7 @@ fn main() -> anyhow::Result<()> {
         python_calls(&python, &csv, "csv_summary", &csv_arguments, PYTHON_CALLS)?;
     let csv_tool = prepare("csv_summary.py", &std::fs::read_to_string(&csv)?)?;
     csv_tool.set_warmth(sandbox.warm_state(csv_tool.folder(), None)?);
-    let (csv_warden, csv_fuel, _) = warden_calls(
+    let (csv_warden, csv_fuel, _) = warden_samples(
         &rt,
         &sandbox,
         &csv_tool,
@@ -669,7 +663,8 @@ fn main() -> anyhow::Result<()> {
         &csv_value,
         WARDEN_CALLS / 4,
         &Limits::default(),
-    )?;
+    )?
+    .summary();
 
     // Cold and warm starts of tools with real imports, and the host's interpreter.
     let fixture = |name: &str| root().join("tests/fixtures/tools").join(name);
