@@ -2,6 +2,7 @@
 //! in place, taken through its start (`load`, `assign`), ended with the reason it died.
 
 use std::os::fd::AsRawFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -119,7 +120,13 @@ impl Worker {
         }
         let _ = self.child.start_kill();
         match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
-            Ok(Ok(_)) => "the server ended it".to_owned(),
+            Ok(Ok(status)) if status.signal() == Some(libc::SIGKILL) => {
+                "the server ended it".to_owned()
+            }
+            // It was already dying (on a busy machine its reaping can take longer than
+            // the grace): the kernel keeps the signal it was dying of, and ours did
+            // nothing.
+            Ok(Ok(status)) => describe(status),
             _ => "it did not exit".to_owned(),
         }
     }
@@ -135,7 +142,6 @@ fn lost() -> WireError {
 const EXIT_GRACE: Duration = Duration::from_millis(50);
 
 fn describe(status: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
     match status.signal() {
         Some(libc::SIGSYS) => {
             "it was killed by SIGSYS: it made a system call its confinement forbids".to_owned()
