@@ -547,8 +547,8 @@ fn compare(
     let (mut fresh, mut fuel, mut cpu, mut faults) = (Vec::new(), 0, Duration::ZERO, 0);
     let mut http = vec![Vec::new(); services.len()];
     let mut made = [(0, Duration::ZERO); 3];
+    let paths = services.len() + 1;
     for round in 0..ROUNDS {
-        let paths = services.len() + 1;
         for turn in 0..paths {
             match (round + turn) % paths {
                 0 => {

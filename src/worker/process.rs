@@ -75,10 +75,12 @@ impl Worker {
 
     /// The socket, registered with the current runtime if it is not yet.
     fn stream(&mut self) -> Result<&mut UnixStream, WireError> {
-        self.socket = match std::mem::replace(&mut self.socket, Socket::Gone) {
-            Socket::Detached(stream) => Socket::Attached(UnixStream::from_std(stream)?),
-            other => other,
-        };
+        // Only the first message of a call moves the socket; the others find it here.
+        if let Socket::Detached(_) = self.socket
+            && let Socket::Detached(stream) = std::mem::replace(&mut self.socket, Socket::Gone)
+        {
+            self.socket = Socket::Attached(UnixStream::from_std(stream)?);
+        }
         match &mut self.socket {
             Socket::Attached(stream) => Ok(stream),
             _ => Err(lost()),
