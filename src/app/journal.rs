@@ -15,9 +15,16 @@
 //! another; and every [`SWEEP_EVERY`] (and when it starts) it records the calls left
 //! in flight by a node that stopped ([`Registry::record_interrupted_runs`]).
 //!
+//! On SQLite a call whose end finds nobody writing commits it itself, on its own
+//! thread ([`Running::end`]): handing one record to the journal's thread and its
+//! answer back costs two wake-ups of a sleeping thread, about 100 us on a virtual
+//! machine, several times the commit. Such a commit does not wait for the disk either;
+//! [`Flushes`] has the thread make it durable within [`FLUSH_AFTER`].
+//!
 //! A batch that fails is retried record by record, so one record's error (its tenant
 //! deleted meanwhile, say) is that record's caller's alone.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -44,11 +51,87 @@ struct Entry {
     done: Option<oneshot::Sender<Result<(), AppError>>>,
 }
 
+/// What the journal's thread is handed.
+enum Message {
+    Record(Entry),
+    /// Calls committed their own ends without waiting for the disk, and [`Flushes`]
+    /// says no durable commit has covered them: flush now.
+    Flush,
+}
+
+/// Makes each end a call committed itself ([`Running::end`]), which does not wait for
+/// the disk, durable within about [`FLUSH_AFTER`], with no wake-up of the journal's
+/// thread per call: the thread counts the durable commits it begins; a call that
+/// committed its end notes the count it saw afterwards, and the first such call
+/// schedules a check [`FLUSH_AFTER`] later, which asks for a flush only if no durable
+/// commit has begun since. (A durable commit that begins after a call read the count
+/// takes the database after that call's commit, so it makes it durable too.)
+#[derive(Debug)]
+struct Flushes {
+    /// Durable commits the thread has begun, from 1.
+    begun: AtomicU64,
+    /// The highest `begun` a call read after committing its own end.
+    ended_at: AtomicU64,
+    /// A check is scheduled.
+    scheduled: AtomicBool,
+}
+
+impl Flushes {
+    fn new() -> Flushes {
+        Flushes {
+            begun: AtomicU64::new(1),
+            ended_at: AtomicU64::new(0),
+            scheduled: AtomicBool::new(false),
+        }
+    }
+
+    /// The thread is about to begin a durable commit.
+    fn begin_durable(&self) {
+        self.begun.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A call committed its own end: whether it is to schedule the check.
+    fn ended(&self) -> bool {
+        self.ended_at
+            .fetch_max(self.begun.load(Ordering::SeqCst), Ordering::SeqCst);
+        !self.scheduled.swap(true, Ordering::SeqCst)
+    }
+
+    /// The scheduled check: whether a flush is needed (the next end schedules another
+    /// check).
+    fn check(&self) -> bool {
+        self.scheduled.store(false, Ordering::SeqCst);
+        self.pending()
+    }
+
+    /// Whether an end a call committed may not be durable yet.
+    fn pending(&self) -> bool {
+        self.ended_at.load(Ordering::SeqCst) >= self.begun.load(Ordering::SeqCst)
+    }
+}
+
+/// A scheduled check of [`Flushes`]: done when dropped (at its time, or early if its
+/// task is dropped with its runtime).
+struct Check {
+    flushes: Arc<Flushes>,
+    queue: mpsc::Sender<Message>,
+}
+
+impl Drop for Check {
+    fn drop(&mut self) {
+        if self.flushes.check() {
+            // If the thread is gone, it flushed when it ended.
+            let _ = self.queue.send(Message::Flush);
+        }
+    }
+}
+
 /// The journal: its thread runs from its creation until this is dropped.
 #[derive(Debug)]
 pub(super) struct Journal {
     registry: Arc<Registry>,
-    queue: Mutex<Option<mpsc::Sender<Entry>>>,
+    queue: Mutex<Option<mpsc::Sender<Message>>>,
+    flushes: Arc<Flushes>,
     /// Whether calls are recorded in flight (see [`records_in_flight`]).
     in_flight: bool,
 }
@@ -61,6 +144,7 @@ impl Journal {
             in_flight: records_in_flight(&registry),
             registry,
             queue: Mutex::new(None),
+            flushes: Arc::new(Flushes::new()),
         };
         if let Err(e) = journal.queue() {
             tracing::error!("{e}");
@@ -69,16 +153,17 @@ impl Journal {
     }
 
     /// The queue of the journal's thread, started now if it is not running.
-    fn queue(&self) -> Result<mpsc::Sender<Entry>, AppError> {
+    fn queue(&self) -> Result<mpsc::Sender<Message>, AppError> {
         let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(q) = queue.as_ref() {
             return Ok(q.clone());
         }
         let (sender, entries) = mpsc::channel();
         let (registry, in_flight) = (Arc::clone(&self.registry), self.in_flight);
+        let flushes = Arc::clone(&self.flushes);
         thread::Builder::new()
             .name("warden-audit".into())
-            .spawn(move || write_batches(&registry, &entries, in_flight))
+            .spawn(move || write_batches(&registry, &entries, in_flight, &flushes))
             .map_err(|e| AppError::Task(format!("could not start the audit journal: {e}")))?;
         *queue = Some(sender.clone());
         Ok(sender)
@@ -86,15 +171,15 @@ impl Journal {
 
     /// Hands `entry` to the thread, starting another one if it died (it panicked);
     /// returns the thread's queue.
-    fn send(&self, entry: Entry) -> Result<mpsc::Sender<Entry>, AppError> {
+    fn send(&self, entry: Entry) -> Result<mpsc::Sender<Message>, AppError> {
         let queue = self.queue()?;
-        let Err(mpsc::SendError(entry)) = queue.send(entry) else {
+        let Err(mpsc::SendError(message)) = queue.send(Message::Record(entry)) else {
             return Ok(queue);
         };
         *self.queue.lock().unwrap_or_else(PoisonError::into_inner) = None;
         let queue = self.queue()?;
         queue
-            .send(entry)
+            .send(message)
             .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
         Ok(queue)
     }
@@ -113,6 +198,8 @@ impl Journal {
             (self.queue()?, None)
         };
         Ok(Running {
+            registry: Arc::clone(&self.registry),
+            flushes: Arc::clone(&self.flushes),
             queue,
             recorded: durable.is_some(),
             run,
@@ -126,7 +213,9 @@ impl Journal {
 /// A call the journal recorded as started: [`Running::end`] records its end. Dropped
 /// before that (its request dropped while it ran), it records the call as cancelled.
 pub(super) struct Running {
-    queue: mpsc::Sender<Entry>,
+    registry: Arc<Registry>,
+    flushes: Arc<Flushes>,
+    queue: mpsc::Sender<Message>,
     /// The call.
     run: InFlight,
     /// Whether it has an in-flight record.
@@ -155,23 +244,46 @@ impl Running {
         self.ended = true;
         let stopped =
             || AppError::Task("the audit journal stopped before the call was recorded".into());
-        // Queued behind its start, which the thread commits first: the end does not
-        // wait for the start's flush to be sent, only to be committed.
-        let (done, committed) = oneshot::channel();
-        self.queue
-            .send(Entry {
-                record: self.end_record(event),
-                done: Some(done),
-            })
-            .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
+        // Long committed, as a rule: the guest ran meanwhile.
         let started = match self.durable.take() {
             Some(durable) => durable.await.map_err(|_| stopped()).and_then(|r| r),
             None => Ok(()),
         };
-        let ended = committed.await.map_err(|_| stopped()).and_then(|r| r);
         // A start that failed is the call's error even if its event went in: the call
         // was not on disk while it ran.
+        let record = self.end_record(event);
+        if let Some(ended) = self.registry.try_record_ends(std::slice::from_ref(&record)) {
+            if ended.is_ok() && self.recorded {
+                self.flush_soon();
+            }
+            return started.and(ended.map_err(AppError::from));
+        }
+        // Somebody is writing: the thread commits it with whatever else is waiting.
+        let (done, committed) = oneshot::channel();
+        self.queue
+            .send(Message::Record(Entry {
+                record,
+                done: Some(done),
+            }))
+            .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
+        let ended = committed.await.map_err(|_| stopped()).and_then(|r| r);
         started.and(ended)
+    }
+
+    /// After the call committed its own end without waiting for the disk: makes sure
+    /// it is durable within [`FLUSH_AFTER`] (see [`Flushes`]).
+    fn flush_soon(&self) {
+        if !self.flushes.ended() {
+            return;
+        }
+        let check = Check {
+            flushes: Arc::clone(&self.flushes),
+            queue: self.queue.clone(),
+        };
+        tokio::spawn(async move {
+            tokio::time::sleep(FLUSH_AFTER).await;
+            drop(check);
+        });
     }
 
     /// Records the call as cancelled (its guest stopped now); returns as [`Running::end`].
@@ -221,7 +333,7 @@ impl Drop for Running {
         };
         // Nobody waits for it (the queue keeps it behind its start); if the journal is
         // gone, the record stays in flight and becomes `run_interrupted`.
-        let _ = self.queue.send(entry);
+        let _ = self.queue.send(Message::Record(entry));
     }
 }
 
@@ -230,9 +342,14 @@ impl Drop for Running {
 /// when every sender is gone.
 /// `in_flight`: whether calls are recorded in flight, whose ends then commit without
 /// waiting for the disk and need a flush.
-fn write_batches(registry: &Registry, entries: &mpsc::Receiver<Entry>, in_flight: bool) {
-    // Since when commits have not waited for the disk, if they have not.
-    let mut unflushed: Option<Instant> = None;
+fn write_batches(
+    registry: &Registry,
+    messages: &mpsc::Receiver<Message>,
+    in_flight: bool,
+    flushes: &Flushes,
+) {
+    // When commits that did not wait for the disk are to be flushed, if any are.
+    let mut flush_at: Option<Instant> = None;
     let mut next_sweep = Instant::now();
     loop {
         let now = Instant::now();
@@ -240,24 +357,28 @@ fn write_batches(registry: &Registry, entries: &mpsc::Receiver<Entry>, in_flight
             sweep(registry);
             next_sweep = now + SWEEP_EVERY;
         }
-        let flush_at = unflushed.map(|since| since + FLUSH_AFTER);
         if flush_at.is_some_and(|at| at <= now) {
+            flushes.begin_durable();
             flush(registry);
-            unflushed = None;
+            flush_at = None;
             continue;
         }
         let wake = flush_at.map_or(next_sweep, |at| at.min(next_sweep));
-        let first = match entries.recv_timeout(wake.saturating_duration_since(now)) {
-            Ok(entry) => entry,
+        let first = match messages.recv_timeout(wake.saturating_duration_since(now)) {
+            Ok(message) => message,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match entries.try_recv() {
-                Ok(entry) => batch.push(entry),
-                Err(_) => break,
+        let mut batch = Vec::new();
+        let mut next = Some(first);
+        while let Some(message) = next {
+            match message {
+                Message::Record(entry) => batch.push(entry),
+                Message::Flush => flush_at = Some(Instant::now()),
             }
+            next = (batch.len() < MAX_BATCH)
+                .then(|| messages.try_recv().ok())
+                .flatten();
         }
         // Starts in one durable commit, ends in one that does not wait for the disk (on
         // PostgreSQL, one statement on the tenant's chain head).
@@ -265,17 +386,22 @@ fn write_batches(registry: &Registry, entries: &mpsc::Receiver<Entry>, in_flight
             .into_iter()
             .partition(|e| matches!(e.record, RunRecord::Started(_)));
         // Starts first (a call's end never precedes its start in the queue).
+        if !starts.is_empty() {
+            flushes.begin_durable();
+        }
         let started = commit(registry, starts);
         let ended = commit(registry, ends);
         if started {
-            // A durable commit makes every earlier commit durable too.
-            unflushed = None;
+            // A durable commit makes every earlier commit durable too (a flush asked
+            // for above among them: it was asked for before this commit began).
+            flush_at = None;
         }
         if ended && in_flight {
-            unflushed = unflushed.or(Some(Instant::now()));
+            flush_at = flush_at.or(Some(Instant::now() + FLUSH_AFTER));
         }
     }
-    if unflushed.is_some() {
+    if flush_at.is_some() || flushes.pending() {
+        flushes.begin_durable();
         flush(registry);
     }
 }
@@ -403,6 +529,55 @@ mod tests {
             .into_iter()
             .filter(|r| r.event.kind().starts_with("run"))
             .collect()
+    }
+
+    #[test]
+    fn an_end_committed_by_its_call_is_flushed_unless_a_durable_commit_began_after_it() {
+        let flushes = Flushes::new();
+        assert!(!flushes.pending(), "nothing committed yet");
+        // The first end schedules the check; the next ones do not.
+        assert!(flushes.ended());
+        assert!(!flushes.ended());
+        // A durable commit that began after them covers them.
+        flushes.begin_durable();
+        assert!(!flushes.check());
+        // An end after that durable commit began is not covered by it.
+        assert!(
+            flushes.ended(),
+            "the check was done: the next end schedules one"
+        );
+        assert!(flushes.check());
+        // The flush the check asked for is a durable commit: nothing is pending after it.
+        flushes.begin_durable();
+        assert!(!flushes.pending());
+        // Ends on both sides of a durable commit's beginning: the later one decides.
+        assert!(flushes.ended());
+        flushes.begin_durable();
+        assert!(!flushes.ended(), "the check is still scheduled");
+        assert!(flushes.check());
+    }
+
+    #[test]
+    fn a_check_asks_the_thread_for_a_flush_only_when_one_is_needed() {
+        let flushes = Arc::new(Flushes::new());
+        let (queue, messages) = mpsc::channel();
+        let check = || Check {
+            flushes: Arc::clone(&flushes),
+            queue: queue.clone(),
+        };
+        assert!(flushes.ended());
+        drop(check());
+        assert!(matches!(messages.try_recv(), Ok(Message::Flush)));
+        assert!(
+            flushes.ended(),
+            "a check done lets the next end schedule one"
+        );
+        flushes.begin_durable();
+        drop(check());
+        assert!(
+            messages.try_recv().is_err(),
+            "the durable commit covered the end"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

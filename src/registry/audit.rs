@@ -241,6 +241,18 @@ pub(super) struct Row {
 
 pub(super) const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
 
+/// Removes the in-flight records of the calls `ended` and appends `events` (theirs).
+pub(super) fn write_ending(
+    tx: &mut Tx<'_>,
+    events: &[(TenantId, AuditEvent)],
+    ended: &[(TenantId, RunId)],
+) -> Result<Vec<AuditRecord>, RegistryError> {
+    for (tenant, run) in ended {
+        super::runs::remove(tx, tenant, run)?;
+    }
+    append_all(tx, events)
+}
+
 pub(super) fn read_row(r: &super::db::Row) -> Result<Row, RegistryError> {
     Ok(Row {
         seq: r.get(0)?,
@@ -307,12 +319,7 @@ impl Registry {
         } else {
             (Mode::Autocommit, Mode::Write)
         };
-        let write = |tx: &mut Tx<'_>| {
-            for (tenant, run) in ended {
-                super::runs::remove(tx, tenant, run)?;
-            }
-            append_all(tx, events)
-        };
+        let write = |tx: &mut Tx<'_>| write_ending(tx, events, ended);
         let Backend::Postgres(pg) = &self.db else {
             return self.transaction(locked, write);
         };

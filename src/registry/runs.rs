@@ -18,12 +18,42 @@
 
 use std::time::Duration;
 
-use super::audit::append_all;
-use super::db::{Row, Tx, vals};
+use super::audit::{append_all, write_ending};
+use super::db::{Mode, Row, Tx, vals};
 use super::{AuditEvent, AuditRecord, Backend, Registry, RegistryError, ToolId, now_ms};
 use crate::id::{Id, IdKind};
 use crate::manifest::VersionId;
 use crate::tenant::TenantId;
+
+/// Records sorted by what their commits are.
+struct Split<'a> {
+    starts: Vec<&'a InFlight>,
+    events: Vec<(TenantId, AuditEvent)>,
+    /// The calls whose in-flight records the events replace.
+    ended: Vec<(TenantId, RunId)>,
+}
+
+fn split(records: &[RunRecord]) -> Split<'_> {
+    let mut split = Split {
+        starts: Vec::new(),
+        events: Vec::new(),
+        ended: Vec::new(),
+    };
+    for record in records {
+        match record {
+            RunRecord::Started(run) => split.starts.push(run),
+            RunRecord::Ended { tenant, run, event } => {
+                split
+                    .ended
+                    .extend(run.iter().map(|r| (tenant.clone(), r.clone())));
+                split
+                    .events
+                    .push((tenant.clone(), AuditEvent::clone(event)));
+            }
+        }
+    }
+    split
+}
 
 /// How long past its deadline a call's in-flight record must be before it is taken for
 /// interrupted: 60 s, for a worker's start, the clocks of several nodes and a node
@@ -116,17 +146,11 @@ impl Registry {
     /// ([`Registry::flush`] makes those durable, as does any later commit that waits).
     /// Each commit stores all its records or none.
     pub fn record_runs(&self, records: &[RunRecord]) -> Result<(), RegistryError> {
-        let mut starts = Vec::new();
-        let (mut events, mut ended) = (Vec::new(), Vec::new());
-        for record in records {
-            match record {
-                RunRecord::Started(run) => starts.push(run),
-                RunRecord::Ended { tenant, run, event } => {
-                    ended.extend(run.iter().map(|r| (tenant.clone(), r.clone())));
-                    events.push((tenant.clone(), AuditEvent::clone(event)));
-                }
-            }
-        }
+        let Split {
+            starts,
+            events,
+            ended,
+        } = split(records);
         if !starts.is_empty() {
             // One statement: on PostgreSQL one round trip, no BEGIN or COMMIT.
             self.autocommit(|tx| insert(tx, &starts))?;
@@ -137,6 +161,36 @@ impl Registry {
             self.append_ending(&events, &ended, relaxed)?;
         }
         Ok(())
+    }
+
+    /// [`Registry::record_runs`] for calls' ends, from a thread that must not wait (an
+    /// async task's): on SQLite, when nobody else is writing, commits them now, as one
+    /// transaction that waits for the disk only if one of them was not recorded in
+    /// flight. `None`, with nothing written, when it would wait: another thread or
+    /// process is writing, or the registry is on PostgreSQL (a commit there is a round
+    /// trip to the server). `records` must all be ends.
+    pub fn try_record_ends(&self, records: &[RunRecord]) -> Option<Result<(), RegistryError>> {
+        let Backend::Sqlite(db) = &self.db else {
+            return None;
+        };
+        let Split {
+            starts,
+            events,
+            ended,
+        } = split(records);
+        if !starts.is_empty() {
+            return Some(Err(RegistryError::corrupt(
+                "the calls' ends to record",
+                "a start among them",
+            )));
+        }
+        let mode = if ended.len() == events.len() {
+            Mode::WriteRelaxed
+        } else {
+            Mode::Write
+        };
+        let written = db.try_write(mode, |tx| write_ending(tx, &events, &ended))?;
+        Some(written.map(|_| ()))
     }
 
     /// Makes every commit so far durable (SQLite: a checkpoint, which flushes the log

@@ -12,6 +12,7 @@
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, TransactionBehavior};
@@ -127,7 +128,48 @@ impl Sqlite {
         mode: Mode,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
-        let mut conn = self.lock();
+        self.transaction_on(&mut self.lock(), mode, f)
+    }
+
+    /// [`Sqlite::transaction`] for a write, from a thread that must not wait: `None`,
+    /// with nothing written, when another thread holds the connection or another
+    /// process holds the database's write lock.
+    pub(crate) fn try_write<T>(
+        &self,
+        mode: Mode,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Option<Result<T, RegistryError>> {
+        debug_assert!(matches!(mode, Mode::Write | Mode::WriteRelaxed));
+        let mut conn = match self.conn.try_lock() {
+            Ok(conn) => conn,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        if let Err(e) = conn.busy_timeout(Duration::ZERO) {
+            return Some(Err(e.into()));
+        }
+        let out = self.transaction_on(&mut conn, mode, f);
+        if let Err(e) = conn.busy_timeout(BUSY_TIMEOUT) {
+            return Some(Err(e.into()));
+        }
+        match out {
+            // An IMMEDIATE transaction takes the write lock at BEGIN: busy means it
+            // never began.
+            Err(RegistryError::Sqlite(e))
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) =>
+            {
+                None
+            }
+            out => Some(out),
+        }
+    }
+
+    fn transaction_on<T>(
+        &self,
+        conn: &mut Connection,
+        mode: Mode,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
         let behavior = match mode {
             Mode::Write | Mode::WriteRelaxed => TransactionBehavior::Immediate,
             // One statement takes the write lock when it writes: no read-then-write race.
@@ -142,7 +184,7 @@ impl Sqlite {
             conn.prepare_cached("PRAGMA synchronous = NORMAL")?
                 .execute([])?;
         }
-        let out = run_in(&mut conn, behavior, f);
+        let out = run_in(conn, behavior, f);
         if relaxed {
             conn.prepare_cached("PRAGMA synchronous = FULL")?
                 .execute([])?;
@@ -270,6 +312,47 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(v, migrations::latest());
+    }
+
+    #[test]
+    fn a_write_that_would_wait_is_not_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        let db = Sqlite::open(&path).unwrap();
+        let write = |tx: &mut Tx<'_>| {
+            tx.execute("CREATE TABLE IF NOT EXISTS probe (n INTEGER)", &[])?;
+            tx.execute("INSERT INTO probe (n) VALUES (1)", &[])
+        };
+        // Another process's write lock: refused at once, not after the busy timeout.
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let asked = std::time::Instant::now();
+        assert!(db.try_write(Mode::WriteRelaxed, write).is_none());
+        assert!(asked.elapsed() < BUSY_TIMEOUT / 2, "{:?}", asked.elapsed());
+        other.execute_batch("COMMIT").unwrap();
+        // Another thread on the connection.
+        let held = db.lock();
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(db.try_write(Mode::Write, write).is_none()));
+        });
+        drop(held);
+        // Free: written, and the connection waits for other processes again.
+        assert_eq!(db.try_write(Mode::Write, write).unwrap().unwrap(), 1);
+        let rows: i64 = other
+            .query_row("SELECT count(*) FROM probe", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1);
+        let (timeout, sync): (i64, i64) = {
+            let conn = db.lock();
+            (
+                conn.query_row("PRAGMA busy_timeout", [], |r| r.get(0))
+                    .unwrap(),
+                conn.query_row("PRAGMA synchronous", [], |r| r.get(0))
+                    .unwrap(),
+            )
+        };
+        assert_eq!(u128::try_from(timeout).unwrap(), BUSY_TIMEOUT.as_millis());
+        assert_eq!(sync, 2, "FULL again after the refused relaxed write");
     }
 
     #[test]
