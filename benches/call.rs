@@ -512,6 +512,9 @@ struct Compared {
     /// Calls per second with one connection per core: SQLite strict, SQLite relaxed,
     /// PostgreSQL strict.
     rates: [f64; 3],
+    /// Calls per second of a busy node ([`service::BUSY_PER_CORE`] connections per
+    /// core): SQLite strict, PostgreSQL strict.
+    busy_rates: [f64; 2],
 }
 
 /// Measures the headline and the service's paths in [`ROUNDS`] rounds that take turns
@@ -547,6 +550,9 @@ fn compare(
     let (mut fresh, mut fuel, mut cpu, mut faults) = (Vec::new(), 0, Duration::ZERO, 0);
     let mut http = vec![Vec::new(); services.len()];
     let mut made = [(0, Duration::ZERO); 3];
+    // SQLite strict and PostgreSQL strict, busy.
+    let (busy, mut busy_made) = ([0, 2], [(0, Duration::ZERO); 2]);
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let paths = services.len() + 1;
     for round in 0..ROUNDS {
         for turn in 0..paths {
@@ -572,8 +578,16 @@ fn compare(
         }
         for turn in 0..made.len() {
             let i = (round + turn) % made.len();
-            let (calls, took) = rt.block_on(services[i].throughput(HTTP_CALLS / ROUNDS))?;
+            let (calls, took) = rt.block_on(services[i].throughput(HTTP_CALLS / ROUNDS, cores))?;
             made[i] = (made[i].0 + calls, made[i].1 + took);
+        }
+        for turn in 0..busy.len() {
+            let i = (round + turn) % busy.len();
+            let service = &mut services[busy[i]];
+            let (calls, took) = rt.block_on(
+                service.throughput(HTTP_CALLS / ROUNDS, cores * service::BUSY_PER_CORE),
+            )?;
+            busy_made[i] = (busy_made[i].0 + calls, busy_made[i].1 + took);
         }
     }
     for service in services {
@@ -592,6 +606,7 @@ fn compare(
         faults_per_call: faults as f64 / calls as f64,
         http: [next()?, next()?, next()?, next()?],
         rates: made.map(|(calls, took)| calls as f64 / took.as_secs_f64()),
+        busy_rates: busy_made.map(|(calls, took)| calls as f64 / took.as_secs_f64()),
     })
 }
 
@@ -624,12 +639,14 @@ fn main() -> anyhow::Result<()> {
     );
     let [service, relaxed, service_pg, relaxed_pg] = &compared.http;
     let [http_rate, http_relaxed_rate, http_pg_rate] = compared.rates;
+    let [http_busy_rate, http_pg_busy_rate] = compared.busy_rates;
     let arguments = tool
         .check(json!({"a": 1, "b": 2}))
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
 
     // Throughput with one task, then one concurrent task per core.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let busy_connections = workers * service::BUSY_PER_CORE;
     let one_task = throughput(&rt, &sandbox, &tool, &arguments, 1, WARDEN_CALLS)?;
     let all_tasks = throughput(&rt, &sandbox, &tool, &arguments, workers, WARDEN_CALLS)?;
     let parallel_rate = all_tasks.0;
@@ -840,6 +857,13 @@ fn main() -> anyhow::Result<()> {
         relaxed_pg.p50.as_secs_f64() / warden.p50.as_secs_f64(),
     );
     println!(
+        "A busy node ({busy_connections} kept-alive connections, the tenant's {} calls at once, \
+         the others queued): {http_busy_rate:.0} calls/s on SQLite, {http_pg_busy_rate:.0} on \
+         PostgreSQL ({:.0}% of SQLite's)",
+        warden::tenant::DEFAULT_MAX_CONCURRENT_CALLS,
+        100.0 * http_pg_busy_rate / http_busy_rate,
+    );
+    println!(
         "p50 ratio, subprocess / Warden: {:.1}x (add), {:.1}x (csv_summary); fuel per Warden \
          call: {fuel} (add), {csv_fuel} (csv_summary)",
         peer.p50.as_secs_f64() / warden.p50.as_secs_f64(),
@@ -911,6 +935,9 @@ fn main() -> anyhow::Result<()> {
         "http_pg_p50_us": us(service_pg.p50),
         "http_pg_p99_us": us(service_pg.p99),
         "http_pg_calls_per_s_2": http_pg_rate,
+        "busy_connections": busy_connections,
+        "http_calls_per_s_busy": http_busy_rate,
+        "http_pg_calls_per_s_busy": http_pg_busy_rate,
         "csv_summary_p50_us": us(csv_warden.p50),
         "tool_error_p50_us": us(error_calls.p50),
         "warm_state_bytes": warm_state_bytes,

@@ -1,7 +1,9 @@
 //! The service's path for `make bench`: a real `warden serve` on loopback (its registry
 //! on SQLite or PostgreSQL, its calls in worker processes, each version from its warm
 //! state), measured by sequential `POST /v1/tools/{id}/run` calls on one kept-alive
-//! connection, and by calls per second with one kept-alive connection per core.
+//! connection, and by calls per second with one kept-alive connection per core, and
+//! with [`BUSY_PER_CORE`] per core (more calls than the tenant may run at once: the
+//! node's cores and its database are never idle for want of a call).
 //!
 //! A [`Service`] stays up between blocks of calls, so that `main` can take turns
 //! between it and the other paths it is compared with.
@@ -29,6 +31,10 @@ type Connection = BufReader<TcpStream>;
 /// paths' turn, the service's first calls find its workers asleep and its cluster
 /// slots released.
 const WARM_UP: usize = 20;
+
+/// Connections per core of a busy node's throughput ([`Service::throughput`]): 4, so
+/// twice the tenant's 4 calls at once on two cores.
+pub const BUSY_PER_CORE: usize = 4;
 
 /// One HTTP/1.1 request on a kept-alive connection; returns the status and body.
 async fn request(
@@ -83,7 +89,7 @@ pub struct Service {
     body: Value,
     /// The sequential calls' connection.
     conn: Connection,
-    /// The throughput's connections, one per core.
+    /// The throughput's connections, [`BUSY_PER_CORE`] per core.
     parallel: Vec<Connection>,
     stop: tokio::sync::oneshot::Sender<()>,
     server: tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -170,8 +176,8 @@ impl Service {
         }
         anyhow::ensure!(warm == 50, "the tool's calls never started warm");
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let mut parallel = Vec::with_capacity(cores);
-        for _ in 0..cores {
+        let mut parallel = Vec::with_capacity(cores * BUSY_PER_CORE);
+        for _ in 0..cores * BUSY_PER_CORE {
             parallel.push(connect(addr).await?);
         }
         Ok(Service {
@@ -208,20 +214,30 @@ impl Service {
         Ok(())
     }
 
-    /// About `calls` calls, each connection sending its share in turn, all connections
-    /// at once (after [`WARM_UP`] calls on each, which are not counted); how many were
-    /// made and how long they took, from the first connection's start to the last
-    /// one's end.
-    pub async fn throughput(&mut self, calls: usize) -> anyhow::Result<(usize, Duration)> {
-        let per_connection = calls / self.parallel.len();
-        for conn in &mut self.parallel {
+    /// About `calls` calls on `connections` connections (one per core, or
+    /// [`BUSY_PER_CORE`] per core at most), each sending its share in turn, all at once
+    /// (after [`WARM_UP`] calls on each, which are not counted); how many were made and
+    /// how long they took, from the first connection's start to the last one's end.
+    pub async fn throughput(
+        &mut self,
+        calls: usize,
+        connections: usize,
+    ) -> anyhow::Result<(usize, Duration)> {
+        anyhow::ensure!(
+            (1..=self.parallel.len()).contains(&connections),
+            "{connections} connections asked for, {} open",
+            self.parallel.len()
+        );
+        let per_connection = calls / connections;
+        for conn in &mut self.parallel[..connections] {
             for _ in 0..WARM_UP {
                 let (status, reply) =
                     request(conn, "POST", &self.path, &self.key, &self.body).await?;
                 anyhow::ensure!(status == 200, "bad reply: {reply}");
             }
         }
-        let mut clients = Vec::with_capacity(self.parallel.len());
+        let mut clients = Vec::with_capacity(connections);
+        let idle = self.parallel.split_off(connections);
         for mut conn in std::mem::take(&mut self.parallel) {
             let (path, key, body) = (self.path.clone(), self.key.clone(), self.body.clone());
             clients.push(tokio::spawn(async move {
@@ -240,11 +256,12 @@ impl Service {
             first = Some(first.map_or(started, |t| t.min(started)));
             last = Some(last.map_or(ended, |t| t.max(ended)));
         }
+        self.parallel.extend(idle);
         let took = match (first, last) {
             (Some(first), Some(last)) => last - first,
             _ => Duration::ZERO,
         };
-        Ok((per_connection * self.parallel.len(), took))
+        Ok((per_connection * connections, took))
     }
 
     /// Closes the connections and stops the server.
