@@ -280,10 +280,14 @@ impl Running {
             flushes: Arc::clone(&self.flushes),
             queue: self.queue.clone(),
         };
-        tokio::spawn(async move {
-            tokio::time::sleep(FLUSH_AFTER).await;
-            drop(check);
-        });
+        // Outside a tokio runtime (not Warden's way of calling this), the check is done
+        // now: a flush sooner than needed.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                tokio::time::sleep(FLUSH_AFTER).await;
+                drop(check);
+            });
+        }
     }
 
     /// Records the call as cancelled (its guest stopped now); returns as [`Running::end`].
@@ -623,6 +627,16 @@ mod tests {
         let recorded = runs(&registry, &a.id);
         assert_eq!(recorded.len(), 1);
         assert_eq!(recorded[0].event.kind(), "run_cancelled");
+    }
+
+    #[test]
+    fn a_call_ended_outside_a_tokio_runtime_is_recorded() {
+        let (registry, a) = with_tenant("a");
+        let journal = Journal::new(Arc::clone(&registry));
+        let running = journal.start(starting(&a.id)).unwrap();
+        futures_executor::block_on(running.end(cancelled(3))).unwrap();
+        assert_eq!(runs(&registry, &a.id).len(), 1);
+        assert!(registry.runs_in_flight(&a.id).unwrap().is_empty());
     }
 
     #[tokio::test]
