@@ -173,23 +173,19 @@ impl Registry {
         let Backend::Sqlite(db) = &self.db else {
             return None;
         };
-        let Split {
-            starts,
-            events,
-            ended,
-        } = split(records);
-        if !starts.is_empty() {
+        let split = split(records);
+        if !split.starts.is_empty() {
             return Some(Err(RegistryError::corrupt(
                 "the calls' ends to record",
                 "a start among them",
             )));
         }
-        let mode = if ended.len() == events.len() {
+        let mode = if split.ended.len() == split.events.len() {
             Mode::WriteRelaxed
         } else {
             Mode::Write
         };
-        let written = db.try_write(mode, |tx| write_ending(tx, &events, &ended))?;
+        let written = db.try_write(mode, |tx| write_ending(tx, &split.events, &split.ended))?;
         Some(written.map(|_| ()))
     }
 
