@@ -25,36 +25,6 @@ use crate::id::{Id, IdKind};
 use crate::manifest::VersionId;
 use crate::tenant::TenantId;
 
-/// Records sorted by what their commits are.
-struct Split<'a> {
-    starts: Vec<&'a InFlight>,
-    events: Vec<(TenantId, AuditEvent)>,
-    /// The calls whose in-flight records the events replace.
-    ended: Vec<(TenantId, RunId)>,
-}
-
-fn split(records: &[RunRecord]) -> Split<'_> {
-    let mut split = Split {
-        starts: Vec::new(),
-        events: Vec::new(),
-        ended: Vec::new(),
-    };
-    for record in records {
-        match record {
-            RunRecord::Started(run) => split.starts.push(run),
-            RunRecord::Ended { tenant, run, event } => {
-                split
-                    .ended
-                    .extend(run.iter().map(|r| (tenant.clone(), r.clone())));
-                split
-                    .events
-                    .push((tenant.clone(), AuditEvent::clone(event)));
-            }
-        }
-    }
-    split
-}
-
 /// How long past its deadline a call's in-flight record must be before it is taken for
 /// interrupted: 60 s, for a worker's start, the clocks of several nodes and a node
 /// busy enough to answer late.
@@ -146,11 +116,17 @@ impl Registry {
     /// ([`Registry::flush`] makes those durable, as does any later commit that waits).
     /// Each commit stores all its records or none.
     pub fn record_runs(&self, records: &[RunRecord]) -> Result<(), RegistryError> {
-        let Split {
-            starts,
-            events,
-            ended,
-        } = split(records);
+        let mut starts = Vec::new();
+        let (mut events, mut ended) = (Vec::new(), Vec::new());
+        for record in records {
+            match record {
+                RunRecord::Started(run) => starts.push(run),
+                RunRecord::Ended { tenant, run, event } => {
+                    ended.extend(run.iter().map(|r| (tenant.clone(), r.clone())));
+                    events.push((tenant.clone(), AuditEvent::clone(event)));
+                }
+            }
+        }
         if !starts.is_empty() {
             // One statement: on PostgreSQL one round trip, no BEGIN or COMMIT.
             self.autocommit(|tx| insert(tx, &starts))?;
@@ -163,29 +139,29 @@ impl Registry {
         Ok(())
     }
 
-    /// [`Registry::record_runs`] for calls' ends, from a thread that must not wait (an
-    /// async task's): on SQLite, when nobody else is writing, commits them now, as one
-    /// transaction that waits for the disk only if one of them was not recorded in
-    /// flight. `None`, with nothing written, when it would wait: another thread or
-    /// process is writing, or the registry is on PostgreSQL (a commit there is a round
-    /// trip to the server). `records` must all be ends.
-    pub fn try_record_ends(&self, records: &[RunRecord]) -> Option<Result<(), RegistryError>> {
+    /// [`Registry::record_runs`] for one call's end (`run`: its in-flight record, if it
+    /// has one), from a thread that must not wait (an async task's): on SQLite, when
+    /// nobody else is writing, commits it now, waiting for the disk only if the call
+    /// was not recorded in flight. `None`, with nothing written, when it would wait:
+    /// another thread or process is writing, or the registry is on PostgreSQL (a commit
+    /// there is a round trip to the server).
+    pub fn try_record_end(
+        &self,
+        tenant: &TenantId,
+        run: Option<&RunId>,
+        event: &AuditEvent,
+    ) -> Option<Result<(), RegistryError>> {
         let Backend::Sqlite(db) = &self.db else {
             return None;
         };
-        let split = split(records);
-        if !split.starts.is_empty() {
-            return Some(Err(RegistryError::corrupt(
-                "the calls' ends to record",
-                "a start among them",
-            )));
-        }
-        let mode = if split.ended.len() == split.events.len() {
+        let events = [(tenant.clone(), event.clone())];
+        let ended = run.map(|r| (tenant.clone(), r.clone()));
+        let mode = if run.is_some() {
             Mode::WriteRelaxed
         } else {
             Mode::Write
         };
-        let written = db.try_write(mode, |tx| write_ending(tx, &split.events, &split.ended))?;
+        let written = db.try_write(mode, |tx| write_ending(tx, &events, ended.as_slice()))?;
         Some(written.map(|_| ()))
     }
 

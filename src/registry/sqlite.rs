@@ -150,7 +150,8 @@ impl Sqlite {
         }
         let out = self.transaction_on(&mut conn, mode, f);
         if let Err(e) = conn.busy_timeout(BUSY_TIMEOUT) {
-            return Some(Err(e.into()));
+            // The write's outcome stands; the next write that waits for others may not.
+            tracing::warn!("cannot restore the registry's busy timeout: {e}");
         }
         match out {
             // An IMMEDIATE transaction takes the write lock at BEGIN: busy means it
