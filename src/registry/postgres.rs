@@ -94,7 +94,10 @@ impl Postgres {
         let mut config: tokio_postgres::Config =
             url.parse().map_err(|e| RegistryError::BadUrl {
                 url: shown.clone(),
-                reason: format!("{e}"),
+                reason: format!(
+                    "{e}; write it as postgresql://user[:password]@host[:port]/database \
+                     (or ?host=/socket/folder for a Unix socket)"
+                ),
             })?;
         if config.get_ssl_mode() == SslMode::Prefer {
             // Not asked for: plain, rather than trying TLS a server may half-support.
@@ -538,11 +541,15 @@ pub(crate) fn redact(url: &str) -> String {
             let _ = u.set_password(Some("***"));
             u.to_string()
         }
-        Ok(u) => u.to_string(),
-        // Not a URL the parser accepts: shown up to its `@`, if any, so that a password
-        // in it never shows.
-        Err(_) => match url.rsplit_once('@') {
-            Some((_, host)) => format!("(a URL whose credentials are hidden)@{host}"),
+        Ok(u) if u.has_host() => u.to_string(),
+        // Not a URL the parser accepts (or one without a host, whose `user:password@`
+        // would be taken for its path): shown from its `@`, if any, so that a password in
+        // it never shows.
+        _ => match url.rsplit_once('@') {
+            Some((credentials, host)) => match credentials.split_once("://") {
+                Some((scheme, _)) => format!("{scheme}://***@{host}"),
+                None => format!("(a URL whose credentials are hidden)@{host}"),
+            },
             None => url.to_owned(),
         },
     }
@@ -578,6 +585,16 @@ mod tests {
         assert_eq!(
             redact("postgresql://warden@db.internal/warden"),
             "postgresql://warden@db.internal/warden"
+        );
+        // One the URL parser refuses (a port that is not a number): the scheme and the
+        // host still show, the credentials never.
+        assert_eq!(
+            redact("postgresql://warden:s3cret@db.internal:port/warden"),
+            "postgresql://***@db.internal:port/warden"
+        );
+        assert_eq!(
+            redact("warden:s3cret@db"),
+            "(a URL whose credentials are hidden)@db"
         );
     }
 }

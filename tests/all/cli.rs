@@ -478,6 +478,25 @@ fn a_database_url_is_refused_never_taken_as_a_path() {
         // Nothing was made in its name: no `mysql:` folder, no `sqlite:` file.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{url}");
     }
+    // A PostgreSQL URL that does not parse says what one looks like; nothing is made.
+    let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .current_dir(dir.path())
+        .args([
+            "tenant",
+            "list",
+            "--db",
+            "postgresql://warden@db:port/warden",
+        ])
+        .env("WARDEN_HOME", crate::support::home())
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("postgresql://user[:password]@host"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // A PostgreSQL URL is a server: one that does not answer is said so, quickly.
     let started = std::time::Instant::now();
     let o = Command::new(env!("CARGO_BIN_EXE_warden"))
