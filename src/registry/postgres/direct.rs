@@ -10,7 +10,7 @@
 //! a statement here is woken once, by the answer.
 //!
 //! Measured (a probe alternating both ways in one process, 2026-11-27, strict, four
-//! rounds each): a call through the service on PostgreSQL 842-911 us p50 against
+//! rounds each): a call through the service on PostgreSQL 873-911 us p50 against
 //! 974-1,036 us through the journal.
 //!
 //! One statement at a time per node ([`Direct::try_take`]), and only for a call alone
