@@ -191,10 +191,13 @@ impl Append {
                 pg.known_heads.forget(&self.tenant);
                 Ok(None)
             }
-            Ok(n) => Err(RegistryError::corrupt(
-                "audit append",
-                format!("{n} of {} events written", self.records.len()),
-            )),
+            Ok(n) => {
+                pg.known_heads.forget(&self.tenant);
+                Err(RegistryError::corrupt(
+                    "audit append",
+                    format!("{n} of {} events written", self.records.len()),
+                ))
+            }
             Err(e) => {
                 // Whether it was written is unknown: never appended again here.
                 pg.known_heads.forget(&self.tenant);
