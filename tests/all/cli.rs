@@ -466,30 +466,28 @@ fn zero_output_and_disk_caps_mean_none_allowed() {
 #[test]
 fn a_database_url_is_refused_never_taken_as_a_path() {
     let dir = tempfile::tempdir().unwrap();
-    for url in ["mysql://warden@localhost:3306/warden", "sqlite:warden.db"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+    let warden = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_warden"))
             .current_dir(dir.path())
-            .args(["serve", "--listen", "127.0.0.1:0", "--db", url])
+            .args(args)
             .env("WARDEN_HOME", crate::support::home())
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    for url in ["mysql://warden@localhost:3306/warden", "sqlite:warden.db"] {
+        let o = warden(&["serve", "--listen", "127.0.0.1:0", "--db", url]);
         assert_eq!(o.status.code(), Some(2), "{url}: {}", stderr(&o));
         assert!(stderr(&o).contains("SQLite"), "{}", stderr(&o));
         // Nothing was made in its name: no `mysql:` folder, no `sqlite:` file.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{url}");
     }
     // A PostgreSQL URL that does not parse says what one looks like; nothing is made.
-    let o = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .current_dir(dir.path())
-        .args([
-            "tenant",
-            "list",
-            "--db",
-            "postgresql://warden@db:port/warden",
-        ])
-        .env("WARDEN_HOME", crate::support::home())
-        .output()
-        .unwrap();
+    let o = warden(&[
+        "tenant",
+        "list",
+        "--db",
+        "postgresql://warden@db:port/warden",
+    ]);
     assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("postgresql://user[:password]@host"),
@@ -499,17 +497,12 @@ fn a_database_url_is_refused_never_taken_as_a_path() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // A PostgreSQL URL is a server: one that does not answer is said so, quickly.
     let started = std::time::Instant::now();
-    let o = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .current_dir(dir.path())
-        .args([
-            "tenant",
-            "list",
-            "--db",
-            "postgresql://warden:pw@127.0.0.1:1/warden",
-        ])
-        .env("WARDEN_HOME", crate::support::home())
-        .output()
-        .unwrap();
+    let o = warden(&[
+        "tenant",
+        "list",
+        "--db",
+        "postgresql://warden:pw@127.0.0.1:1/warden",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("unreachable"), "{}", stderr(&o));
     assert!(
