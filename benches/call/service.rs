@@ -83,6 +83,8 @@ async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Connection> {
 
 /// A running service with `add` registered and warm, and its clients' connections.
 pub struct Service {
+    /// The server's address.
+    addr: std::net::SocketAddr,
     key: String,
     /// `/v1/tools/{id}/run`.
     path: String,
@@ -181,6 +183,7 @@ impl Service {
             parallel.push(connect(addr).await?);
         }
         Ok(Service {
+            addr,
             key,
             path,
             body,
@@ -192,13 +195,14 @@ impl Service {
         })
     }
 
-    /// `calls` sequential round trips, after [`WARM_UP`] more; each measured one's time
-    /// is added to `samples`.
+    /// `calls` sequential round trips on a new connection (see [`Service::throughput`]),
+    /// after [`WARM_UP`] more; each measured one's time is added to `samples`.
     pub async fn round_trips(
         &mut self,
         calls: usize,
         samples: &mut Vec<Duration>,
     ) -> anyhow::Result<()> {
+        self.conn = connect(self.addr).await?;
         for i in 0..WARM_UP + calls {
             let t = Instant::now();
             let (status, reply) =
@@ -230,6 +234,9 @@ impl Service {
         );
         let per_connection = calls / connections;
         for conn in &mut self.parallel[..connections] {
+            // Afresh: kept alive but idle while other paths ran, a connection may have
+            // passed the server's header timeout (10 s) on a slow host.
+            *conn = connect(self.addr).await?;
             for _ in 0..WARM_UP {
                 let (status, reply) =
                     request(conn, "POST", &self.path, &self.key, &self.body).await?;
