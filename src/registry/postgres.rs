@@ -32,24 +32,21 @@
 //! the certificate always verified); otherwise the connection is plain, which is what a
 //! Unix socket or a private network between nodes and database needs.
 
+mod changes;
 mod direct;
 mod tx;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use tokio_postgres::config::SslMode;
 use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
-use std::sync::Arc;
-
-use tokio_postgres::AsyncMessage;
-
 use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
-use super::{Change, Durability, RegistryError};
-use crate::tenant::TenantId;
+use super::{Durability, RegistryError};
 pub(crate) use direct::Direct;
 pub(crate) use tx::PgTx;
 
@@ -66,10 +63,6 @@ const TRANSIENT_POOL_SIZE: usize = 4;
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The advisory lock migrations run under (any constant shared by every node).
 const MIGRATION_LOCK: i64 = 0x5741_5244_454e_0001;
-/// The channel nodes tell each other of changes on (NOTIFY / LISTEN).
-const CHANNEL: &str = "warden_changes";
-/// How long a node waits before listening again after losing the connection: 1 s.
-const RELISTEN: Duration = Duration::from_secs(1);
 
 /// The PostgreSQL database.
 pub(crate) struct Postgres {
@@ -165,28 +158,6 @@ impl Postgres {
     /// statements, in the same trip to the registry's runtime.
     fn tx(&self, pool: &Pool) -> PgTx {
         PgTx::new(pool.clone(), self.handle.clone(), Arc::clone(&self.node))
-    }
-
-    /// Hears the changes other nodes announce, on a connection of its own, for as long
-    /// as this database is open; see [`super::Registry::follow`].
-    pub(crate) fn follow(&self, on_change: Arc<dyn Fn(Change) + Send + Sync>) {
-        let (config, tls, node) = (
-            self.config.clone(),
-            self.tls.clone(),
-            Arc::clone(&self.node),
-        );
-        self.handle.spawn(async move {
-            let mut first = true;
-            loop {
-                if let Err(e) = listen(&config, tls.clone(), &node, &*on_change, first).await {
-                    tracing::warn!(
-                        "not hearing other nodes' changes ({e}): listening again in {RELISTEN:?}"
-                    );
-                }
-                first = false;
-                tokio::time::sleep(RELISTEN).await;
-            }
-        });
     }
 
     /// Runs `f` in one transaction, committed when `f` succeeds.
@@ -301,65 +272,6 @@ where
     futures_executor::block_on(handle.spawn(fut)).map_err(|e| RegistryError::Unavailable {
         reason: format!("the database client's task failed: {e}"),
     })
-}
-
-/// Listens on [`CHANNEL`] until the connection ends; `Ok` when the server closed it.
-async fn listen(
-    config: &tokio_postgres::Config,
-    tls: tokio_postgres_rustls::MakeRustlsConnect,
-    node: &str,
-    on_change: &(dyn Fn(Change) + Send + Sync),
-    first: bool,
-) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(tls).await?;
-    let (heard, mut payloads) = tokio::sync::mpsc::unbounded_channel();
-    let driver = tokio::spawn(async move {
-        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-            if let AsyncMessage::Notification(n) = message?
-                && heard.send(n.payload().to_owned()).is_err()
-            {
-                break;
-            }
-        }
-        Ok::<(), tokio_postgres::Error>(())
-    });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
-    if !first {
-        // Changes made while this node was not listening were not heard.
-        on_change(Change::Resync);
-    }
-    while let Some(payload) = payloads.recv().await {
-        if let Some(change) = decode(node, &payload) {
-            on_change(change);
-        }
-    }
-    drop(client);
-    driver.await.unwrap_or(Ok(()))
-}
-
-/// A change as announced: `node|tools|tenant`.
-fn encode(node: &str, change: &Change) -> String {
-    match change {
-        Change::Tools(tenant) => format!("{node}|tools|{tenant}"),
-        Change::Tenant(tenant) => format!("{node}|tenant|{tenant}"),
-        Change::Resync => format!("{node}|resync|"),
-    }
-}
-
-/// A change another node announced; `None` for this node's own and for what this
-/// version does not know.
-fn decode(node: &str, payload: &str) -> Option<Change> {
-    let mut parts = payload.splitn(3, '|');
-    let (from, kind, rest) = (parts.next()?, parts.next()?, parts.next()?);
-    if from == node {
-        return None;
-    }
-    match kind {
-        "tools" => rest.parse::<TenantId>().ok().map(Change::Tools),
-        "tenant" => rest.parse::<TenantId>().ok().map(Change::Tenant),
-        "resync" => Some(Change::Resync),
-        _ => None,
-    }
 }
 
 /// TLS for connections whose URL asks for it.
@@ -572,15 +484,6 @@ mod tests {
             placeholders("SELECT a FROM t WHERE b = ?1 AND c = '?2' AND d = ?10"),
             "SELECT a FROM t WHERE b = $1 AND c = '?2' AND d = $10"
         );
-    }
-
-    #[test]
-    fn changes_cross_between_nodes_but_not_back() {
-        let tenant = TenantId::generate();
-        let payload = encode("a", &Change::Tools(tenant.clone()));
-        assert_eq!(decode("b", &payload), Some(Change::Tools(tenant)));
-        assert_eq!(decode("a", &payload), None);
-        assert_eq!(decode("b", "a|unknown|x"), None);
     }
 
     #[test]

@@ -22,7 +22,8 @@ use std::sync::Arc;
 use deadpool_postgres::{Object, Pool, PoolError};
 use tokio_postgres::types::ToSql;
 
-use super::{CHANNEL, encode, pg_error, row, wait};
+use super::changes::{CHANNEL, encode};
+use super::{pg_error, row, wait};
 use crate::registry::db::{Row, Value};
 use crate::registry::{Change, RegistryError};
 
