@@ -341,8 +341,9 @@ impl Registry {
     /// A call's end with `event`, for a call not recorded in flight, committed now (as
     /// [`Registry::record_runs`] would) on the caller's runtime, from an async task: on
     /// PostgreSQL, when this node knows the tenant's chain head and no other such
-    /// statement of the node is running. `None`, with nothing written, otherwise: the
-    /// journal must record it. Must be awaited inside a tokio runtime.
+    /// statement of the node is running, and the caller is on a multi-thread tokio
+    /// runtime (whose workers drive the connection). `None`, with nothing written,
+    /// otherwise: the journal must record it. On SQLite see [`Registry::try_record_end`].
     pub async fn record_end_now(
         &self,
         tenant: &TenantId,

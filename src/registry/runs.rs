@@ -144,7 +144,7 @@ impl Registry {
     /// nobody else is writing, commits it now, waiting for the disk only if the call
     /// was not recorded in flight. `None`, with nothing written, when it would wait:
     /// another thread or process is writing, or the registry is on PostgreSQL (a commit
-    /// there is a round trip to the server).
+    /// there is a round trip to the server: [`Registry::record_end_now`] awaits it).
     pub fn try_record_end(
         &self,
         tenant: &TenantId,
