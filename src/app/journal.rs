@@ -1,12 +1,15 @@
 //! The calls' records, committed in groups by one thread.
 //!
-//! On SQLite with commits that wait for the disk, a call is recorded twice
-//! ([`crate::registry`]'s `runs`): when it starts, its in-flight record, committed
-//! durably while the guest runs; when it ends, its audit event (and the in-flight
-//! record's removal), committed without waiting for the disk. Its answer waits for
-//! both, so an answered call is on disk whatever happens next: in the trail with its
-//! outcome, or in flight and later recorded as `run_interrupted`. Elsewhere a call's
-//! event is committed once it ends, before its answer ([`records_in_flight`] says why).
+//! With commits that wait for the disk, a call is recorded twice ([`crate::registry`]'s
+//! `runs`): when it starts, its in-flight record, committed durably while the guest
+//! runs; when it ends, its audit event (and the in-flight record's removal), committed
+//! without waiting for the disk. Its answer waits for both, so an answered call is on
+//! disk whatever happens next: in the trail with its outcome, or in flight and later
+//! recorded as `run_interrupted`. The disk's flush overlaps the call instead of
+//! following it. On SQLite every call is recorded so; on PostgreSQL a call that starts
+//! while its node has a core to spare ([`InFlightPolicy`]): there the record costs a
+//! statement of its own, and a busy node's ends share commits instead. A call not
+//! recorded in flight has its event committed durably once it ends, before its answer.
 //!
 //! The journal's thread takes every record waiting when it wakes (up to
 //! [`MAX_BATCH`]) and commits them in one transaction, durably when one of them is a
@@ -21,13 +24,16 @@
 //! machine, several times the commit. Such a commit does not wait for the disk either;
 //! `flushes.rs` has the thread make it durable within [`FLUSH_AFTER`].
 //!
-//! On PostgreSQL a call's end is one statement on the chain head the node wrote last.
-//! A call alone on its node (no other call between its start and its end) awaits that
-//! statement itself, on its own runtime ([`Registry::record_end_now`]), instead of
-//! through the journal's thread and the registry's runtime: four hand-overs fewer.
-//! With other calls running, ends go to the journal, which commits those that meet
+//! On PostgreSQL a call's records are one statement each (its end on the chain head
+//! the node wrote last), and a call's task awaits them itself, on its own runtime
+//! ([`Registry::record_start_now`], [`Registry::record_end_now`]), instead of through
+//! the journal's thread and the registry's runtime: four hand-overs fewer. Its start
+//! runs in a task of its own while the guest runs ([`Journal::start_apart`]). The end
+//! of a call not recorded in flight goes so only when the call is alone on its node;
+//! with other calls running, such ends go to the journal, which commits those that meet
 //! there in one transaction (measured: a busy node made 13 % fewer calls a second when
-//! every end that could went its own way).
+//! every end that could went its own way). Any record that finds the node's
+//! connections for this all taken goes to the journal too.
 //!
 //! A batch that fails is retried record by record, so one record's error (its tenant
 //! deleted meanwhile, say) is that record's caller's alone.
@@ -46,7 +52,7 @@ use crate::registry::{AuditEvent, InFlight, Registry, RunRecord};
 mod batches;
 mod flushes;
 
-use batches::{records_in_flight, write_batches};
+use batches::{InFlightPolicy, write_batches};
 use flushes::Flushes;
 
 /// Most records committed in one transaction.
@@ -65,6 +71,14 @@ struct Entry {
     done: Option<oneshot::Sender<Result<(), AppError>>>,
 }
 
+/// What [`Journal::record_start`] gives: the journal's queue, what says when the call's
+/// in-flight record is durable (if it gets one), whether that record is committed apart.
+type Started = (
+    mpsc::Sender<Message>,
+    Option<oneshot::Receiver<Result<(), AppError>>>,
+    bool,
+);
+
 /// What the journal's thread is handed.
 enum Message {
     Record(Entry),
@@ -81,16 +95,21 @@ pub(super) struct Journal {
     flushes: Arc<Flushes>,
     /// Calls between [`Journal::start`] and their end, on this node.
     running: Arc<AtomicUsize>,
-    /// Whether calls are recorded in flight (see [`records_in_flight`]).
-    in_flight: bool,
+    /// Which calls are recorded in flight.
+    policy: InFlightPolicy,
 }
 
 impl Journal {
     /// A journal over `registry`, its thread started (it records the calls a stopped
     /// node left in flight at once).
     pub(super) fn new(registry: Arc<Registry>) -> Journal {
+        Journal::with_policy(InFlightPolicy::of(&registry), registry)
+    }
+
+    /// [`Journal::new`] recording in flight the calls `policy` says.
+    fn with_policy(policy: InFlightPolicy, registry: Arc<Registry>) -> Journal {
         let journal = Journal {
-            in_flight: records_in_flight(&registry),
+            policy,
             registry,
             queue: Mutex::new(None),
             flushes: Arc::new(Flushes::new()),
@@ -109,11 +128,11 @@ impl Journal {
             return Ok(q.clone());
         }
         let (sender, entries) = mpsc::channel();
-        let (registry, in_flight) = (Arc::clone(&self.registry), self.in_flight);
+        let registry = Arc::clone(&self.registry);
         let flushes = Arc::clone(&self.flushes);
         thread::Builder::new()
             .name("warden-audit".into())
-            .spawn(move || write_batches(&registry, &entries, in_flight, &flushes))
+            .spawn(move || write_batches(&registry, &entries, &flushes))
             .map_err(|e| AppError::Task(format!("could not start the audit journal: {e}")))?;
         *queue = Some(sender.clone());
         Ok(sender)
@@ -134,33 +153,86 @@ impl Journal {
         Ok(queue)
     }
 
-    /// Records that `run` starts (its record is committed durably meanwhile); what
-    /// it returns records its end.
+    /// Records that `run` starts (its record is committed durably meanwhile, when it
+    /// gets one: [`InFlightPolicy`]); what it returns records its end.
     pub(super) fn start(&self, run: InFlight) -> Result<Running, AppError> {
-        let (queue, durable) = if self.in_flight {
-            let (done, durable) = oneshot::channel();
-            let queue = self.send(Entry {
-                record: RunRecord::Started(run.clone()),
-                done: Some(done),
-            })?;
-            (queue, Some(durable))
-        } else {
-            (self.queue()?, None)
+        let before = self.running.fetch_add(1, Ordering::AcqRel);
+        let (queue, durable, apart) = match self.record_start(&run, before) {
+            Ok(started) => started,
+            Err(e) => {
+                self.running.fetch_sub(1, Ordering::AcqRel);
+                return Err(e);
+            }
         };
         Ok(Running {
             registry: Arc::clone(&self.registry),
             flushes: Arc::clone(&self.flushes),
-            running: {
-                self.running.fetch_add(1, Ordering::AcqRel);
-                Arc::clone(&self.running)
-            },
+            running: Arc::clone(&self.running),
             queue,
             recorded: durable.is_some(),
+            apart,
             run,
             started: Instant::now(),
             durable,
             ended: false,
         })
+    }
+
+    /// Commits `run`'s in-flight record if it gets one (`before`: calls running on the
+    /// node when it started); the journal's queue, what says when the record is
+    /// durable, and whether it is committed apart ([`Journal::start_apart`]).
+    fn record_start(&self, run: &InFlight, before: usize) -> Result<Started, AppError> {
+        match self.policy {
+            InFlightPolicy::Every => {
+                let (done, durable) = oneshot::channel();
+                let queue = self.send(Entry {
+                    record: RunRecord::Started(run.clone()),
+                    done: Some(done),
+                })?;
+                Ok((queue, Some(durable), false))
+            }
+            InFlightPolicy::FewerThan(cores) if before < cores => {
+                let queue = self.queue()?;
+                let durable = self.start_apart(run, &queue);
+                Ok((queue, Some(durable), true))
+            }
+            InFlightPolicy::FewerThan(_) | InFlightPolicy::Never => {
+                Ok((self.queue()?, None, false))
+            }
+        }
+    }
+
+    /// Commits `run`'s in-flight record on the caller's runtime, in a task of its own
+    /// (through the journal when that cannot be done now); says when it is durable.
+    fn start_apart(
+        &self,
+        run: &InFlight,
+        queue: &mpsc::Sender<Message>,
+    ) -> oneshot::Receiver<Result<(), AppError>> {
+        let (done, durable) = oneshot::channel();
+        let (registry, queue, run) = (Arc::clone(&self.registry), queue.clone(), run.clone());
+        let through_journal = move |run, done| {
+            let record = RunRecord::Started(run);
+            // Dropped with `done` if the journal is gone: the call's end says so.
+            let _ = queue.send(Message::Record(Entry {
+                record,
+                done: Some(done),
+            }));
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    match registry.record_start_now(&run).await {
+                        Some(started) => {
+                            let _ = done.send(started.map_err(AppError::from));
+                        }
+                        None => through_journal(run, done),
+                    }
+                });
+            }
+            Err(_) => through_journal(run, done),
+        }
+        durable
     }
 }
 
@@ -176,6 +248,9 @@ pub(super) struct Running {
     run: InFlight,
     /// Whether it has an in-flight record.
     recorded: bool,
+    /// Whether that record is committed apart from the journal's queue
+    /// ([`Journal::start_apart`]): its end must wait for it even when nobody does.
+    apart: bool,
     started: Instant,
     /// Says when the start is durable; taken by [`Running::end`].
     durable: Option<oneshot::Receiver<Result<(), AppError>>>,
@@ -218,10 +293,15 @@ impl Running {
         // Alone on the node, a call has nothing to share a commit with: no reason to
         // go through the journal's thread.
         let alone = self.running.load(Ordering::Acquire) == 1;
-        if !self.recorded
-            && alone
-            && let Some(ended) = self.registry.record_end_now(&self.run.tenant, &event).await
+        if (self.recorded || alone)
+            && let Some(ended) = self
+                .registry
+                .record_end_now(&self.run.tenant, run, &event)
+                .await
         {
+            if ended.is_ok() && self.recorded {
+                self.flushes.ended(&self.queue);
+            }
             return started.and(ended.map_err(AppError::from));
         }
         // Somebody is writing, or other calls run: the thread commits it with whatever
@@ -283,8 +363,20 @@ impl Drop for Running {
             record: self.end_record(self.cancelled()),
             done: None,
         };
-        // Nobody waits for it (the queue keeps it behind its start); if the journal is
-        // gone, the record stays in flight and becomes `run_interrupted`.
+        // Nobody waits for it (the queue keeps it behind its start, or a task waits for
+        // a start made apart); if the journal is gone, the record stays in flight and
+        // becomes `run_interrupted`.
+        if self.apart
+            && let Some(durable) = self.durable.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let queue = self.queue.clone();
+            runtime.spawn(async move {
+                let _ = durable.await;
+                let _ = queue.send(Message::Record(entry));
+            });
+            return;
+        }
         let _ = self.queue.send(Message::Record(entry));
     }
 }

@@ -338,21 +338,23 @@ impl Registry {
         appended
     }
 
-    /// A call's end with `event`, for a call not recorded in flight, committed now (as
+    /// A call's end with `event` (`run`: its in-flight record, removed in the same
+    /// statement, whose commit then does not wait for the disk), committed now (as
     /// [`Registry::record_runs`] would) on the caller's runtime, from an async task: on
-    /// PostgreSQL, when this node knows the tenant's chain head and no other such
-    /// statement of the node is running, and the caller is on a multi-thread tokio
-    /// runtime (whose workers drive the connection). `None`, with nothing written,
-    /// otherwise: the journal must record it. On SQLite see [`Registry::try_record_end`].
+    /// PostgreSQL, when this node knows the tenant's chain head, one of its connections
+    /// for calls' records is free, and the caller is on a multi-thread tokio runtime (whose workers drive the connection). `None`,
+    /// with nothing written, otherwise: the journal must record it. On SQLite see
+    /// [`Registry::try_record_end`].
     pub async fn record_end_now(
         &self,
         tenant: &TenantId,
+        run: Option<&RunId>,
         event: &AuditEvent,
     ) -> Option<Result<(), RegistryError>> {
         let Backend::Postgres(pg) = &self.db else {
             return None;
         };
-        let appended = known_head::append_now(pg, tenant, event).await?;
+        let appended = known_head::append_now(pg, tenant, run, event).await?;
         Some(appended.map(|_| ()))
     }
 

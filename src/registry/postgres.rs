@@ -4,8 +4,8 @@
 //! tokio runtime of the registry's own: the registry's API stays synchronous (the app
 //! calls it on its blocking pool, the CLI from plain threads), and each statement is
 //! handed to that runtime and waited for, so no caller ever needs to be inside (or
-//! outside) a particular runtime. The one exception is a call's end, which a call's
-//! task may await on its own runtime, one at a time per node (`postgres/direct.rs`).
+//! outside) a particular runtime. The one exception is a call's records (its start and
+//! its end), which a call's task may await on its own runtime (`postgres/direct.rs`).
 //!
 //! # Transactions
 //! Writes run at READ COMMITTED and lock their tenant's row first
@@ -47,7 +47,7 @@ use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 use super::db::{Mode, Row, Tx, Value};
 use super::migrations;
 use super::{Durability, RegistryError};
-pub(crate) use direct::Direct;
+pub(crate) use direct::{DIRECT_CONNECTIONS, Direct};
 pub(crate) use tx::PgTx;
 
 /// Longest wait for a free connection from the pool: 5 s.
@@ -55,7 +55,8 @@ pub const POOL_WAIT: Duration = Duration::from_secs(5);
 /// Longest wait for a new connection to the server: 5 s.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most connections one node keeps to the server: 16, 4 more for transient state
-/// ([`Mode::Transient`]) and one for calls' ends ([`Direct`]).
+/// ([`Mode::Transient`]), twice [`DIRECT_CONNECTIONS`] for calls' records ([`Direct`])
+/// and one listening for other nodes' changes.
 pub const POOL_SIZE: usize = 16;
 /// Most connections one node keeps for transient state: 4 (one statement each, short).
 const TRANSIENT_POOL_SIZE: usize = 4;
@@ -72,8 +73,12 @@ pub(crate) struct Postgres {
     pool: Pool,
     /// Connections whose commits do not wait for the disk, for [`Mode::Transient`].
     transient: Pool,
-    /// One connection driven by the runtime of the task that uses it (a call's end).
+    /// One connection driven by the runtime of the task that uses it (a call's start,
+    /// or the end of a call not recorded in flight).
     pub(super) direct: Direct,
+    /// [`Postgres::direct`] whose commits do not wait for the disk: the end of a call
+    /// recorded in flight.
+    pub(super) direct_relaxed: Direct,
     /// For the connection that listens for other nodes' changes.
     config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
@@ -129,10 +134,21 @@ impl Postgres {
         if durability == Durability::Relaxed {
             relax(&mut durable);
         }
-        let direct = Direct::new(make_pool(durable.clone(), &tls, 1, &shown)?);
+        let direct = Direct::new(make_pool(
+            durable.clone(),
+            &tls,
+            *DIRECT_CONNECTIONS,
+            &shown,
+        )?);
         let pool = make_pool(durable, &tls, POOL_SIZE, &shown)?;
         let mut transient = config.clone();
         relax(&mut transient);
+        let direct_relaxed = Direct::new(make_pool(
+            transient.clone(),
+            &tls,
+            *DIRECT_CONNECTIONS,
+            &shown,
+        )?);
         let transient = make_pool(transient, &tls, TRANSIENT_POOL_SIZE, &shown)?;
         let db = Postgres {
             runtime: Some(runtime),
@@ -140,6 +156,7 @@ impl Postgres {
             pool,
             transient,
             direct,
+            direct_relaxed,
             config,
             tls,
             node: format!("{:016x}", rand::random::<u64>()).into(),
@@ -405,7 +422,6 @@ pub(crate) fn pg_error(e: tokio_postgres::Error) -> RegistryError {
     }
 }
 
-/// A pool of at most `size` connections made with `config`.
 /// Makes `config`'s sessions commit without waiting for the server's disk.
 fn relax(config: &mut tokio_postgres::Config) {
     let options = format!(
@@ -415,6 +431,7 @@ fn relax(config: &mut tokio_postgres::Config) {
     config.options(options.trim_start());
 }
 
+/// A pool of at most `size` connections made with `config`.
 fn make_pool(
     config: tokio_postgres::Config,
     tls: &tokio_postgres_rustls::MakeRustlsConnect,

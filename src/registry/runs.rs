@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use super::audit::{append_all, write_ending};
-use super::db::{Mode, Row, Tx, vals};
+use super::db::{Mode, Row, Tx, Value, vals};
 use super::{AuditEvent, AuditRecord, Backend, Registry, RegistryError, ToolId, now_ms};
 use crate::id::{Id, IdKind};
 use crate::manifest::VersionId;
@@ -165,6 +165,20 @@ impl Registry {
         Some(written.map(|_| ()))
     }
 
+    /// A call's in-flight record, committed durably now on the caller's runtime, from
+    /// an async task: on PostgreSQL, when one of the node's connections for calls'
+    /// records is free and the caller is on a multi-thread tokio runtime (as for
+    /// [`Registry::record_end_now`]). `None`, with nothing written, otherwise: the
+    /// journal must record it ([`Registry::record_runs`]).
+    pub async fn record_start_now(&self, run: &InFlight) -> Option<Result<(), RegistryError>> {
+        let Backend::Postgres(pg) = &self.db else {
+            return None;
+        };
+        let taken = pg.direct.try_take()?;
+        let (sql, params) = insert_statement(&[run]);
+        Some(taken.execute(&sql, &params).await.map(|_| ()))
+    }
+
     /// Makes every commit so far durable (SQLite: a checkpoint, which flushes the log
     /// first; PostgreSQL: a commit that waits for its log to reach the disk).
     pub fn flush(&self) -> Result<(), RegistryError> {
@@ -259,6 +273,13 @@ pub(super) fn remove(tx: &mut Tx<'_>, tenant: &TenantId, run: &RunId) -> Result<
 
 /// Writes the in-flight records of `runs`, in one statement.
 fn insert(tx: &mut Tx<'_>, runs: &[&InFlight]) -> Result<(), RegistryError> {
+    let (sql, params) = insert_statement(runs);
+    tx.execute(&sql, &params)?;
+    Ok(())
+}
+
+/// The statement that writes the in-flight records of `runs`, and its parameters.
+fn insert_statement(runs: &[&InFlight]) -> (String, Vec<Value>) {
     let rows: Vec<String> = (0..runs.len())
         .map(|i| {
             let p: Vec<String> = (1..=7).map(|c| format!("?{}", 7 * i + c)).collect();
@@ -277,12 +298,9 @@ fn insert(tx: &mut Tx<'_>, runs: &[&InFlight]) -> Result<(), RegistryError> {
             run.expires_at_ms
         ]);
     }
-    tx.execute(
-        &format!(
-            "INSERT INTO runs_in_flight ({COLUMNS}) VALUES {}",
-            rows.join(", ")
-        ),
-        &params,
-    )?;
-    Ok(())
+    let sql = format!(
+        "INSERT INTO runs_in_flight ({COLUMNS}) VALUES {}",
+        rows.join(", ")
+    );
+    (sql, params)
 }

@@ -212,7 +212,23 @@ async fn a_killed_node_loses_nothing_acknowledged_and_its_slots_come_back() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // On disk while it runs: the call's in-flight record.
+    let registry = warden::registry::Registry::connect(&warden::registry::Location::Postgres(
+        cluster.url.clone(),
+    ))
+    .unwrap();
+    let tenant_id: warden::tenant::TenantId = tenant.parse().unwrap();
+    let started = Instant::now();
+    let in_flight = loop {
+        if let [run] = registry.runs_in_flight(&tenant_id).unwrap().as_slice() {
+            break run.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never in flight"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     // Load through every node: registrations, and updates making new versions.
     let mut load = tokio::task::JoinSet::new();
     for (i, address) in addresses.iter().enumerate() {
@@ -248,6 +264,17 @@ async fn a_killed_node_loses_nothing_acknowledged_and_its_slots_come_back() {
         acknowledged.len()
     );
     assert!(holder.await.unwrap().is_err(), "the killed node answered");
+    // The call the dead node was running stays on disk, and past its deadline and the
+    // margin any node records it as interrupted.
+    assert_eq!(
+        registry.runs_in_flight(&tenant_id).unwrap(),
+        vec![in_flight.clone()]
+    );
+    let interrupted = registry
+        .record_interrupted_runs(in_flight.expires_at_ms + 1)
+        .unwrap();
+    assert_eq!(interrupted.len(), 1);
+    assert_eq!(interrupted[0].event.kind(), "run_interrupted");
     // Every acknowledged registration is there, seen from a surviving node.
     for id in &acknowledged {
         let (status, body) = nodes[1]
@@ -300,7 +327,12 @@ async fn sigterm_finishes_the_calls_in_flight_then_exits_cleanly() {
         cluster.url.clone(),
     ))
     .unwrap();
-    assert_eq!(registry.slots_held(&tenant.parse().unwrap()).unwrap(), 0);
+    let tenant = tenant.parse().unwrap();
+    assert_eq!(registry.slots_held(&tenant).unwrap(), 0);
+    // The call is in the trail, and nothing of it is left in flight.
+    assert!(registry.runs_in_flight(&tenant).unwrap().is_empty());
+    let trail = registry.audit(&tenant, None, 10).unwrap();
+    assert_eq!(trail.items[0].event.kind(), "run", "{:?}", trail.items);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

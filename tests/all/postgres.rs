@@ -106,7 +106,7 @@ fn a_calls_end_committed_on_its_own_runtime_extends_the_chain_or_steps_aside() {
     let (tenant, _) = a.create_tenant("acme", &TenantPolicy::default()).unwrap();
     let t = &tenant.id;
     let now = |rt: &tokio::runtime::Runtime, n: &Registry| {
-        rt.block_on(n.record_end_now(t, &AuditEvent::KeyRevoked))
+        rt.block_on(n.record_end_now(t, None, &AuditEvent::KeyRevoked))
             .map(|r| r.unwrap())
     };
     let multi = || {

@@ -12,12 +12,9 @@ use crate::registry::{Dialect, Durability, Registry, RunRecord};
 /// The journal's thread: waits for a record, takes every other one already waiting,
 /// commits them together and answers their callers; flushes and sweeps when due. Ends
 /// when every sender is gone.
-/// `in_flight`: whether calls are recorded in flight, whose ends then commit without
-/// waiting for the disk and need a flush.
 pub(super) fn write_batches(
     registry: &Registry,
     messages: &mpsc::Receiver<Message>,
-    in_flight: bool,
     flushes: &Flushes,
 ) {
     // When commits that did not wait for the disk are to be flushed, if any are.
@@ -61,6 +58,11 @@ pub(super) fn write_batches(
         if !starts.is_empty() {
             flushes.begin_durable();
         }
+        // Ends of calls recorded in flight commit without waiting for the disk.
+        let relaxed = !ends.is_empty()
+            && ends
+                .iter()
+                .all(|e| matches!(e.record, RunRecord::Ended { run: Some(_), .. }));
         let started = commit(registry, starts);
         let ended = commit(registry, ends);
         if started {
@@ -68,7 +70,7 @@ pub(super) fn write_batches(
             // for above among them: it was asked for before this commit began).
             flush_at = None;
         }
-        if ended && in_flight {
+        if ended && relaxed {
             flush_at = flush_at.or(Some(Instant::now() + FLUSH_AFTER));
         }
     }
@@ -78,14 +80,32 @@ pub(super) fn write_batches(
     }
 }
 
-/// Whether calls are recorded in flight on `registry`: on SQLite with commits that
-/// wait for the disk. (With commits that do not, there is no flush to hide behind the
-/// call. On PostgreSQL the record took a second statement per call, which cost more of
-/// a node's throughput, 15 %, than it saved of a call's latency: there a call's event
-/// is committed durably before its answer, in one statement.)
-pub(super) fn records_in_flight(registry: &Registry) -> bool {
-    registry.dialect() == Dialect::Sqlite
-        && !matches!(registry.durability(), Ok(Durability::Relaxed))
+/// Which calls get an in-flight record (committed durably while the guest runs, so
+/// that their ends need not wait for the disk).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::app) enum InFlightPolicy {
+    /// Every call: on SQLite with commits that wait for the disk.
+    Every,
+    /// A call that starts with fewer than this many others running on the node: on
+    /// PostgreSQL with commits that wait for the disk. (The record costs a statement;
+    /// a busy node's ends share commits through the journal instead.)
+    FewerThan(usize),
+    /// None: with commits that do not wait for the disk there is no flush to hide.
+    Never,
+}
+
+impl InFlightPolicy {
+    pub(in crate::app) fn of(registry: &Registry) -> InFlightPolicy {
+        if matches!(registry.durability(), Ok(Durability::Relaxed)) {
+            return InFlightPolicy::Never;
+        }
+        match registry.dialect() {
+            Dialect::Sqlite => InFlightPolicy::Every,
+            Dialect::Postgres => InFlightPolicy::FewerThan(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
+        }
+    }
 }
 
 /// Commits `entries` together and answers their callers; a batch that fails is retried

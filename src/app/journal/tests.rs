@@ -187,3 +187,59 @@ async fn the_journal_counts_the_calls_between_their_start_and_their_end() {
         .unwrap();
     assert_eq!(count(), 0);
 }
+
+/// A journal recording in flight the calls that start while fewer than `n` others
+/// run, as on PostgreSQL; on SQLite such a start, not committed on the call's runtime,
+/// goes through the journal's queue from its own task.
+fn apart(registry: &Arc<Registry>, n: usize) -> Journal {
+    Journal::with_policy(InFlightPolicy::FewerThan(n), Arc::clone(registry))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_starting_while_the_node_has_a_core_to_spare_is_recorded_in_flight() {
+    let (registry, a) = with_tenant("a");
+    let journal = apart(&registry, 1);
+    let (first, second) = (starting(&a.id), starting(&a.id));
+    let recorded = journal.start(first.clone()).unwrap();
+    // A second call while the first runs: the node is busy, no record.
+    let busy = journal.start(second).unwrap();
+    eventually("the first call's record", || {
+        !registry.runs_in_flight(&a.id).unwrap().is_empty()
+    })
+    .await;
+    assert_eq!(registry.runs_in_flight(&a.id).unwrap(), vec![first]);
+    busy.end(cancelled(1)).await.unwrap();
+    recorded.end(cancelled(2)).await.unwrap();
+    assert!(registry.runs_in_flight(&a.id).unwrap().is_empty());
+    assert_eq!(runs(&registry, &a.id).len(), 2);
+    assert!(matches!(
+        registry.verify_chain(&a.id).unwrap(),
+        ChainCheck::Intact { .. }
+    ));
+}
+
+// On one thread: the starts' tasks run only once the calls are dropped.
+#[tokio::test]
+async fn a_call_recorded_apart_and_dropped_is_recorded_as_cancelled_after_its_start() {
+    let (registry, a) = with_tenant("a");
+    let journal = apart(&registry, 40);
+    // Dropped at once: an end must not overtake its start, which would leave the record
+    // in flight beside the event.
+    for _ in 0..20 {
+        drop(journal.start(starting(&a.id)).unwrap());
+    }
+    eventually("the dropped calls' events", || {
+        runs(&registry, &a.id).len() == 20
+    })
+    .await;
+    eventually("nothing left in flight", || {
+        registry.runs_in_flight(&a.id).unwrap().is_empty()
+    })
+    .await;
+    assert!(
+        runs(&registry, &a.id)
+            .iter()
+            .all(|r| r.event.kind() == "run_cancelled")
+    );
+    assert_eq!(journal.running.load(Ordering::Acquire), 0);
+}

@@ -111,19 +111,28 @@ pub(in crate::registry) fn append(
     append.settle(pg, written)
 }
 
-/// [`append`] for one event, durably, on the caller's runtime ([`Direct`]): `None`
-/// when that cannot be done now (another statement holds it, no known head, or the
-/// head moved meanwhile), with nothing written; the journal must append it then.
+/// [`append`] for one event, on the caller's runtime ([`Direct`]); `run`: the call's
+/// in-flight record, removed in the same statement, whose commit then does not wait
+/// for the disk. `None` when that cannot be done now (another statement holds it, no
+/// known head, or the head moved meanwhile), with nothing written; the journal must
+/// append it then.
 ///
 /// [`Direct`]: crate::registry::postgres::Direct
 pub(in crate::registry) async fn append_now(
     pg: &Postgres,
     tenant: &TenantId,
+    run: Option<&RunId>,
     event: &AuditEvent,
 ) -> Option<Result<Vec<AuditRecord>, RegistryError>> {
-    let taken = pg.direct.try_take()?;
+    let direct = if run.is_some() {
+        &pg.direct_relaxed
+    } else {
+        &pg.direct
+    };
+    let taken = direct.try_take()?;
     let events = [(tenant.clone(), event.clone())];
-    let append = match Append::on_known_head(pg, &events, &[]) {
+    let ended: Vec<RunId> = run.into_iter().cloned().collect();
+    let append = match Append::on_known_head(pg, &events, &ended) {
         Ok(append) => append?,
         Err(e) => return Some(Err(e)),
     };

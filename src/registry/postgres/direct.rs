@@ -1,4 +1,4 @@
-//! One statement at a time, awaited on the caller's own runtime.
+//! Statements awaited on the caller's own runtime: a call's start and end.
 //!
 //! Every other statement goes through the registry's runtime, since the registry's API
 //! is synchronous: a call's end went from the call's task to the journal's thread, to
@@ -13,12 +13,13 @@
 //! rounds each): a call through the service on PostgreSQL 873-911 us p50 against
 //! 974-1,036 us through the journal.
 //!
-//! One statement at a time per node ([`Direct::try_take`]), and only for a call alone
-//! on its node (`app/journal.rs`): otherwise the call hands its end to the journal,
-//! whose thread commits the ends waiting together in one transaction (under load, one
-//! commit for many calls).
+//! As many statements at a time as the pool has connections ([`Direct::try_take`]:
+//! [`DIRECT_CONNECTIONS`]); `app/journal.rs` says which calls use it. A call that
+//! finds them all taken hands its record to the journal, whose thread commits the
+//! records waiting together in one transaction (under load, one commit for many calls).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
@@ -27,12 +28,16 @@ use super::{pg_error, placeholders, pool_error};
 use crate::registry::RegistryError;
 use crate::registry::db::Value;
 
-/// The pool of statements awaited on their caller's runtime.
+/// Connections of each pool of statements awaited on their caller's runtime: one per
+/// core, at most 4 (calls use it while the node has cores to spare: `app/journal.rs`).
+pub(crate) static DIRECT_CONNECTIONS: LazyLock<usize> =
+    LazyLock::new(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)));
+
+/// A pool of statements awaited on their caller's runtime.
 pub(crate) struct Direct {
-    /// One connection: one statement at a time.
     pool: Pool,
-    /// A statement holds it.
-    busy: AtomicBool,
+    /// Statements running: at most the pool's size.
+    running: AtomicUsize,
 }
 
 /// The right to run one statement now; see [`Direct::try_take`].
@@ -44,11 +49,12 @@ impl Direct {
     pub(super) fn new(pool: Pool) -> Direct {
         Direct {
             pool,
-            busy: AtomicBool::new(false),
+            running: AtomicUsize::new(0),
         }
     }
 
-    /// The right to run a statement now; `None` while another runs, or outside a
+    /// The right to run a statement now; `None` while the pool's every connection runs
+    /// one, or outside a
     /// multi-thread tokio runtime. (A connection is driven by the runtime it was opened
     /// on, whoever awaits its statements; a multi-thread runtime's workers keep driving
     /// it while one of them blocks, and a runtime that is gone closes it, so the pool
@@ -58,8 +64,11 @@ impl Direct {
         if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)) {
             return None;
         }
-        self.busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+        let most = self.pool.status().max_size;
+        self.running
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
+                (n < most).then_some(n + 1)
+            })
             .ok()
             .map(|_| Taken { direct: self })
     }
@@ -82,7 +91,7 @@ impl Taken<'_> {
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
-        self.direct.busy.store(false, Ordering::Release);
+        self.direct.running.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -90,32 +99,35 @@ impl Drop for Taken<'_> {
 mod tests {
     use super::*;
 
-    fn direct() -> Direct {
+    fn direct(connections: usize) -> Direct {
         // Never connected: taking the right to a statement needs no server.
         let config: tokio_postgres::Config =
             "postgresql://warden@localhost/warden".parse().unwrap();
-        Direct::new(
-            super::super::make_pool(config, &super::super::tls().unwrap(), 1, "test").unwrap(),
-        )
+        let tls = super::super::tls().unwrap();
+        Direct::new(super::super::make_pool(config, &tls, connections, "test").unwrap())
     }
 
     #[test]
-    fn one_statement_at_a_time_and_only_on_a_multi_thread_runtime() {
-        let direct = direct();
+    fn as_many_statements_as_connections_and_only_on_a_multi_thread_runtime() {
         let multi = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .build()
             .unwrap();
-        multi.block_on(async {
-            let first = direct.try_take().expect("free");
-            assert!(direct.try_take().is_none(), "taken twice");
-            drop(first);
-            assert!(direct.try_take().is_some(), "not given back");
-        });
-        let single = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        single.block_on(async { assert!(direct.try_take().is_none()) });
-        assert!(direct.try_take().is_none(), "outside any runtime");
+        for connections in [1, 2] {
+            let direct = direct(connections);
+            multi.block_on(async {
+                let taken: Vec<Taken<'_>> = (0..connections)
+                    .map(|n| direct.try_take().unwrap_or_else(|| panic!("{n} free")))
+                    .collect();
+                assert!(direct.try_take().is_none(), "more than {connections}");
+                drop(taken);
+                assert!(direct.try_take().is_some(), "not given back");
+            });
+            let single = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            single.block_on(async { assert!(direct.try_take().is_none()) });
+            assert!(direct.try_take().is_none(), "outside any runtime");
+        }
     }
 }

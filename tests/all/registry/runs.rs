@@ -18,6 +18,7 @@ on_both_databases!(
     a_call_left_in_flight_past_its_expiry_is_recorded_as_interrupted,
     interrupted_calls_go_to_their_tenants_trails_oldest_first,
     concurrent_sweeps_record_each_interrupted_call_once,
+    a_calls_records_are_awaited_on_its_own_runtime_on_postgresql_only,
 );
 
 fn starting(tenant: &TenantId, deadline: Duration) -> InFlight {
@@ -178,5 +179,66 @@ fn concurrent_sweeps_record_each_interrupted_call_once(db: Db) {
         .filter(|k| *k == "run_interrupted")
         .count();
     assert_eq!(interrupted, 40);
+    intact(&reg, &tenant);
+}
+
+fn a_calls_records_are_awaited_on_its_own_runtime_on_postgresql_only(db: Db) {
+    let (reg, tenant) = registry_with_tenant(db);
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let end_now = |rt: &tokio::runtime::Runtime, run: &InFlight| {
+        rt.block_on(reg.record_end_now(&tenant, Some(&run.id), &cancelled(run)))
+    };
+    let first = starting(&tenant, Duration::from_secs(10));
+    // Never on a runtime that may stop driving the connection.
+    assert!(single.block_on(reg.record_start_now(&first)).is_none());
+    let started = multi.block_on(reg.record_start_now(&first));
+    if matches!(db, Db::Sqlite) {
+        // SQLite's records go through the journal (or `try_record_end`).
+        assert!(started.is_none());
+        assert!(end_now(&multi, &first).is_none());
+        assert!(reg.runs_in_flight(&tenant).unwrap().is_empty());
+        return;
+    }
+    started.unwrap().unwrap();
+    assert_eq!(reg.runs_in_flight(&tenant).unwrap(), vec![first.clone()]);
+    // The node has not appended to this chain yet: no head known, nothing written.
+    assert!(end_now(&multi, &first).is_none());
+    assert_eq!(reg.runs_in_flight(&tenant).unwrap(), vec![first.clone()]);
+    reg.record_runs(&[RunRecord::Ended {
+        tenant: tenant.clone(),
+        run: Some(first.id.clone()),
+        event: Box::new(cancelled(&first)),
+    }])
+    .unwrap();
+    assert!(reg.runs_in_flight(&tenant).unwrap().is_empty());
+    // Now on the head it knows: the event and the record's removal in one statement.
+    let second = starting(&tenant, Duration::from_secs(10));
+    multi
+        .block_on(reg.record_start_now(&second))
+        .unwrap()
+        .unwrap();
+    assert_eq!(reg.runs_in_flight(&tenant).unwrap(), vec![second.clone()]);
+    assert!(
+        single
+            .block_on(reg.record_end_now(&tenant, Some(&second.id), &cancelled(&second)))
+            .is_none()
+    );
+    end_now(&multi, &second).unwrap().unwrap();
+    reg.flush().unwrap();
+    assert!(reg.runs_in_flight(&tenant).unwrap().is_empty());
+    assert_eq!(reg.durability().unwrap(), Durability::Strict);
+    let cancelled = kinds(&reg, &tenant)
+        .into_iter()
+        .filter(|k| *k == "run_cancelled")
+        .count();
+    assert_eq!(cancelled, 2);
     intact(&reg, &tenant);
 }
