@@ -55,6 +55,7 @@ lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets --features escape-hatch -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 
 ## An edge bundle (README "Edge deployment"): a warden built without the compiler for
 ## TARGET (default: this host; `TARGET=aarch64-unknown-linux-gnu` for arm64), and the

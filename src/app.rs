@@ -1,6 +1,6 @@
 //! The application: the only module that combines the layers. Surfaces (`http`, the
 //! CLI) call [`App`]; the app derives schemas, admits manifests against the tenant's
-//! policy, stores them in the [`Registry`], runs calls in the [`Sandbox`] and audits
+//! policy, stores them in the [`Registry`], runs calls in the [`Sandbox`](crate::sandbox::Sandbox) and audits
 //! every change and every run.
 //!
 //! # Calls

@@ -25,7 +25,7 @@
 //! The pre-snapshot runtime (`python-snapshot.wasm`, ~104 MB) is not in it: it is read
 //! only to compile, which never happens on a device. The two first entries are the
 //! manifest and its signature, so a reader checks the signature before it reads a file
-//! and hashes every file as it streams past ([`read`]). Signing keys are those of
+//! and hashes every file as it streams past (`read`). Signing keys are those of
 //! audit exports ([`crate::audit::AuditKey`]: 64 hex digits of an Ed25519 seed).
 //!
 //! `DIR/bin/warden` of an installed bundle finds `DIR/runtime` beside itself

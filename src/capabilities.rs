@@ -1,6 +1,6 @@
 //! What a tool version can do: one document per version listing everything its guest can
 //! exercise, for security reviewers ([`Capabilities`]); what changed between two versions
-//! ([`diff`]); and the grants a reviewer should look at twice ([`warnings`]).
+//! ([`diff`](fn@diff)); and the grants a reviewer should look at twice ([`warnings`]).
 //!
 //! The document is built from the version's grants, limits and package lock, the
 //! tenant's ceilings (a call's limits are the tool's lowered to them), and the pinned

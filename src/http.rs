@@ -13,7 +13,7 @@
 //! client's report of a failed request finds its log lines.
 //!
 //! `/review/` is the review console: server-rendered pages for security reviewers,
-//! signed in through a single-use link from `POST /v1/review/links` ([`console`]).
+//! signed in through a single-use link from `POST /v1/review/links` (`console`).
 //!
 //! `/mcp` serves each tenant's tools to MCP clients over Streamable HTTP (`http/mcp.rs`).
 //!

@@ -17,7 +17,7 @@
 //! on the host and mounted read-only at [`GUEST_SITE`] in the guest, where the harness
 //! puts it on `sys.path` after the runtime's own.
 //!
-//! An installed edge bundle ships the locks and wheels of its tools ([`shipped`]):
+//! An installed edge bundle ships the locks and wheels of its tools (`shipped`):
 //! [`Packages::with_shipped`] makes the store read locks from there before resolving and
 //! install their wheels from there without pip.
 //!

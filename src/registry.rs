@@ -6,12 +6,12 @@
 //! [`TenantPolicy::admit_limits`] before [`Registry::register`] and [`Registry::update`]).
 //!
 //! # Databases
-//! The embedded SQLite file is the default ([`sqlite`]: one box, the edge); several
-//! nodes share a PostgreSQL server ([`postgres`]). Both sit behind one seam ([`db`]):
+//! The embedded SQLite file is the default (`sqlite`: one box, the edge); several
+//! nodes share a PostgreSQL server (`postgres`). Both sit behind one seam (`db`):
 //! the logic below is written once, and one test suite runs against both. Every write
 //! is one transaction: a crash leaves either all of a registration (tool, first version,
 //! tags, audit event) or none. Migrations are versioned, compiled in and applied when
-//! the database is opened ([`migrations`]); a database from a newer Warden is refused
+//! the database is opened (`migrations`); a database from a newer Warden is refused
 //! rather than guessed at.
 //!
 //! # Tenancy

@@ -227,7 +227,7 @@ impl Sandbox {
         &self.cores
     }
 
-    /// The tool's warm state ([`warm`]): loaded, read from Warden's home, or prepared
+    /// The tool's warm state (`warm`): loaded, read from Warden's home, or prepared
     /// now by running the tool's module-level code once (seconds; blocking). A tool
     /// whose module-level code cannot be saved gets [`Warmth::Cold`] with the reason.
     pub fn warm_state(

@@ -49,8 +49,8 @@
 //! `source-too-complex` diagnostic; see the `guard` module for how parsing is kept safe.
 //!
 //! # Health and strict mode
-//! [`health`] classifies a schema by OpenAI's structured-outputs rules (see [`health`'s
-//! module](health)); [`export`] with `strict` emits the strict variant (see [`strict`]).
+//! [`health`](fn@health) classifies a schema by OpenAI's structured-outputs rules (see the `health`
+//! module); [`export`](fn@export) with `strict` emits the strict variant (see [`strict`]).
 
 mod annotation;
 mod arguments;

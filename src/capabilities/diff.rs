@@ -14,7 +14,7 @@ pub const DIFF_FORMAT: &str = "warden.capabilities.diff.v1";
 /// What changed from one version to another.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Diff {
-    /// Always [`DIFF_FORMAT`].
+    /// Always `DIFF_FORMAT`.
     pub format: String,
     /// The older version.
     pub from: Subject,

@@ -132,7 +132,7 @@ impl FromStr for FileCount {
     type Err = LimitError;
 
     /// Accepts a whole number such as `256` or `1_000`, zero included: see
-    /// [`parse_open_files`] for the count that may not be zero.
+    /// `parse_open_files` for the count that may not be zero.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         parse_count(s).map(FileCount)
     }

@@ -129,7 +129,7 @@ impl FolderSource {
         }
     }
 
-    /// Compares the files with the catalog's every [`POLL_INTERVAL`], forever; on a
+    /// Compares the files with the catalog's every `POLL_INTERVAL`, forever; on a
     /// change, loads the catalog again (keeping unchanged tools as they were), reports
     /// each file left out, and fires [`ToolSource::changes`] if the list changed. A
     /// `warden.toml` or folder that cannot be read keeps the catalog as it was.

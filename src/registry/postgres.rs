@@ -55,7 +55,7 @@ pub const POOL_WAIT: Duration = Duration::from_secs(5);
 /// Longest wait for a new connection to the server: 5 s.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most connections one node keeps to the server: 16, 4 more for transient state
-/// ([`Mode::Transient`]), twice [`DIRECT_CONNECTIONS`] for calls' records ([`Direct`])
+/// (`Mode::Transient`), twice `DIRECT_CONNECTIONS` for calls' records (`Direct`)
 /// and one listening for other nodes' changes.
 pub const POOL_SIZE: usize = 16;
 /// Most connections one node keeps for transient state: 4 (one statement each, short).

@@ -6,7 +6,7 @@
 //! `<snapshot>` identifies what the snapshot is built from (the pinned runtime's hash and
 //! the harness, see [`snapshot::identity`]), `<target>` and `<cpu>` the platform it is
 //! compiled for ([`super::platform`]: an explicit CPU level, never the build host's own
-//! flags) and `<settings>` hashes Warden's engine settings ([`super::engine::SETTINGS`]).
+//! flags) and `<settings>` hashes Warden's engine settings (`engine::SETTINGS`).
 //! Any change to one gives a new name, so a stale file is never loaded; older files are
 //! removed once a new one is in place. wasmtime checks the header again on every load.
 

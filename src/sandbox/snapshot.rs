@@ -7,7 +7,7 @@
 //! takes one more snapshot, once, with [`wasmtime_wizer`]:
 //!
 //! 1. add exports for the runtime's mutable globals and wasi-libc's preopen reset
-//!    ([`super::state_exports`]; per-tool warm states need them), then instrument it
+//!    (`state_exports`; per-tool warm states need them), then instrument it
 //!    (Wizer exports its globals and memory);
 //! 2. instantiate it with **only the runtime's own folders** (the standard library and
 //!    the empty root; no grant, no tool) and run one `turn` that defines the harness in
@@ -17,7 +17,7 @@
 //! 3. make wasi-libc forget the folders it has seen (`__wasilibc_reset_preopens`), so
 //!    that each later instance reads its own;
 //! 4. write that instance's memory and globals back out as a new module;
-//! 5. leave out its `name` custom section ([`without_names`]): 13 MiB of function names
+//! 5. leave out its `name` custom section (`without_names`): 13 MiB of function names
 //!    that only wasm backtraces and profilers read, never a call. Warden reports a trap
 //!    by its type and a failing tool by its own Python traceback.
 //!

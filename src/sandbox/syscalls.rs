@@ -20,7 +20,7 @@
 //!   `select.select([], [], [], t)` and `select.poll().poll(t)`) sleeps on the async
 //!   runtime, where the call's deadline can cut it short; wasmtime-wasi would sleep on
 //!   the host thread itself. Every `poll_oneoff` waits without the call's core
-//!   ([`share`](super::share)): a sleeping guest leaves the CPU to other calls.
+//!   (`share`): a sleeping guest leaves the CPU to other calls.
 //!
 //! What the guest sees when refused: an ordinary `OSError` with the matching errno
 //! (`EACCES` for a special file, `EMFILE` for too many open files, `EDQUOT` for a

@@ -22,7 +22,7 @@ impl ToolFolder {
     /// A private temporary folder holding `source` as `file_name`, removed on drop (a
     /// call that times out drops it too). Its name carries this process's id, so that
     /// folders left by a killed process are found and removed by the next
-    /// [`Sandbox::open`].
+    /// [`Sandbox::open`](crate::sandbox::Sandbox::open).
     pub fn temporary(file_name: &str, source: &str) -> Result<ToolFolder, SandboxError> {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))

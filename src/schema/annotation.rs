@@ -575,7 +575,7 @@ fn is_none(e: &Expr) -> bool {
     matches!(e, Expr::Constant(c) if matches!(c.value, Constant::None))
 }
 
-/// The arguments of a subscript: `X[a, b]` -> [a, b]; `X[a]` -> [a].
+/// The arguments of a subscript: `X[a, b]` -> `[a, b]`; `X[a]` -> `[a]`.
 pub(crate) fn slice_args(slice: &Expr) -> Vec<&Expr> {
     match slice {
         Expr::Tuple(t) => t.elts.iter().collect(),

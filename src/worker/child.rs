@@ -45,7 +45,7 @@ impl Channel {
     }
 }
 
-/// The worker's main: `warden __worker`, with its socket at [`SOCKET_FD`]. Returns the
+/// The worker's main: `warden __worker`, with its socket at `SOCKET_FD`. Returns the
 /// process's exit code.
 pub fn main() -> u8 {
     let Some(stream) = socket() else {

@@ -180,7 +180,7 @@ impl Registry {
     /// whether the manifest widens the tool's approved version; if so it is stored and
     /// held ([`Update::Pending`]), and the current version stays. Either way a version
     /// waiting before is superseded by a different one. Content a reviewer rejected is
-    /// refused ([`ReviewError::Rejected`](super::ReviewError::Rejected)), policy or not.
+    /// refused (`ReviewError::Rejected`), policy or not.
     pub fn update_reviewed(
         &self,
         tenant: &TenantId,
