@@ -63,7 +63,7 @@ impl Sqlite {
         // statements every call runs.
         conn.set_prepared_statement_cache_capacity(STATEMENTS_KEPT);
         // In memory the journal mode stays "memory"; WAL applies to files.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        patiently(|| conn.pragma_update(None, "journal_mode", "WAL"))?;
         let synchronous = match durability {
             Durability::Strict => "FULL",
             // In WAL mode: a commit is in the log when it returns, flushed at checkpoints.
@@ -280,6 +280,26 @@ pub(super) fn execute(
 /// Brings the schema of `conn` to the newest version. Migration `n` (1-based) runs in
 /// its own transaction with the `user_version` bump, so a crash mid-migration leaves the
 /// previous version intact.
+/// Runs `step` again while it finds the database busy, up to [`BUSY_TIMEOUT`]: for a
+/// step SQLite does not wait for by itself. Setting the journal mode of a file another
+/// process is closing (the last connection to a WAL database checkpoints it and removes
+/// the log under an exclusive lock) answers busy at once, whatever the busy timeout;
+/// seen with `warden mcp` processes sharing a home, each opening the local audit trail.
+fn patiently<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match step() {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            out => return out,
+        }
+    }
+}
+
 fn apply_migrations(conn: &mut Connection) -> Result<(), RegistryError> {
     let supported = migrations::latest();
     let found: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -303,6 +323,28 @@ fn apply_migrations(conn: &mut Connection) -> Result<(), RegistryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_opening_and_closing_one_file_at_once_all_open_it() {
+        // As `warden mcp` processes sharing a home do: each opens the file (journal
+        // mode, migrations) while others open it or close it (the last one to close a
+        // WAL database checkpoints and removes the log under an exclusive lock).
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        let openers: Vec<_> = (0..6)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..40 {
+                        drop(Sqlite::open(&path).unwrap());
+                    }
+                })
+            })
+            .collect();
+        for opener in openers {
+            opener.join().unwrap();
+        }
+    }
 
     #[test]
     fn migrating_twice_changes_nothing() {
