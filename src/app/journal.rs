@@ -71,13 +71,8 @@ struct Entry {
     done: Option<oneshot::Sender<Result<(), AppError>>>,
 }
 
-/// What [`Journal::record_start`] gives: the journal's queue, what says when the call's
-/// in-flight record is durable (if it gets one), whether that record is committed apart.
-type Started = (
-    mpsc::Sender<Message>,
-    Option<oneshot::Receiver<Result<(), AppError>>>,
-    bool,
-);
+/// Says when a call's in-flight record is durable (or why it is not).
+type Durable = oneshot::Receiver<Result<(), AppError>>;
 
 /// What the journal's thread is handed.
 enum Message {
@@ -157,7 +152,7 @@ impl Journal {
     /// gets one: [`InFlightPolicy`]); what it returns records its end.
     pub(super) fn start(&self, run: InFlight) -> Result<Running, AppError> {
         let before = self.running.fetch_add(1, Ordering::AcqRel);
-        let (queue, durable, apart) = match self.record_start(&run, before) {
+        let (queue, durable) = match self.record_start(&run, before) {
             Ok(started) => started,
             Err(e) => {
                 self.running.fetch_sub(1, Ordering::AcqRel);
@@ -170,7 +165,8 @@ impl Journal {
             running: Arc::clone(&self.running),
             queue,
             recorded: durable.is_some(),
-            apart,
+            // Only PostgreSQL's records are committed apart.
+            apart: durable.is_some() && matches!(self.policy, InFlightPolicy::FewerThan(_)),
             run,
             started: Instant::now(),
             durable,
@@ -179,9 +175,17 @@ impl Journal {
     }
 
     /// Commits `run`'s in-flight record if it gets one (`before`: calls running on the
-    /// node when it started); the journal's queue, what says when the record is
-    /// durable, and whether it is committed apart ([`Journal::start_apart`]).
-    fn record_start(&self, run: &InFlight, before: usize) -> Result<Started, AppError> {
+    /// node when it started); the journal's queue, and what says when the record is
+    /// durable.
+    #[allow(
+        clippy::type_complexity,
+        reason = "a queue and a receiver, named above"
+    )]
+    fn record_start(
+        &self,
+        run: &InFlight,
+        before: usize,
+    ) -> Result<(mpsc::Sender<Message>, Option<Durable>), AppError> {
         match self.policy {
             InFlightPolicy::Every => {
                 let (done, durable) = oneshot::channel();
@@ -189,26 +193,20 @@ impl Journal {
                     record: RunRecord::Started(run.clone()),
                     done: Some(done),
                 })?;
-                Ok((queue, Some(durable), false))
+                Ok((queue, Some(durable)))
             }
             InFlightPolicy::FewerThan(cores) if before < cores => {
                 let queue = self.queue()?;
                 let durable = self.start_apart(run, &queue);
-                Ok((queue, Some(durable), true))
+                Ok((queue, Some(durable)))
             }
-            InFlightPolicy::FewerThan(_) | InFlightPolicy::Never => {
-                Ok((self.queue()?, None, false))
-            }
+            InFlightPolicy::FewerThan(_) | InFlightPolicy::Never => Ok((self.queue()?, None)),
         }
     }
 
     /// Commits `run`'s in-flight record on the caller's runtime, in a task of its own
     /// (through the journal when that cannot be done now); says when it is durable.
-    fn start_apart(
-        &self,
-        run: &InFlight,
-        queue: &mpsc::Sender<Message>,
-    ) -> oneshot::Receiver<Result<(), AppError>> {
+    fn start_apart(&self, run: &InFlight, queue: &mpsc::Sender<Message>) -> Durable {
         let (done, durable) = oneshot::channel();
         let (registry, queue, run) = (Arc::clone(&self.registry), queue.clone(), run.clone());
         let through_journal = move |run, done| {
@@ -253,7 +251,7 @@ pub(super) struct Running {
     apart: bool,
     started: Instant,
     /// Says when the start is durable; taken by [`Running::end`].
-    durable: Option<oneshot::Receiver<Result<(), AppError>>>,
+    durable: Option<Durable>,
     /// Whether [`Running::end`] took over.
     ended: bool,
 }

@@ -342,9 +342,9 @@ impl Registry {
     /// statement, whose commit then does not wait for the disk), committed now (as
     /// [`Registry::record_runs`] would) on the caller's runtime, from an async task: on
     /// PostgreSQL, when this node knows the tenant's chain head, one of its connections
-    /// for calls' records is free, and the caller is on a multi-thread tokio runtime (whose workers drive the connection). `None`,
-    /// with nothing written, otherwise: the journal must record it. On SQLite see
-    /// [`Registry::try_record_end`].
+    /// for calls' records is free, and the caller is on a multi-thread tokio runtime
+    /// (whose workers drive the connection). `None`, with nothing written, otherwise:
+    /// the journal must record it. On SQLite see [`Registry::try_record_end`].
     pub async fn record_end_now(
         &self,
         tenant: &TenantId,

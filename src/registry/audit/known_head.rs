@@ -113,8 +113,8 @@ pub(in crate::registry) fn append(
 
 /// [`append`] for one event, on the caller's runtime ([`Direct`]); `run`: the call's
 /// in-flight record, removed in the same statement, whose commit then does not wait
-/// for the disk. `None` when that cannot be done now (another statement holds it, no
-/// known head, or the head moved meanwhile), with nothing written; the journal must
+/// for the disk. `None` when that cannot be done now (its pool's every connection
+/// taken, no known head, or the head moved meanwhile), with nothing written; the journal must
 /// append it then.
 ///
 /// [`Direct`]: crate::registry::postgres::Direct

@@ -54,11 +54,11 @@ impl Direct {
     }
 
     /// The right to run a statement now; `None` while the pool's every connection runs
-    /// one, or outside a
-    /// multi-thread tokio runtime. (A connection is driven by the runtime it was opened
-    /// on, whoever awaits its statements; a multi-thread runtime's workers keep driving
-    /// it while one of them blocks, and a runtime that is gone closes it, so the pool
-    /// opens another. A current-thread runtime that blocks would hold every statement.)
+    /// one, or outside a multi-thread tokio runtime. (A connection is driven by the
+    /// runtime it was opened on, whoever awaits its statements; a multi-thread
+    /// runtime's workers keep driving it while one of them blocks, and a runtime that
+    /// is gone closes it, so the pool opens another. A current-thread runtime that
+    /// blocks would hold every statement.)
     pub(crate) fn try_take(&self) -> Option<Taken<'_>> {
         let flavor = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor());
         if !matches!(flavor, Ok(tokio::runtime::RuntimeFlavor::MultiThread)) {
