@@ -14,6 +14,7 @@ pub(super) const SQLITE: &[&str] = &[
     include_str!("migrations/sqlite/0005_reviews.sql"),
     include_str!("migrations/sqlite/0006_console.sql"),
     include_str!("migrations/sqlite/0007_runs_in_flight.sql"),
+    include_str!("migrations/sqlite/0008_runs_in_flight_unbound.sql"),
 ];
 
 /// PostgreSQL's migrations (`migrations/postgres/`), tracked in `warden_schema` and
@@ -26,6 +27,7 @@ pub(super) const POSTGRES: &[&str] = &[
     include_str!("migrations/postgres/0005_reviews.sql"),
     include_str!("migrations/postgres/0006_console.sql"),
     include_str!("migrations/postgres/0007_runs_in_flight.sql"),
+    include_str!("migrations/postgres/0008_runs_in_flight_unbound.sql"),
 ];
 
 /// The schema version after every migration.

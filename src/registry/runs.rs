@@ -207,6 +207,23 @@ impl Registry {
                 vals![now_ms, INTERRUPTED_BATCH],
             )?;
             let mut runs = rows.iter().map(read).collect::<Result<Vec<_>, _>>()?;
+            // A record whose tenant is not in this registry (nothing binds them: a
+            // foreign key's check cost every call's start a lock on its tenant's row)
+            // has no trail to go to; dropped, or it would fail every sweep.
+            let mut tenants: Vec<TenantId> = runs.iter().map(|r| r.tenant.clone()).collect();
+            tenants.sort();
+            tenants.dedup();
+            for tenant in tenants {
+                let known = tx.query("SELECT 1 FROM tenants WHERE id = ?1", vals![tenant.as_str()])?;
+                if known.is_empty() {
+                    let before = runs.len();
+                    runs.retain(|r| r.tenant != tenant);
+                    tracing::warn!(
+                        "dropped {} call(s) left in flight by tenant {tenant}, which this registry does not have",
+                        before - runs.len()
+                    );
+                }
+            }
             // Oldest first in each tenant's trail.
             runs.sort_by_key(|r| r.started_at_ms);
             let events: Vec<_> = runs

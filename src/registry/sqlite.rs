@@ -399,6 +399,45 @@ mod tests {
     }
 
     #[test]
+    fn calls_in_flight_at_version_7_are_kept_at_version_8_and_bound_to_no_tenant() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        for sql in &migrations::SQLITE[..7] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 7).unwrap();
+        let run = "INSERT INTO runs_in_flight (id, tenant_id, tool_id, version_id, key_hint,
+                     started_at_ms, expires_at_ms) VALUES (?1, ?2, 'tool_x', 'v_x', NULL, 1, 2)";
+        conn.execute(
+            "INSERT INTO tenants (id, name, policy, created_at_ms, audit_head)
+             VALUES ('tenant_a', 'a', '{}', 0, '')",
+            [],
+        )
+        .unwrap();
+        conn.execute(run, ["run_a", "tenant_a"]).unwrap();
+        // Version 7 binds a record to its tenant.
+        assert!(conn.execute(run, ["run_b", "tenant_b"]).is_err());
+        apply_migrations(&mut conn).unwrap();
+        assert_eq!(
+            conn.pragma_query_value(None, "user_version", |r| r.get::<_, u32>(0))
+                .unwrap(),
+            8
+        );
+        conn.execute(run, ["run_b", "tenant_b"]).unwrap();
+        let kept: Vec<(String, String)> = conn
+            .prepare("SELECT id, tenant_id FROM runs_in_flight ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            kept,
+            [("run_a", "tenant_a"), ("run_b", "tenant_b")].map(|(a, b)| (a.into(), b.into()))
+        );
+    }
+
+    #[test]
     fn a_newer_database_is_refused() {
         let mut conn = Connection::open_in_memory().unwrap();
         conn.pragma_update(None, "user_version", 99).unwrap();

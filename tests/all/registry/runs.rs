@@ -18,6 +18,7 @@ on_both_databases!(
     a_call_left_in_flight_past_its_expiry_is_recorded_as_interrupted,
     interrupted_calls_go_to_their_tenants_trails_oldest_first,
     concurrent_sweeps_record_each_interrupted_call_once,
+    a_call_in_flight_of_a_tenant_the_registry_lacks_is_dropped_by_the_sweep,
     a_calls_records_are_awaited_on_its_own_runtime_on_postgresql_only,
 );
 
@@ -155,6 +156,32 @@ fn interrupted_calls_go_to_their_tenants_trails_oldest_first(db: Db) {
         assert!(started.windows(2).all(|w| w[0] <= w[1]), "{started:?}");
         intact(&reg, tenant);
     }
+}
+
+fn a_call_in_flight_of_a_tenant_the_registry_lacks_is_dropped_by_the_sweep(db: Db) {
+    // Nothing binds a record to its tenant (a foreign key's check locked the tenant's
+    // row at every start): a record of a tenant that is not there must not stop the
+    // sweep from recording everybody else's.
+    let (reg, tenant) = registry_with_tenant(db);
+    let stranger = TenantId::generate();
+    let (ours, theirs) = (
+        starting(&tenant, Duration::from_secs(1)),
+        starting(&stranger, Duration::from_secs(1)),
+    );
+    reg.record_runs(&[
+        RunRecord::Started(theirs.clone()),
+        RunRecord::Started(ours.clone()),
+    ])
+    .unwrap();
+    assert_eq!(reg.runs_in_flight(&stranger).unwrap(), vec![theirs.clone()]);
+    let latest = ours.expires_at_ms.max(theirs.expires_at_ms);
+    let recorded = reg.record_interrupted_runs(latest + 1).unwrap();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0].tenant, tenant);
+    assert!(reg.runs_in_flight(&stranger).unwrap().is_empty());
+    assert!(reg.runs_in_flight(&tenant).unwrap().is_empty());
+    assert_eq!(kinds(&reg, &tenant).last(), Some(&"run_interrupted"));
+    intact(&reg, &tenant);
 }
 
 fn concurrent_sweeps_record_each_interrupted_call_once(db: Db) {
