@@ -51,10 +51,14 @@ pub(super) struct Idle {
     taken: Instant,
 }
 
+#[cfg(test)]
 impl Idle {
-    /// Whether this is `slot`.
-    pub(super) fn is(&self, slot: &SlotId) -> bool {
-        self.slot == *slot
+    /// `slot`, taken now.
+    pub(super) fn new(slot: SlotId) -> Idle {
+        Idle {
+            slot,
+            taken: Instant::now(),
+        }
     }
 }
 
@@ -69,12 +73,13 @@ impl Drop for SlotGuard {
             release(&handle, Arc::clone(&self.registry), idle.slot);
             return;
         }
-        let holder = idle.slot.clone();
-        self.gate.keep_slot(idle);
+        // Released only if no call took it over meanwhile: a call that did, and ended,
+        // kept it anew, with a linger of its own.
+        let kept = self.gate.keep_slot(idle);
         let (registry, gate) = (Arc::clone(&self.registry), Arc::clone(&self.gate));
         handle.clone().spawn(async move {
             tokio::time::sleep(SLOT_LINGER).await;
-            if let Some(idle) = gate.unkeep_slot(&holder) {
+            if let Some(idle) = gate.unkeep_slot(kept) {
                 release(&handle, registry, idle.slot);
             }
         });

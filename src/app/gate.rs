@@ -25,8 +25,21 @@ pub(super) struct Gate {
     leased: Mutex<Leased>,
     /// Cluster slots this node's calls have finished with, kept a moment for the next
     /// ones (`cluster.rs`).
-    idle_slots: Mutex<Vec<super::cluster::Idle>>,
+    idle_slots: Mutex<IdleSlots>,
 }
+
+/// Cluster slots kept, each with the number of its keeping: a slot taken over and kept
+/// again by a later call is another keeping, which the first one's linger must not end.
+#[derive(Debug, Default)]
+struct IdleSlots {
+    kept: Vec<(Kept, super::cluster::Idle)>,
+    /// The number of the next keeping.
+    next: u64,
+}
+
+/// One keeping of an idle cluster slot ([`Gate::keep_slot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Kept(u64);
 
 /// Tokens taken from the shared bucket and not yet spent, and until when they may be.
 #[derive(Debug)]
@@ -71,29 +84,25 @@ impl Gate {
                 tokens: 0,
                 until: Instant::now(),
             }),
-            idle_slots: Mutex::new(Vec::new()),
+            idle_slots: Mutex::new(IdleSlots::default()),
         }
     }
 
-    /// Keeps a cluster slot no call uses, for the tenant's next call on this node.
-    pub(super) fn keep_slot(&self, idle: super::cluster::Idle) {
-        self.idle_slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(idle);
+    /// Keeps a cluster slot no call uses, for the tenant's next call on this node;
+    /// which keeping this is, for [`Gate::unkeep_slot`].
+    pub(super) fn keep_slot(&self, idle: super::cluster::Idle) -> Kept {
+        let mut slots = self.idle_slots();
+        let kept = Kept(slots.next);
+        slots.next += 1;
+        slots.kept.push((kept, idle));
+        kept
     }
 
-    /// Takes back a kept slot, if no call took it meanwhile.
-    pub(super) fn unkeep_slot(
-        &self,
-        slot: &crate::registry::SlotId,
-    ) -> Option<super::cluster::Idle> {
-        let mut idle = self
-            .idle_slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let i = idle.iter().position(|kept| kept.is(slot))?;
-        Some(idle.swap_remove(i))
+    /// Takes back the slot of keeping `kept`, if no call took it over since.
+    pub(super) fn unkeep_slot(&self, kept: Kept) -> Option<super::cluster::Idle> {
+        let mut slots = self.idle_slots();
+        let i = slots.kept.iter().position(|(k, _)| *k == kept)?;
+        Some(slots.kept.swap_remove(i).1)
     }
 
     /// A kept slot that `usable` accepts, for a call of this node's.
@@ -101,12 +110,15 @@ impl Gate {
         &self,
         usable: impl Fn(&super::cluster::Idle) -> bool,
     ) -> Option<super::cluster::Idle> {
-        let mut idle = self
-            .idle_slots
+        let mut slots = self.idle_slots();
+        let i = slots.kept.iter().rposition(|(_, idle)| usable(idle))?;
+        Some(slots.kept.swap_remove(i).1)
+    }
+
+    fn idle_slots(&self) -> std::sync::MutexGuard<'_, IdleSlots> {
+        self.idle_slots
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let i = idle.iter().rposition(usable)?;
-        Some(idle.swap_remove(i))
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Spends one of the tokens taken ahead from the shared bucket, if one is left and
@@ -196,6 +208,23 @@ mod tests {
         }
         let wait = gate.take().unwrap_err();
         assert!(wait > Duration::from_secs(15) && wait <= Duration::from_secs(20));
+    }
+
+    #[test]
+    fn a_slot_taken_over_and_kept_again_outlives_its_first_keeping() {
+        use super::super::cluster::Idle;
+        use crate::registry::SlotId;
+        let gate = Gate::new(&TenantPolicy::default());
+        let first = gate.keep_slot(Idle::new(SlotId::for_test(TenantId::generate(), 1)));
+        // The tenant's next call takes it over, and keeps it when it ends.
+        let idle = gate.reuse_slot(|_| true).expect("the slot kept");
+        let second = gate.keep_slot(idle);
+        assert!(
+            gate.unkeep_slot(first).is_none(),
+            "the first keeping's linger would release the slot the next call kept"
+        );
+        assert!(gate.unkeep_slot(second).is_some());
+        assert!(gate.unkeep_slot(second).is_none(), "taken back twice");
     }
 
     #[test]

@@ -30,6 +30,18 @@ pub struct SlotId {
     holder: String,
 }
 
+#[cfg(test)]
+impl SlotId {
+    /// Slot `n` of `tenant`, held by nobody in particular: for tests of what holds one.
+    pub(crate) fn for_test(tenant: TenantId, n: i64) -> SlotId {
+        SlotId {
+            tenant,
+            n,
+            holder: format!("test-{n}"),
+        }
+    }
+}
+
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
