@@ -20,14 +20,22 @@
 //! follows); the locked path times events by the database's clock.
 //!
 //! The node takes the new head for known as soon as it makes the statement, before the
-//! server answers: its next append (a call's end awaited on the call's own runtime
-//! beside the journal's batch, `postgres/direct.rs`) chains on it, and the server runs
-//! that one once the first commits (it waits for the tenant's row). If the first
-//! writes nothing or fails, the head is forgotten, and the next, not finding the head
-//! it chained on, writes nothing either: both take the locked path.
+//! server answers, so that its next append chains on it rather than on the same head.
+//! That next one must not reach the server before the first commits: its statement
+//! would see the head before the first (the row's committed version, which its
+//! condition does not match) and write nothing. So an append on a head whose own append
+//! is still unanswered waits for that answer first ([`append_now`]: a call's end
+//! awaited on the call's own runtime, `postgres/direct.rs`): two calls of one tenant
+//! ending together then commit one after the other, as the tenant's row would order
+//! them anyway, instead of the second taking the locked path (measured at two calls at
+//! once, 2026-11-28: one end in ten did). If the first writes nothing or fails, the
+//! head is forgotten, and the next is not sent: both take the locked path. The
+//! journal's appends (`append`, on a thread that cannot await) are sent at once.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+
+use tokio::sync::watch;
 
 use super::{AuditEvent, AuditRecord, INSERT_ROWS, chain_on};
 use crate::registry::db::{Mode, Value};
@@ -42,12 +50,24 @@ const MOST_HEADS: usize = 10_000;
 /// A tenant's chain head as this node wrote it: newest seq, its hash, its time.
 type Head = (i64, String, i64);
 
+/// Whether an append was written: `None` until it is answered; `Some(true)` once it
+/// is. Its sender gone unanswered means it never will be (the append was dropped).
+type Answer = watch::Receiver<Option<bool>>;
+
+/// A head this node knows, and the answer to the append that makes it while that append
+/// is unanswered (`None` for a head read from or answered by the database).
+#[derive(Debug, Clone)]
+struct Known {
+    head: Head,
+    made_by: Option<Answer>,
+}
+
 /// The chain heads this node wrote last, by tenant.
 #[derive(Debug, Default)]
-pub(crate) struct KnownHeads(Mutex<HashMap<TenantId, Head>>);
+pub(crate) struct KnownHeads(Mutex<HashMap<TenantId, Known>>);
 
 impl KnownHeads {
-    fn get(&self, tenant: &TenantId) -> Option<Head> {
+    fn get(&self, tenant: &TenantId) -> Option<Known> {
         self.lock().get(tenant).cloned()
     }
 
@@ -60,24 +80,35 @@ impl KnownHeads {
                 continue;
             };
             match heads.get(&r.tenant) {
-                Some((known, _, _)) if *known >= seq => continue,
+                Some(known) if known.head.0 >= seq => continue,
                 Some(_) => {}
                 None if heads.len() >= MOST_HEADS => heads.clear(),
                 None => {}
             }
-            heads.insert(r.tenant.clone(), (seq, r.hash.clone(), r.at_ms));
+            let head = (seq, r.hash.clone(), r.at_ms);
+            heads.insert(
+                r.tenant.clone(),
+                Known {
+                    head,
+                    made_by: None,
+                },
+            );
         }
     }
 
-    /// Moves `tenant`'s head from `known` to `new` before the append that makes it is
-    /// committed, so that the node's next append chains on it (and waits for it on the
-    /// tenant's row) instead of on the same head (which one of them would find moved).
-    /// `false`, with nothing changed, when the head is no longer `known`.
-    fn advance(&self, tenant: &TenantId, known: &Head, new: &Head) -> bool {
+    /// Moves `tenant`'s head from `known` to `new` (made by the append whose answer is
+    /// `made_by`) before that append is committed, so that the node's next append
+    /// chains on it (and waits for its answer) instead of on the same head (which one of
+    /// them would find moved). `false`, with nothing changed, when the head is no longer
+    /// `known`.
+    fn advance(&self, tenant: &TenantId, known: &Head, new: &Head, made_by: Answer) -> bool {
         let mut heads = self.lock();
         match heads.get_mut(tenant) {
-            Some(head) if head == known => {
-                *head = new.clone();
+            Some(head) if head.head == *known => {
+                *head = Known {
+                    head: new.clone(),
+                    made_by: Some(made_by),
+                };
                 true
             }
             _ => false,
@@ -88,7 +119,7 @@ impl KnownHeads {
         self.lock().remove(tenant);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, Head>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, Known>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -111,11 +142,12 @@ pub(in crate::registry) fn append(
     append.settle(pg, written)
 }
 
-/// [`append`] for one event, on the caller's runtime ([`Direct`]); `run`: the call's
+/// [`append`] for one event, on the caller's runtime ([`Direct`]), once the append that
+/// made the head it chains on (if unanswered) is answered; `run`: the call's
 /// in-flight record, removed in the same statement, whose commit then does not wait
 /// for the disk. `None` when that cannot be done now (its pool's every connection
-/// taken, no known head, or the head moved meanwhile), with nothing written; the journal must
-/// append it then.
+/// taken, no known head, the head moved meanwhile, or the append before it was not
+/// written), with nothing written; the journal must append it then.
 ///
 /// [`Direct`]: crate::registry::postgres::Direct
 pub(in crate::registry) async fn append_now(
@@ -136,8 +168,23 @@ pub(in crate::registry) async fn append_now(
         Ok(append) => append?,
         Err(e) => return Some(Err(e)),
     };
+    if let Some(before) = append.after.clone()
+        && !written(before).await
+    {
+        // The head this one chains on was not written: nor is this one.
+        pg.known_heads.forget(tenant);
+        return None;
+    }
     let written = taken.execute(&append.sql, &append.params).await;
     append.settle(pg, written).transpose()
+}
+
+/// Whether the append that `answer` is for was written, once it is answered.
+async fn written(mut answer: Answer) -> bool {
+    matches!(
+        answer.wait_for(Option::is_some).await.as_deref(),
+        Ok(Some(true))
+    )
 }
 
 /// Events chained on a known head, and the statement that writes them.
@@ -146,6 +193,12 @@ struct Append {
     records: Vec<(AuditRecord, String)>,
     sql: String,
     params: Vec<Value>,
+    /// The answer to the append that made the head this one chains on, while that one
+    /// was unanswered when this one was made.
+    after: Option<Answer>,
+    /// This append's answer, for the appends chained on the head it makes; unanswered
+    /// if this is dropped unsettled.
+    answer: watch::Sender<Option<bool>>,
 }
 
 impl Append {
@@ -165,12 +218,17 @@ impl Append {
         let Some(known) = pg.known_heads.get(tenant) else {
             return Ok(None);
         };
+        let Known {
+            head: known,
+            made_by,
+        } = known;
         let mut head = (known.0, known.1.clone(), now_ms().max(known.2));
         let records = events
             .iter()
             .map(|(t, event)| chain_on(&mut head, t, event))
             .collect::<Result<Vec<_>, _>>()?;
-        if !pg.known_heads.advance(tenant, &known, &head) {
+        let (answer, answered) = watch::channel(None);
+        if !pg.known_heads.advance(tenant, &known, &head, answered) {
             // Another append of this node took that head meanwhile.
             return Ok(None);
         }
@@ -180,6 +238,8 @@ impl Append {
             records,
             sql,
             params,
+            after: made_by.filter(|made_by| made_by.borrow().is_none()),
+            answer,
         }))
     }
 
@@ -190,7 +250,7 @@ impl Append {
         pg: &Postgres,
         written: Result<u64, RegistryError>,
     ) -> Result<Option<Vec<AuditRecord>>, RegistryError> {
-        match written {
+        let settled = match written {
             Ok(n) if n == self.records.len() as u64 => {
                 let records: Vec<AuditRecord> = self.records.into_iter().map(|(r, _)| r).collect();
                 pg.known_heads.remember(&records);
@@ -212,7 +272,10 @@ impl Append {
                 pg.known_heads.forget(&self.tenant);
                 Err(e)
             }
-        }
+        };
+        self.answer
+            .send_replace(Some(matches!(settled, Ok(Some(_)))));
+        settled
     }
 }
 
@@ -297,24 +360,48 @@ mod tests {
         }
     }
 
+    fn answer() -> Answer {
+        watch::channel(None).1
+    }
+
     #[test]
     fn a_head_moves_forward_only_and_is_taken_once() {
         let heads = KnownHeads::default();
         let tenant = TenantId::generate();
         heads.remember(&[record(&tenant, 5, "e")]);
         let five = heads.get(&tenant).unwrap();
+        assert!(five.made_by.is_none(), "a head read back is answered");
+        let five = five.head;
         let six = (6, "f".to_owned(), 2);
         // Two appends made on the same head: the second must find it taken.
-        assert!(heads.advance(&tenant, &five, &six));
-        assert!(!heads.advance(&tenant, &five, &(6, "g".to_owned(), 2)));
+        assert!(heads.advance(&tenant, &five, &six, answer()));
+        assert!(!heads.advance(&tenant, &five, &(6, "g".to_owned(), 2), answer()));
+        assert!(heads.get(&tenant).unwrap().made_by.is_some());
         let seven = (7, "h".to_owned(), 3);
-        assert!(heads.advance(&tenant, &six, &seven));
+        assert!(heads.advance(&tenant, &six, &seven, answer()));
         // The first append's answer, arriving after the second was made, keeps the
         // newer head.
         heads.remember(&[record(&tenant, 6, "f")]);
-        assert_eq!(heads.get(&tenant).unwrap().0, 7);
+        assert_eq!(heads.get(&tenant).unwrap().head.0, 7);
         heads.forget(&tenant);
         assert!(heads.get(&tenant).is_none());
-        assert!(!heads.advance(&tenant, &seven, &(8, "i".to_owned(), 4)));
+        assert!(!heads.advance(&tenant, &seven, &(8, "i".to_owned(), 4), answer()));
+    }
+
+    #[tokio::test]
+    async fn an_append_waits_for_the_answer_to_the_one_before() {
+        let (answer, answered) = watch::channel(None);
+        let waiting = tokio::spawn(written(answered.clone()));
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "it did not wait");
+        answer.send_replace(Some(true));
+        assert!(waiting.await.unwrap());
+        // Not written, or never answered (dropped): nor is the next.
+        let (answer, answered) = watch::channel(None);
+        answer.send_replace(Some(false));
+        assert!(!written(answered).await);
+        let (answer, answered) = watch::channel(None);
+        drop(answer);
+        assert!(!written(answered).await);
     }
 }
