@@ -164,11 +164,11 @@ pub(in crate::registry) async fn append_now(
     let taken = direct.try_take()?;
     let events = [(tenant.clone(), event.clone())];
     let ended: Vec<RunId> = run.into_iter().cloned().collect();
-    let append = match Append::on_known_head(pg, &events, &ended) {
+    let mut append = match Append::on_known_head(pg, &events, &ended) {
         Ok(append) => append?,
         Err(e) => return Some(Err(e)),
     };
-    if let Some(before) = append.after.clone()
+    if let Some(before) = append.after.take()
         && !written(before).await
     {
         // The head this one chains on was not written: nor is this one.
@@ -193,8 +193,9 @@ struct Append {
     records: Vec<(AuditRecord, String)>,
     sql: String,
     params: Vec<Value>,
-    /// The answer to the append that made the head this one chains on, while that one
-    /// was unanswered when this one was made.
+    /// The answer to the append of this node that made the head this one chains on
+    /// (`None` for a head read from or answered by the database); waiting for one
+    /// already answered returns at once.
     after: Option<Answer>,
     /// This append's answer, for the appends chained on the head it makes; unanswered
     /// if this is dropped unsettled.
@@ -238,7 +239,7 @@ impl Append {
             records,
             sql,
             params,
-            after: made_by.filter(|made_by| made_by.borrow().is_none()),
+            after: made_by,
             answer,
         }))
     }
