@@ -815,6 +815,66 @@ return json.loads(r.read())\n";
                 .contains("--secret-key-file")
         );
     }
+
+    /// As [`super::a_call_waiting_for_an_answer_leaves_its_core_to_other_calls`], with
+    /// the calls in worker processes: a worker's request is answered by its server, and
+    /// its core goes back for the wait all the same.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_in_a_worker_waiting_for_an_answer_leaves_its_core() {
+        const FETCH: &str = "import urllib.request\n\n\ndef fetch(url: str) -> str:\n    \
+                             \"\"\"Fetch url.\"\"\"\n    with urllib.request.urlopen(url, \
+                             timeout=120) as r:\n        return r.read().decode()\n";
+        const SUM: &str = "def total() -> int:\n    \"\"\"Add up.\"\"\"\n    \
+                           return sum(range(10_000))\n";
+        let s = servers();
+        let service = crate::http::Service::on(crate::support::workers_with_cores(1));
+        service.app.set_private_network(PrivateNetwork::Allowed);
+        let fetcher = service
+            .tenant(json!({"allowed_hosts": ["127.0.0.1"]}))
+            .await;
+        let spec = json!({
+            "source": FETCH,
+            "grants": {"hosts": [s.granted.to_string()]},
+            "limits": {"deadline_ms": 4000},
+        });
+        let fetch = service.register(&fetcher, spec).await;
+        let worker = service.tenant(json!({})).await;
+        let sum = service.register(&worker, json!({"source": SUM})).await;
+        // Both tools' workers are ready, so that only the request takes time below.
+        let json_url = url(s.granted, "/json");
+        let first = service
+            .run(&fetcher, &fetch, json!({"url": json_url}))
+            .await;
+        assert_eq!(first.json["status"], "ok", "{}", first.json);
+        assert_eq!(
+            service.run(&worker, &sum, json!({})).await.json["status"],
+            "ok"
+        );
+
+        let waiting = service.run(&fetcher, &fetch, json!({"url": url(s.granted, "/slow")}));
+        let working = async {
+            // Let the request start (had it not, the work would simply go first).
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            for _ in 0..3 {
+                let r = service.run(&worker, &sum, json!({})).await;
+                assert_eq!(r.json["value"], 49_995_000, "{}", r.json);
+            }
+            Instant::now()
+        };
+        let ((waited, answered), worked) = tokio::join!(
+            async {
+                let r = waiting.await;
+                (r, Instant::now())
+            },
+            working
+        );
+        assert_eq!(waited.json["status"], "timeout", "{}", waited.json);
+        // On one core, had the waiting call held it, the work could only have run after.
+        assert!(
+            worked < answered,
+            "the work waited for the core of the call waiting for an answer"
+        );
+    }
 }
 
 /// `warden run` as a user types it: hosts, a secret from Warden's own environment, the
