@@ -406,11 +406,15 @@ impl Sandbox {
             .map_err(SandboxError::Instantiate)?;
 
         let slot = self.slots.acquire().await;
-        let _ticking = self.ticker.as_ref().map(Ticker::ticking);
+        let ticking = self.ticker.as_ref().map(Ticker::ticking);
         let started = Instant::now();
         let deadline = started + budget.unwrap_or(limits.deadline).min(limits.deadline);
         let door = door(deadline);
-        let mut store = new_store(&self.engine, ctx, limits, deadline, door, seat.clone())?;
+        let paced = match (&seat, &ticking) {
+            (Some(seat), Some(ticking)) => Some(ticking.pace(Arc::clone(seat))),
+            _ => seat.clone(),
+        };
+        let mut store = new_store(&self.engine, ctx, limits, deadline, door, paced)?;
 
         let (pre, exports) = match &loaded {
             Some(state) => (&state.pre, &state.exports),

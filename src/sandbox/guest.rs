@@ -123,7 +123,8 @@ pub(super) fn new_store(
         match &store.data().seat {
             // Other calls wait for a core: this one queues for the next and gives its
             // own to the call whose turn it is (possibly itself), once it has held it a
-            // whole tick (the first tick after a wait comes at once: the epoch moved on).
+            // whole tick (the first tick after a wait may come at once: other calls'
+            // ticks moved the epoch on).
             Some(seat) if seat.contended() && seat.held_for() >= super::TICK => Ok(
                 UpdateDeadline::YieldCustom(1, Arc::clone(seat).yield_core()),
             ),

@@ -544,6 +544,12 @@ pub trait CoreSeat: Send + Sync + 'static {
     fn held_for(&self) -> std::time::Duration;
     /// Gives the core to the call whose turn it is and waits for one again.
     fn yield_core(self: Arc<Self>) -> SeatFuture<'static>;
+    /// Marks the guest as running no code until the returned guard is dropped, for a
+    /// wait on something other than the CPU ([`without_core`]): the sandbox's seats
+    /// stop the epoch ticker's count of the call meanwhile. Nothing by default.
+    fn idle(&self) -> Option<Box<dyn Send>> {
+        None
+    }
 }
 
 impl CoreSeat for Seat {
@@ -574,9 +580,11 @@ impl CoreSeat for Seat {
 pub async fn without_core<F: Future>(seat: Option<&dyn CoreSeat>, wait: F) -> F::Output {
     match seat {
         Some(seat) => {
+            let idle = seat.idle();
             seat.release();
             let out = wait.await;
             seat.acquire().await;
+            drop(idle);
             out
         }
         None => wait.await,
