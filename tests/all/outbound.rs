@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Query, Request};
@@ -19,7 +19,7 @@ use warden::outbound::PrivateNetwork;
 use warden::outcome::{CallResult, Status};
 use warden::sandbox::{Outbound, ShareKey};
 
-use crate::support::{Run, home, sandbox_with_cores, shared_sandbox};
+use crate::support::{Run, home, sandbox_with_cores, shared_sandbox, work_beside_a_wait};
 
 /// The value of the secret the tests grant; it must never reach the guest.
 const SECRET: &str = "sk-live-0123456789-never-in-the-guest";
@@ -524,9 +524,7 @@ async fn a_call_waiting_for_an_answer_leaves_its_core_to_other_calls() {
     })
     .limits(|l| l.deadline = Duration::from_secs(4))
     .call();
-    let working = async {
-        // Let the request start (had it not, the work would simply go first).
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let work = async {
         for _ in 0..3 {
             let r = Run::new("sum.py", "total", json!({}))
                 .source("def total() -> int:\n    return sum(range(10_000))\n".into())
@@ -535,15 +533,8 @@ async fn a_call_waiting_for_an_answer_leaves_its_core_to_other_calls() {
                 .await;
             assert_eq!(r.value, Some(json!(49_995_000)), "{r:?}");
         }
-        Instant::now()
     };
-    let ((waited, answered), worked) = tokio::join!(
-        async {
-            let r = waiting.await;
-            (r, Instant::now())
-        },
-        working
-    );
+    let (waited, answered, worked) = work_beside_a_wait(waiting, work).await;
     // Cut by its deadline while the server held the answer back.
     assert_eq!(waited.status, Status::Timeout, "{waited:?}");
     // On one core, had the waiting call held it, the work could only have run after.
@@ -852,22 +843,13 @@ return json.loads(r.read())\n";
         );
 
         let waiting = service.run(&fetcher, &fetch, json!({"url": url(s.granted, "/slow")}));
-        let working = async {
-            // Let the request start (had it not, the work would simply go first).
-            tokio::time::sleep(Duration::from_millis(500)).await;
+        let work = async {
             for _ in 0..3 {
                 let r = service.run(&worker, &sum, json!({})).await;
                 assert_eq!(r.json["value"], 49_995_000, "{}", r.json);
             }
-            Instant::now()
         };
-        let ((waited, answered), worked) = tokio::join!(
-            async {
-                let r = waiting.await;
-                (r, Instant::now())
-            },
-            working
-        );
+        let (waited, answered, worked) = work_beside_a_wait(waiting, work).await;
         assert_eq!(waited.json["status"], "timeout", "{}", waited.json);
         // On one core, had the waiting call held it, the work could only have run after.
         assert!(

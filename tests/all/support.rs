@@ -259,3 +259,27 @@ impl Run {
             .await
     }
 }
+
+/// Runs `work` beside `waiting`, a call that waits without its core (a sleep, an
+/// outbound request), starting the work 500 ms later so that the wait has begun (had
+/// it not, the work would simply go first). Returns what `waiting` returned, when it
+/// ended and when the work ended: on one core, had the waiting call held it, the work
+/// could only end after it.
+pub async fn work_beside_a_wait<T>(
+    waiting: impl Future<Output = T>,
+    work: impl Future<Output = ()>,
+) -> (T, std::time::Instant, std::time::Instant) {
+    let working = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        work.await;
+        std::time::Instant::now()
+    };
+    let ((waited, ended), worked) = tokio::join!(
+        async {
+            let r = waiting.await;
+            (r, std::time::Instant::now())
+        },
+        working
+    );
+    (waited, ended, worked)
+}

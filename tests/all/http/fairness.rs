@@ -14,7 +14,7 @@ use warden::registry::ToolId;
 use warden::tenant::TenantId;
 
 use super::{OPERATOR_KEY, SPIN, Service};
-use crate::support::workers_with_cores;
+use crate::support::{work_beside_a_wait, workers_with_cores};
 
 /// A CPU-bound call whose length is set by `n`.
 const BURN: &str = "def burn(n: int) -> int:\n    \"\"\"Add up the first n numbers, one at a \
@@ -184,22 +184,13 @@ async fn a_sleeping_call_leaves_its_core_to_another_tenant() {
     }
 
     let napping = s.run(&sleeper, &nap, json!({"seconds": 4}));
-    let working = async {
-        // Let the nap start (had it not, the work would simply go first).
-        tokio::time::sleep(Duration::from_millis(500)).await;
+    let work = async {
         for _ in 0..3 {
             let r = s.run(&worker, &burn, json!({"n": 10_000})).await;
             assert_eq!(r.json["status"], "ok", "{}", r.json);
         }
-        Instant::now()
     };
-    let ((napped, rested), worked) = tokio::join!(
-        async {
-            let r = napping.await;
-            (r, Instant::now())
-        },
-        working
-    );
+    let (napped, rested, worked) = work_beside_a_wait(napping, work).await;
     assert_eq!(napped.json["value"], "rested", "{}", napped.json);
     // On one core, had the sleeper held it, the work could only have run after it.
     assert!(
