@@ -120,6 +120,12 @@ impl Worker {
         if let Ok(Ok(status)) = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await {
             return describe(status);
         }
+        // `wait` learns of the exit when this runtime next turns, which on a busy
+        // machine can be after the grace; asking the kernel directly cannot be late. (A
+        // worker killed by an operator's SIGKILL was reported as ended by the server.)
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return describe(status);
+        }
         let _ = self.child.start_kill();
         match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
             Ok(Ok(status)) if status.signal() == Some(libc::SIGKILL) => {
