@@ -101,11 +101,9 @@ async fn call(
         exchange.oversized(len as u64).await
     } else {
         let frame = memory.data(&*caller)[ptr..ptr + len].to_vec();
-        // The request waits on the network: the guest waits without its core. The
-        // answer is asked for inside the wait: a worker's door asks its server before
-        // it returns its future, which as an argument would run with the core held.
+        // The request waits on the network: the guest waits without its core.
         let seat = caller.data().seat.clone();
-        share::without_core(seat.as_deref(), async { exchange.answer(&frame).await }).await
+        share::without_core(seat.as_deref(), || exchange.answer(&frame)).await
     };
     // The deadline passed while the host answered (a worker learns the answer from its
     // server, which stops waiting at about the same time): the call ends here, not with

@@ -574,20 +574,24 @@ impl CoreSeat for Seat {
     }
 }
 
-/// Awaits `wait` (a host call waiting on something other than the CPU) without a core,
-/// then waits for one again; for a call that has no seat (a warm state being prepared),
-/// `wait` is simply awaited.
-pub async fn without_core<F: Future>(seat: Option<&dyn CoreSeat>, wait: F) -> F::Output {
+/// Awaits the future `wait` makes (a host call waiting on something other than the
+/// CPU) without a core, then waits for one again; for a call that has no seat (a warm
+/// state being prepared), it is simply awaited. The future is made once the core is
+/// given back: a worker's door asks its server while it makes its future.
+pub async fn without_core<F: Future>(
+    seat: Option<&dyn CoreSeat>,
+    wait: impl FnOnce() -> F,
+) -> F::Output {
     match seat {
         Some(seat) => {
             let idle = seat.idle();
             seat.release();
-            let out = wait.await;
+            let out = wait().await;
             seat.acquire().await;
             drop(idle);
             out
         }
-        None => wait.await,
+        None => wait().await,
     }
 }
 

@@ -395,10 +395,10 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     let poll = with_guest(&mut caller, async |ctx, _, mem| {
                         p1::poll_oneoff(ctx, mem, subs, events, count, ready).await
                     });
-                    return share::without_core(seat.as_deref(), poll).await;
+                    return share::without_core(seat.as_deref(), || poll).await;
                 };
                 // Sleep here, outside the store, where the call's deadline can end it.
-                share::without_core(seat.as_deref(), tokio::time::sleep(timeout)).await;
+                share::without_core(seat.as_deref(), || tokio::time::sleep(timeout)).await;
                 with_guest(&mut caller, async |_, _, mem| {
                     let event = types::Event {
                         userdata,

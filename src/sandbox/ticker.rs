@@ -168,15 +168,22 @@ impl Drop for Waiting {
     }
 }
 
-impl CoreSeat for Paced {
-    /// (A worker's seat waits before it returns its future, so the count stops first.)
-    fn acquire(&self) -> SeatFuture<'_> {
+impl Paced {
+    /// The wait `start` begins, with the run's count held off from before it begins
+    /// (a worker's seat waits before it returns its future) to its end.
+    fn wait<'a>(&self, start: impl FnOnce() -> SeatFuture<'a>) -> SeatFuture<'a> {
         let waiting = Waiting::new(&self.run);
-        let acquired = self.seat.acquire();
+        let wait = start();
         Box::pin(async move {
-            acquired.await;
+            wait.await;
             drop(waiting);
         })
+    }
+}
+
+impl CoreSeat for Paced {
+    fn acquire(&self) -> SeatFuture<'_> {
+        self.wait(|| self.seat.acquire())
     }
 
     fn release(&self) {
@@ -196,12 +203,7 @@ impl CoreSeat for Paced {
     }
 
     fn yield_core(self: Arc<Self>) -> SeatFuture<'static> {
-        let waiting = Waiting::new(&self.run);
-        let yielded = Arc::clone(&self.seat).yield_core();
-        Box::pin(async move {
-            yielded.await;
-            drop(waiting);
-        })
+        self.wait(|| Arc::clone(&self.seat).yield_core())
     }
 
     fn idle(&self) -> Option<Box<dyn Send>> {
@@ -269,6 +271,8 @@ impl Drop for Ticker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::share::{Cores, Seat, ShareKey};
+    use std::num::NonZeroUsize;
 
     fn armed(ticker: &Ticker) -> bool {
         let setting = rustix::time::timerfd_gettime(&ticker.shared.timer).unwrap();
@@ -296,9 +300,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_waiting_for_a_core_does_not_keep_the_timer_armed() {
-        use crate::sandbox::share::{Cores, Seat, ShareKey};
-        use std::num::NonZeroUsize;
-
         let ticker = Ticker::start(Engine::default()).unwrap();
         let cores = Cores::new(NonZeroUsize::MIN);
         let holder = Seat::new(&cores, ShareKey::new("holder"));
@@ -333,9 +334,6 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_outliving_its_run_leaves_the_count_alone() {
-        use crate::sandbox::share::{Cores, Seat, ShareKey};
-        use std::num::NonZeroUsize;
-
         let ticker = Ticker::start(Engine::default()).unwrap();
         let cores = Cores::new(NonZeroUsize::MIN);
         let ticking = ticker.ticking();
