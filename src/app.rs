@@ -61,6 +61,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::grants::folder::refuse_warden_folders;
 use crate::manifest::{Manifest, VersionId};
 use crate::outbound::PrivateNetwork;
 use crate::packages::Packages;
@@ -276,6 +277,17 @@ impl App {
             .map_err(|e| AppError::Task(e.to_string()))?
     }
 
+    /// Warden's own folders, which no mount may overlap: the workers' home and runtime,
+    /// the tools' sources, the package store and the embedded database's folder.
+    fn own_folders(&self) -> Vec<PathBuf> {
+        let inner = &self.inner;
+        let mut own = inner.workers.own_folders().to_vec();
+        own.push(inner.tools_dir.clone());
+        own.push(inner.packages.root().to_owned());
+        own.extend(inner.registry.local_folder());
+        own
+    }
+
     /// Whether the registry answers.
     pub async fn health(&self) -> Result<(), AppError> {
         self.blocking(|r| Ok(r.schema_version().map(|_| ())?)).await
@@ -321,11 +333,13 @@ impl App {
         spec: ToolSpec,
     ) -> Result<Validation, AppError> {
         let t = tenant.clone();
+        let own = self.own_folders();
         self.blocking(move |r| {
             let mut report = validate(&spec);
             if report.valid {
                 let policy = r.policy(&t)?;
                 let (manifest, _) = spec::manifest(spec, &policy)?;
+                refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
                 report.risks = crate::capabilities::warnings(
                     &manifest.grants,
                     &manifest.limits,
@@ -342,10 +356,12 @@ impl App {
         let t = tenant.clone();
         let tools_dir = self.inner.tools_dir.clone();
         let packages = self.inner.packages.clone();
+        let own = self.own_folders();
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
             let requirements = spec::requirements(&spec)?;
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
             // Resolved (or found in the lock cache) and installed before anything is
             // stored: a failure leaves no version behind.
             manifest.packages = packages.lock(requirements)?;
@@ -373,6 +389,7 @@ impl App {
         let (t, id) = (tenant.clone(), tool.clone());
         let tools_dir = self.inner.tools_dir.clone();
         let packages = self.inner.packages.clone();
+        let own = self.own_folders();
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
             let current = r.tool(&t, &id)?;
@@ -381,6 +398,7 @@ impl App {
             spec.name.get_or_insert(current.name);
             let requirements = spec::requirements(&spec)?;
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
             manifest.packages = packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;
             let widens =

@@ -191,18 +191,34 @@ pub enum ConfineError {
     },
 }
 
+/// Folders a confined process may reach beyond its [`Confinement`]'s paths, given as
+/// folders already open: the rule holds on to the folder the descriptor names, whatever
+/// its path names by the time the confinement is applied.
+#[derive(Debug, Default)]
+pub struct Folders<'a> {
+    /// Folders it may read (as [`Confinement::read_only`]).
+    pub read_only: Vec<std::os::fd::BorrowedFd<'a>>,
+    /// Folders it may read and write (as [`Confinement::read_write`]).
+    pub read_write: Vec<std::os::fd::BorrowedFd<'a>>,
+}
+
 impl Confinement {
     /// Applies this confinement to the calling process: no_new_privs, Landlock, then
     /// seccomp (see the module's documentation). Irreversible. Refused
     /// ([`ConfineError::MultiThreaded`]) unless the process has a single thread.
     pub fn apply(&self) -> Result<Applied, ConfineError> {
+        self.apply_with(&Folders::default())
+    }
+
+    /// [`Confinement::apply`], also granting `folders`.
+    pub fn apply_with(&self, folders: &Folders<'_>) -> Result<Applied, ConfineError> {
         #[cfg(target_os = "linux")]
         {
             let threads = threads()?;
             if threads != 1 {
                 return Err(ConfineError::MultiThreaded { threads });
             }
-            let landlock_abi = ruleset::landlock(self)?;
+            let landlock_abi = ruleset::landlock(self, folders)?;
             filters::seccomp(self.profile)?;
             Ok(Applied {
                 landlock_abi,
@@ -211,6 +227,7 @@ impl Confinement {
         }
         #[cfg(not(target_os = "linux"))]
         {
+            let _ = folders;
             Err(ConfineError::Unsupported {
                 os: std::env::consts::OS,
             })

@@ -13,9 +13,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub mod folder;
 pub mod hosts;
 pub mod secrets;
 
+pub use folder::{FolderId, ResolvedMount};
 pub use hosts::HostPattern;
 pub use secrets::{SecretGrant, SecretValue};
 
@@ -368,6 +370,60 @@ pub enum GrantError {
     /// The host side of a mount is missing or not a folder.
     #[error("mount source {} is not a folder on this host: create it or fix the path", .0.display())]
     HostFolder(PathBuf),
+    /// The folder at a mount's resolved path is no longer the one admitted (removed,
+    /// replaced, or a link now on its path).
+    #[error(
+        "mount source {} changed since it was admitted (the folder was replaced, or a \
+         symbolic link now lies on its path): the call is refused; check who writes there, \
+         then call again",
+        .0.display()
+    )]
+    FolderChanged(PathBuf),
+    /// A mount's resolved folder could not be opened.
+    #[error("cannot open mount source {}: {reason}", host.display())]
+    FolderOpen {
+        /// The folder.
+        host: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A resolved mount is not beneath the folder it was admitted under.
+    #[error(
+        "mount source {} is not inside {}, the folder it was admitted under: register the \
+         tool again",
+        host.display(), within.display()
+    )]
+    OutsideWithin {
+        /// The folder.
+        host: PathBuf,
+        /// The folder it claims to lie under.
+        within: PathBuf,
+    },
+    /// A worker was asked to mount a folder it was not given when it was confined.
+    #[error(
+        "mount source {} is not among the folders this worker was confined to: a bug in \
+         Warden, please report it",
+        .0.display()
+    )]
+    NotHeld(PathBuf),
+    /// A call's admitted mounts are not its grants' mounts.
+    #[error(
+        "the mounts admitted for this call are not its grants' mounts: a bug in Warden, \
+         please report it"
+    )]
+    AdmittedMismatch,
+    /// A mount at, inside or above one of Warden's own folders.
+    #[error(
+        "mount source {} overlaps {}, one of Warden's own folders (its home, runtime or \
+         tools), which are never mounted: mount a folder outside it",
+        host.display(), folder.display()
+    )]
+    WardenFolder {
+        /// The mount's folder.
+        host: PathBuf,
+        /// Warden's folder it overlaps.
+        folder: PathBuf,
+    },
 }
 
 /// Resolves a mount's host folder to an absolute path, checking it is a folder.

@@ -317,6 +317,11 @@ impl std::fmt::Debug for Packages {
 }
 
 impl Packages {
+    /// The store's folder: resolved sites, locks and pip's cache.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The store of `home`, for the runtime whose standard-library zip is `stdlib_zip`.
     pub fn new(
         home: &Path,

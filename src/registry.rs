@@ -254,6 +254,15 @@ impl Registry {
         }
     }
 
+    /// The folder of the embedded database's file, which no tool may mount; `None` on
+    /// PostgreSQL or in memory.
+    pub fn local_folder(&self) -> Option<std::path::PathBuf> {
+        match &self.db {
+            Backend::Sqlite(db) => db.folder(),
+            Backend::Postgres(_) => None,
+        }
+    }
+
     /// Whether this registry's commits wait for the disk, as the database reports it.
     pub fn durability(&self) -> Result<Durability, RegistryError> {
         match &self.db {

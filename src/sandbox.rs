@@ -88,7 +88,8 @@ pub use warm::{
 };
 
 use crate::events::{Events, LogLevel};
-use crate::grants::{Grants, SecretValue, canonical_host_folder};
+use crate::grants::folder::refuse_warden_folders;
+use crate::grants::{GrantError, Grants, ResolvedMount, SecretValue};
 use crate::limits::{Fuel, Limits};
 use crate::outbound::{Clients, Exchange, PrivateNetwork};
 use crate::outcome::{CallResult, Start};
@@ -211,6 +212,13 @@ pub struct Sandbox {
     max_memory: ByteSize,
     slots: tokio::sync::Semaphore,
     cores: Cores,
+    /// Warden's own folders (its home, an installed runtime), which no mount may
+    /// overlap.
+    own_folders: Vec<PathBuf>,
+    /// Mount folders opened once for every call (a worker's, before its confinement:
+    /// see [`Sandbox::hold`]), and then the only ones a call may mount; `None`: each
+    /// call opens its own.
+    held: Option<Vec<(ResolvedMount, std::os::fd::OwnedFd)>>,
     /// Started by `open`; by `start` for a sandbox loaded in a worker, after its
     /// confinement (a second thread must not exist before).
     ticker: Option<Ticker>,
@@ -287,7 +295,8 @@ impl Sandbox {
     }
 
     /// [`Sandbox::call_from`] with the host's side of the call's outbound requests: the
-    /// values of the secrets its grants name, and the operator's address policy.
+    /// values of the secrets its grants name, and the operator's address policy. The
+    /// call's mounts are resolved now, with no policy.
     pub async fn call_with(
         &self,
         call: Call<'_>,
@@ -295,6 +304,31 @@ impl Sandbox {
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
         let (job, secrets) = Job::of(call, outbound)?;
+        self.call_job(job, secrets, warm, outbound).await
+    }
+
+    /// [`Sandbox::call_with`] with the call's mounts as its tenant's policy admitted
+    /// them ([`crate::tenant::TenantPolicy::resolve_grants`]): each folder is opened
+    /// only if it is still the one admitted.
+    pub async fn call_admitted(
+        &self,
+        call: Call<'_>,
+        mounts: Vec<ResolvedMount>,
+        warm: Option<&WarmState>,
+        outbound: &Outbound,
+    ) -> Result<CallResult, SandboxError> {
+        let (job, secrets) = Job::admitted(call, mounts, outbound)?;
+        self.call_job(job, secrets, warm, outbound).await
+    }
+
+    async fn call_job(
+        &self,
+        job: Job,
+        secrets: crate::outbound::CallSecrets,
+        warm: Option<&WarmState>,
+        outbound: &Outbound,
+    ) -> Result<CallResult, SandboxError> {
+        refuse_warden_folders(&job.mounts, &self.own_folders)?;
         let mut exchange = None;
         let seat: Arc<dyn CoreSeat> = Arc::new(Seat::new(&self.cores, outbound.share.clone()));
         let (mut result, spent) = self
@@ -323,6 +357,31 @@ impl Sandbox {
             result.requests = exchange.records();
         }
         Ok(result)
+    }
+
+    /// Keeps `folders` (mounts opened with [`ResolvedMount::open`]) open for every later
+    /// call, which may then mount only these: a worker opens its key's mounts once,
+    /// before it is confined, and never walks their paths again.
+    pub fn hold(&mut self, folders: Vec<(ResolvedMount, std::os::fd::OwnedFd)>) {
+        self.held = Some(folders);
+    }
+
+    /// The call's mount folders: held ones borrowed, or (in a sandbox that holds none)
+    /// opened now.
+    fn open_mounts<'m>(&'m self, job: &'m Job) -> Result<Vec<wasi::MountFolder<'m>>, SandboxError> {
+        job.mounts
+            .iter()
+            .map(|mount| {
+                let folder = match &self.held {
+                    None => wasi::Folder::Opened(mount.open()?),
+                    Some(held) => match held.iter().find(|(m, _)| m.id == mount.id) {
+                        Some((_, fd)) => wasi::Folder::Held(std::os::fd::AsFd::as_fd(fd)),
+                        None => return Err(GrantError::NotHeld(mount.host.clone()).into()),
+                    },
+                };
+                Ok(wasi::MountFolder { mount, folder })
+            })
+            .collect()
     }
 
     /// Runs one job in a fresh instance of the warm state when given one, else of
@@ -402,8 +461,17 @@ impl Sandbox {
             tool: Some(&job.tool_dir),
             packages: job.packages.as_deref(),
         };
-        let ctx = wasi::context(&folders, &job.grants, stdin, stdout.clone(), stderr.clone())
-            .map_err(SandboxError::Instantiate)?;
+        let mounts = self.open_mounts(job)?;
+        let ctx = wasi::context(
+            &folders,
+            &job.grants,
+            &mounts,
+            stdin,
+            stdout.clone(),
+            stderr.clone(),
+        )
+        .map_err(SandboxError::Instantiate)?;
+        drop(mounts);
 
         let slot = self.slots.acquire().await;
         let ticking = self.ticker.as_ref().map(Ticker::ticking);
@@ -543,13 +611,11 @@ pub(crate) fn check_memory(limits: &Limits, max: ByteSize) -> Result<(), Sandbox
     Ok(())
 }
 
-fn resolve(grants: &Grants) -> Result<Grants, SandboxError> {
-    grants.check()?;
-    let mut resolved = grants.clone();
-    for mount in &mut resolved.mounts {
-        mount.host = canonical_host_folder(&mount.host)?;
-    }
-    Ok(resolved)
+/// Warden's own folders for a sandbox of `config`: its home and an installed runtime.
+fn own_folders(config: &SandboxConfig) -> Vec<PathBuf> {
+    std::iter::once(config.home.clone())
+        .chain(config.runtime.clone())
+        .collect()
 }
 
 fn io_error(path: &Path, source: std::io::Error) -> SandboxError {

@@ -7,11 +7,12 @@
 //! [`TenantPolicy::admit_limits`].
 //!
 //! Admission reads the file system (to resolve symlinks), so a folder that is swapped
-//! for a symlink after registration would pass an old check: callers run
-//! `admit_grants` again right before each call, not only at registration.
+//! for a symlink after registration would pass an old check: callers resolve the grants
+//! again right before each call ([`TenantPolicy::resolve_grants`]), not only at
+//! registration, and run the call with the mounts that resolution returns.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use rand::RngCore;
@@ -22,7 +23,7 @@ use subtle::ConstantTimeEq;
 
 use crate::id::{Id, IdKind};
 
-use crate::grants::{Access, GrantError, Grants, HostPattern, canonical_host_folder};
+use crate::grants::{Access, GrantError, Grants, HostPattern, ResolvedMount};
 use crate::limits::{LimitError, Limits};
 
 /// Prefix of every tenant API key, so that leaked keys are easy to find by secret
@@ -334,6 +335,14 @@ impl TenantPolicy {
     /// needs a read-write folder. A mount host must be an absolute path to an existing
     /// folder.
     pub fn admit_grants(&self, grants: &Grants) -> Result<(), TenantError> {
+        self.resolve_grants(grants).map(drop)
+    }
+
+    /// [`TenantPolicy::admit_grants`], returning each mount as it was admitted: its
+    /// resolved folder, the allowed folder it lies under, and its identity. A call runs
+    /// with exactly these ([`ResolvedMount::open`] refuses a folder that has changed
+    /// since), never with its mounts' paths resolved again.
+    pub fn resolve_grants(&self, grants: &Grants) -> Result<Vec<ResolvedMount>, TenantError> {
         grants.check()?;
         for host in &grants.hosts {
             if !self.allowed_hosts.iter().any(|a| a.covers(host)) {
@@ -341,7 +350,7 @@ impl TenantPolicy {
             }
         }
         if grants.mounts.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         // An allowed folder that does not exist (yet) cannot contain anything that does.
         let allowed: Vec<(PathBuf, &AllowedFolder)> = self
@@ -350,31 +359,39 @@ impl TenantPolicy {
             .filter(|f| f.path.is_absolute())
             .filter_map(|f| Some((std::fs::canonicalize(&f.path).ok()?, f)))
             .collect();
+        let mut resolved = Vec::with_capacity(grants.mounts.len());
         for mount in &grants.mounts {
             if !mount.host.is_absolute() {
                 return Err(TenantError::RelativeHost(mount.host.clone()));
             }
-            let host = canonical_host_folder(&mount.host)?;
+            let mut admitted = ResolvedMount::resolve(mount, Path::new("/"))?;
             // Path::starts_with compares whole components: /data2 is not inside /data.
-            let mut containing = allowed
+            let containing: Vec<&(PathBuf, &AllowedFolder)> = allowed
                 .iter()
-                .filter(|(a, _)| host.starts_with(a))
-                .map(|(_, f)| *f)
-                .peekable();
-            let Some(&first) = containing.peek() else {
+                .filter(|(a, _)| admitted.host.starts_with(a))
+                .collect();
+            let Some(&(first_path, first)) = containing.first() else {
                 return Err(TenantError::OutsideAllowedFolders {
                     host: mount.host.clone(),
-                    resolved: host,
+                    resolved: admitted.host,
                 });
             };
-            if mount.access == Access::Rw && !containing.any(|f| f.mode == Access::Rw) {
-                return Err(TenantError::ReadOnlyFolder {
-                    host: mount.host.clone(),
-                    folder: first.path.clone(),
-                });
-            }
+            let within = match mount.access {
+                Access::Ro => first_path,
+                Access::Rw => match containing.iter().find(|(_, f)| f.mode == Access::Rw) {
+                    Some((path, _)) => path,
+                    None => {
+                        return Err(TenantError::ReadOnlyFolder {
+                            host: mount.host.clone(),
+                            folder: first.path.clone(),
+                        });
+                    }
+                },
+            };
+            admitted.within.clone_from(within);
+            resolved.push(admitted);
         }
-        Ok(())
+        Ok(resolved)
     }
 
     /// Admits `limits` when none exceeds its ceiling. To lower them instead of refusing,

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::gate::Gate;
 use super::{App, AppError, PreparedTool, Refusal, tool_folder};
 use crate::events::Events;
-use crate::grants::Grants;
+use crate::grants::folder::refuse_warden_folders;
+use crate::grants::{Grants, ResolvedMount};
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
 use crate::outcome::{CallResult, Start};
@@ -61,6 +62,8 @@ struct Admitted {
     prepared: Arc<PreparedTool>,
     arguments: Map<String, Value>,
     grants: Grants,
+    /// The grants' mounts as admitted: the folders the call gets.
+    mounts: Vec<ResolvedMount>,
     limits: Limits,
     outbound: Outbound,
     gate: Arc<Gate>,
@@ -159,14 +162,20 @@ impl App {
                 _ => AppError::ReviewPending { tool: tool.id },
             });
         }
-        // Folders may have moved or become symlinks since registration.
-        if version.manifest.grants.mounts.is_empty() {
-            tenant_row.policy.admit_grants(&version.manifest.grants)?;
+        // Folders may have moved or become symlinks since registration: resolved again,
+        // once; the call runs with exactly the folders admitted here.
+        let mounts = if version.manifest.grants.mounts.is_empty() {
+            tenant_row.policy.resolve_grants(&version.manifest.grants)?
         } else {
             let (row, grants) = (Arc::clone(&tenant_row), version.manifest.grants.clone());
-            self.blocking(move |_| Ok(row.policy.admit_grants(&grants)?))
-                .await?;
-        }
+            let own = self.own_folders();
+            self.blocking(move |_| {
+                let mounts = row.policy.resolve_grants(&grants)?;
+                refuse_warden_folders(&mounts, &own)?;
+                Ok(mounts)
+            })
+            .await?
+        };
         let policy = tenant_row.policy.clone();
         if !tool.enabled {
             return Err(AppError::Disabled { tool: tool.id });
@@ -204,6 +213,7 @@ impl App {
             prepared,
             arguments,
             grants: manifest.grants,
+            mounts,
             limits: manifest.limits.bounded_by(&policy.ceilings),
             outbound,
             gate,
@@ -350,8 +360,9 @@ impl App {
         ))?;
         let outcome = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
-            let call = self.inner.workers.call_with(
+            let call = self.inner.workers.call_admitted(
                 a.prepared.call(&a.arguments, &a.grants, &a.limits),
+                a.mounts.clone(),
                 warm.as_deref(),
                 &a.outbound,
             );

@@ -10,7 +10,7 @@ use landlock::{
     Scope,
 };
 
-use super::{ConfineError, Confinement, Profile};
+use super::{ConfineError, Confinement, Folders, Profile};
 
 /// The Landlock ABI whose features Warden requires and has been tested with: files
 /// (with truncate and device ioctl), TCP bind and connect, and the scopes.
@@ -29,7 +29,7 @@ pub(super) fn ruleset() -> Result<RulesetCreated, ConfineError> {
 }
 
 /// Applies the Landlock part and returns the ABI the kernel enforces.
-pub(super) fn landlock(c: &Confinement) -> Result<u32, ConfineError> {
+pub(super) fn landlock(c: &Confinement, folders: &Folders<'_>) -> Result<u32, ConfineError> {
     let read = AccessFs::ReadFile | AccessFs::ReadDir;
     // Not MakeChar or MakeBlock: a process running as root could otherwise create a
     // device node of the host's disk in its writable folder and read the disk
@@ -55,6 +55,17 @@ pub(super) fn landlock(c: &Confinement) -> Result<u32, ConfineError> {
     }
     for path in &c.read_write {
         rules = grant(rules, path, write)?;
+    }
+    for (fds, access) in [(&folders.read_only, read), (&folders.read_write, write)] {
+        for fd in fds {
+            rules =
+                rules
+                    .add_rule(PathBeneath::new(*fd, access))
+                    .map_err(|e| ConfineError::Path {
+                        path: "an open folder".into(),
+                        reason: e.to_string(),
+                    })?;
+        }
     }
     for port in &c.tcp_connect {
         rules = rules

@@ -13,6 +13,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::app::{AppError, retry_after_secs};
+use crate::grants::GrantError;
 use crate::packages::{Fault, PackagesError};
 use crate::registry::{RegistryError, ReviewError};
 use crate::sandbox::SandboxError;
@@ -145,6 +146,23 @@ const SERVER: Wire = Wire {
     client: false,
 };
 
+/// A grant that cannot be honoured: `code` unless the mount is refused for what it names
+/// (Warden's own files) or its folder changed under it, each with its own code; the two
+/// that only a bug in Warden causes are server faults.
+fn grant(e: &GrantError, code: &'static str) -> Wire {
+    use StatusCode as S;
+    match e {
+        GrantError::WardenFolder { .. } | GrantError::OutsideWithin { .. } => {
+            client(S::UNPROCESSABLE_ENTITY, "grant_refused")
+        }
+        GrantError::FolderChanged(_) | GrantError::FolderOpen { .. } => {
+            client(S::UNPROCESSABLE_ENTITY, "grant_unavailable")
+        }
+        GrantError::NotHeld(_) | GrantError::AdmittedMismatch => SERVER,
+        _ => client(S::UNPROCESSABLE_ENTITY, code),
+    }
+}
+
 impl ApiError {
     /// The table.
     fn wire(&self) -> Wire {
@@ -200,14 +218,13 @@ impl ApiError {
                 AppError::Schema(SchemaError::InvalidOption(_)) => {
                     client(S::BAD_REQUEST, "invalid_option")
                 }
-                AppError::Sandbox(SandboxError::Grant(_)) => {
-                    client(S::UNPROCESSABLE_ENTITY, "grant_unavailable")
-                }
+                AppError::Sandbox(SandboxError::Grant(g)) => grant(g, "grant_unavailable"),
                 AppError::Sandbox(SandboxError::MemoryAboveMaximum { .. }) => {
                     client(S::UNPROCESSABLE_ENTITY, "memory_above_maximum")
                 }
                 AppError::Packages(p) => packages(p),
-                AppError::Grant(_) | AppError::Sandbox(SandboxError::Secret(_)) => {
+                AppError::Grant(g) => grant(g, "invalid_grants"),
+                AppError::Sandbox(SandboxError::Secret(_)) => {
                     client(S::UNPROCESSABLE_ENTITY, "invalid_grants")
                 }
                 AppError::SecretsDisabled => client(S::CONFLICT, "secrets_disabled"),
@@ -306,7 +323,7 @@ fn tenant(e: &TenantError) -> Wire {
         | TenantError::ReadOnlyFolder { .. }
         | TenantError::RelativeHost(_)
         | TenantError::HostNotAllowed(_) => client(S::UNPROCESSABLE_ENTITY, "grant_refused"),
-        TenantError::Grant(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_grants"),
+        TenantError::Grant(g) => grant(g, "invalid_grants"),
         TenantError::TenantId(_) => client(S::NOT_FOUND, "not_found"),
         TenantError::Name(_)
         | TenantError::RelativeFolder(_)

@@ -47,6 +47,14 @@ impl Sqlite {
         Sqlite::with_connection(conn, durability)
     }
 
+    /// The database file's folder (where its WAL and temporary files live too); `None`
+    /// in memory.
+    pub(crate) fn folder(&self) -> Option<std::path::PathBuf> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let file = Path::new(conn.path().filter(|p| !p.is_empty())?);
+        file.parent().map(Path::to_path_buf)
+    }
+
     /// A fresh database in memory.
     pub(crate) fn in_memory() -> Result<Sqlite, RegistryError> {
         Sqlite::with_connection(Connection::open_in_memory()?, Durability::Strict)

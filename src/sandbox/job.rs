@@ -9,9 +9,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, Outbound, SandboxError, ToolFolder, resolve, wasi};
+use super::{Call, Outbound, SandboxError, ToolFolder, wasi};
 use crate::events::Wants;
-use crate::grants::Grants;
+use crate::grants::folder::resolve_all;
+use crate::grants::{GrantError, Grants, ResolvedMount};
 use crate::limits::Limits;
 use crate::outbound::CallSecrets;
 
@@ -29,8 +30,12 @@ pub struct Job {
     pub arguments: serde_json::Map<String, serde_json::Value>,
     /// Parameters that get `None` when omitted.
     pub none_if_omitted: Vec<String>,
-    /// Mounts (their host folders canonical) and environment, checked.
+    /// The call's grants, checked: environment, hosts and secrets. Its mounts are as
+    /// the tool version names them; the folders the call gets are [`Job::mounts`].
     pub grants: Grants,
+    /// The mounts as they were admitted: each folder's resolved path and identity,
+    /// opened only if it is still that folder ([`ResolvedMount::open`]).
+    pub mounts: Vec<ResolvedMount>,
     /// Limits.
     pub limits: Limits,
     /// The tool's installed packages, if any.
@@ -43,12 +48,35 @@ pub struct Job {
 }
 
 impl Job {
-    /// The job of `call`, and the secrets its outbound requests may use (bound to
-    /// their placeholders), which stay with the caller.
+    /// The job of `call`, its mounts resolved now, with no policy; and the secrets its
+    /// outbound requests may use (bound to their placeholders), which stay with the
+    /// caller.
     pub fn of(call: Call<'_>, outbound: &Outbound) -> Result<(Job, CallSecrets), SandboxError> {
-        let grants = resolve(call.grants)?;
-        let bound = CallSecrets::bind(&grants, &outbound.secrets)?;
-        let mut env = wasi::environment(&grants);
+        call.grants.check()?;
+        let mounts = resolve_all(&call.grants.mounts)?;
+        Job::admitted(call, mounts, outbound)
+    }
+
+    /// The job of `call` with its mounts as they were admitted (resolved once, by
+    /// [`crate::tenant::TenantPolicy::resolve_grants`]): they must be its grants' mounts,
+    /// in order.
+    pub fn admitted(
+        call: Call<'_>,
+        mounts: Vec<ResolvedMount>,
+        outbound: &Outbound,
+    ) -> Result<(Job, CallSecrets), SandboxError> {
+        let grants = call.grants;
+        grants.check()?;
+        let matches = mounts.len() == grants.mounts.len()
+            && mounts
+                .iter()
+                .zip(&grants.mounts)
+                .all(|(r, m)| r.guest == m.guest && r.access == m.access);
+        if !matches {
+            return Err(GrantError::AdmittedMismatch.into());
+        }
+        let bound = CallSecrets::bind(grants, &outbound.secrets)?;
+        let mut env = wasi::environment(grants);
         // The guest sees each secret's placeholder, never its value.
         for (name, placeholder) in bound.environment() {
             env.retain(|(key, _)| key != name);
@@ -60,7 +88,8 @@ impl Job {
             function: call.function.to_owned(),
             arguments: call.arguments.clone(),
             none_if_omitted: call.none_if_omitted.to_vec(),
-            grants,
+            grants: grants.clone(),
+            mounts,
             limits: *call.limits,
             packages: call.packages.map(ToOwned::to_owned),
             env,

@@ -14,7 +14,7 @@ use super::tool::sweep_orphaned_tool_folders;
 use super::warm::WarmStates;
 use super::{
     RuntimeFiles, SHIPPED_WARM, Sandbox, SandboxConfig, SandboxError, WarmStore, compiled, door,
-    syscalls,
+    own_folders, syscalls,
 };
 use crate::outbound::Clients;
 
@@ -112,6 +112,8 @@ impl Sandbox {
             max_memory: config.max_memory,
             slots: tokio::sync::Semaphore::new(config.max_instances as usize),
             cores: Cores::new(config.cores),
+            own_folders: own_folders(config),
+            held: None,
             ticker: None,
         })
     }

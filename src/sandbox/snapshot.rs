@@ -114,6 +114,7 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
         let ctx = wasi::context(
             &folders,
             &crate::grants::Grants::default(),
+            &[],
             snapshot_stdin(),
             stdout.clone(),
             stderr.clone(),

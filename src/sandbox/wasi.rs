@@ -13,7 +13,8 @@
 //!   simply absent), the standard library at `/usr/local/lib`, matplotlib's data where
 //!   matplotlib looks for it (inside the standard library's zip, see
 //!   [`MATPLOTLIB_DATA_GUEST`]), the tool's folder at `/tool`;
-//! - the granted mounts, read-only unless granted `rw`.
+//! - the granted mounts, read-only unless granted `rw`: each the folder its tenant's policy
+//!   admitted, opened without following a link (`crate::grants::folder`).
 //!
 //! Nothing is inherited from the host process: not its environment, its stdio, its
 //! working directory or its network. TCP, UDP and name lookup stay disabled. wasmtime's
@@ -24,12 +25,13 @@
 //! granted variable and no granted folder, only the runtime's own folders (and, for a
 //! warm state, the tool's folder and packages).
 
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder, p1::WasiP1Ctx};
 
 use super::pipe::CappedPipe;
-use crate::grants::{Access, Grants};
+use crate::grants::{Access, Grants, ResolvedMount};
 
 /// Where the standard library folder is mounted; the runtime looks for `python315.zip`.
 pub const STDLIB_GUEST: &str = "/usr/local/lib";
@@ -78,10 +80,39 @@ pub struct RuntimeFolders<'a> {
     pub packages: Option<&'a Path>,
 }
 
-/// Builds the WASI context of one call. Mount host paths must already be canonical.
+/// A granted folder, open: the mount and its folder, reached by that descriptor and never
+/// by its path again.
+pub struct MountFolder<'a> {
+    /// The mount as it was admitted.
+    pub mount: &'a ResolvedMount,
+    /// Its folder.
+    pub folder: Folder<'a>,
+}
+
+/// A mount's open folder: held for every call (a worker's), or opened for this one.
+pub enum Folder<'a> {
+    /// Held by the sandbox.
+    Held(BorrowedFd<'a>),
+    /// Opened for this call.
+    Opened(OwnedFd),
+}
+
+impl AsFd for Folder<'_> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Folder::Held(fd) => *fd,
+            Folder::Opened(fd) => fd.as_fd(),
+        }
+    }
+}
+
+/// Builds the WASI context of one call. `grants` gives the environment; `mounts` the
+/// folders, open (the preopen reopens each through its descriptor's `/proc/self/fd`
+/// entry, which names that very folder whatever has become of its path).
 pub fn context(
     folders: &RuntimeFolders<'_>,
     grants: &Grants,
+    mounts: &[MountFolder<'_>],
     stdin: Vec<u8>,
     stdout: CappedPipe,
     stderr: CappedPipe,
@@ -104,12 +135,13 @@ pub fn context(
     if let Some(packages) = folders.packages {
         b.preopened_dir(packages, PACKAGES_GUEST, FsPerms::ReadOnly)?;
     }
-    for mount in &grants.mounts {
+    for MountFolder { mount, folder } in mounts {
         let perms = match mount.access {
             Access::Ro => FsPerms::ReadOnly,
             Access::Rw => FsPerms::ReadWrite,
         };
-        b.preopened_dir(&mount.host, mount.guest.as_str(), perms)?;
+        let fd = folder.as_fd().as_raw_fd();
+        b.preopened_dir(format!("/proc/self/fd/{fd}"), mount.guest.as_str(), perms)?;
     }
     Ok(b.build_p1())
 }

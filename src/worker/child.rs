@@ -128,18 +128,23 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
         .tell(&ToServer::Loaded, &[])
         .map_err(|e| e.to_string())?;
 
-    let (
-        ToWorker::Assign {
-            read_only,
-            read_write,
-        },
-        _,
-    ) = receive()?
-    else {
+    let (ToWorker::Assign { read_only, mounts }, _) = receive()? else {
         return Err("the server's second message was not `assign`".into());
     };
+    // Opened before the confinement and never by path again: a link planted on a
+    // mount's path since its admission (by another worker breached by its tool) is
+    // refused here, not followed.
+    let folders = mounts
+        .into_iter()
+        .map(|mount| {
+            let fd = mount.open()?;
+            Ok((mount, fd))
+        })
+        .collect::<Result<Vec<_>, crate::grants::GrantError>>()
+        .map_err(|e| e.to_string())?;
     // Before any second thread: the confinement covers every thread made afterwards.
-    let applied = confinement::apply(&read_only, &read_write).map_err(|e| format!("{e:#}"))?;
+    let applied = confinement::apply(&read_only, &folders).map_err(|e| format!("{e:#}"))?;
+    sandbox.hold(folders);
     tracing::debug!("worker confined: {applied}");
     sandbox.start().map_err(|e| format!("{e:#}"))?;
     channel

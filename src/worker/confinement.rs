@@ -3,18 +3,32 @@
 //! exec, no ptrace, no signal to another process (a seccomp allow-list; anything else
 //! kills the worker with SIGSYS), and Landlock's scopes.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 
-use crate::confine::{Applied, ConfineError, Confinement, Profile};
+use crate::confine::{Applied, ConfineError, Confinement, Folders, Profile};
+use crate::grants::{Access, ResolvedMount};
 
 /// Confines the calling process (which must have one thread) to reading `read_only`
-/// and reading and writing `read_write`, with no network at all.
-pub fn apply(read_only: &[PathBuf], read_write: &[PathBuf]) -> Result<Applied, ConfineError> {
+/// (Warden's own folders, by path) and the granted `mounts` (folders already open, so
+/// that what the worker is confined to is the folder admitted, whatever its path names
+/// now), writing the read-write ones, with no network at all.
+pub fn apply(
+    read_only: &[PathBuf],
+    mounts: &[(ResolvedMount, OwnedFd)],
+) -> Result<Applied, ConfineError> {
+    let mut folders = Folders::default();
+    for (mount, fd) in mounts {
+        match mount.access {
+            Access::Ro => folders.read_only.push(fd.as_fd()),
+            Access::Rw => folders.read_write.push(fd.as_fd()),
+        }
+    }
     Confinement {
         read_only: read_only.to_vec(),
-        read_write: read_write.to_vec(),
+        read_write: Vec::new(),
         tcp_connect: Vec::new(),
         profile: Profile::Worker,
     }
-    .apply()
+    .apply_with(&folders)
 }

@@ -13,7 +13,8 @@ use super::call::{converse, crashed, timed_out};
 use super::process::{Worker, worker_failed};
 use super::wire::{ToServer, ToWorker};
 use crate::events::Events;
-use crate::grants::Access;
+use crate::grants::ResolvedMount;
+use crate::grants::folder::refuse_warden_folders;
 use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
 use crate::outcome::{CallResult, Start};
 use crate::sandbox::share::{Cores, Seat};
@@ -36,14 +37,16 @@ const MAX_CALLS_PER_WORKER: u32 = 10_000;
 ///
 /// Landlock holds on to the folders themselves, not their paths: a folder removed and
 /// made again at the same path (a tool's folder rewritten after a restart) is another
-/// folder, so the key names each folder by its device and inode too.
+/// folder, so the key names each folder by its device and inode too (a mount's, as it
+/// was admitted).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WorkerKey {
     share: ShareKey,
     tool_dir: PathBuf,
     packages: Option<PathBuf>,
-    mounts: Vec<(PathBuf, Access)>,
-    /// Device and inode of each folder above, in order (0, 0 where it cannot be read).
+    mounts: Vec<ResolvedMount>,
+    /// Device and inode of the tool's folder and package site, in order (0, 0 where
+    /// it cannot be read).
     identities: Vec<(u64, u64)>,
 }
 
@@ -54,23 +57,14 @@ fn identity(path: &Path) -> (u64, u64) {
 
 impl WorkerKey {
     fn of(share: &ShareKey, tool_dir: &Path, packages: Option<&Path>, job: Option<&Job>) -> Self {
-        let mut mounts: Vec<(PathBuf, Access)> = job
-            .map(|j| {
-                j.grants
-                    .mounts
-                    .iter()
-                    .map(|m| (m.host.clone(), m.access))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut mounts: Vec<ResolvedMount> = job.map(|j| j.mounts.clone()).unwrap_or_default();
         mounts.sort_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then((a.1 == Access::Rw).cmp(&(b.1 == Access::Rw)))
+            a.host
+                .cmp(&b.host)
+                .then(a.guest.as_str().cmp(b.guest.as_str()))
         });
-        mounts.dedup();
         let identities = std::iter::once(tool_dir)
             .chain(packages)
-            .chain(mounts.iter().map(|(host, _)| host.as_path()))
             .map(identity)
             .collect();
         WorkerKey {
@@ -124,6 +118,8 @@ struct Pool {
     home: PathBuf,
     /// An installed bundle's runtime folder, if this process runs one.
     runtime_dir: Option<PathBuf>,
+    /// Warden's own folders (home, an installed runtime), which no mount may overlap.
+    own_folders: Vec<PathBuf>,
     max_memory: ByteSize,
     /// Folders every worker may read: the runtime, warm states, package sites.
     base_read_only: Vec<PathBuf>,
@@ -221,6 +217,9 @@ impl Workers {
             binary: config.binary.clone(),
             home: sandbox_config.home.clone(),
             runtime_dir: sandbox_config.runtime.clone(),
+            own_folders: std::iter::once(sandbox_config.home.clone())
+                .chain(sandbox_config.runtime.clone())
+                .collect(),
             max_memory: sandbox_config.max_memory,
             base_read_only,
             warm,
@@ -249,6 +248,12 @@ impl Workers {
             return Err(worker_failed("the pool has shut down".into()));
         };
         on_runtime(runtime.handle(), work).await
+    }
+
+    /// Warden's own folders that workers use (home, an installed runtime): no mount may
+    /// overlap them.
+    pub fn own_folders(&self) -> &[PathBuf] {
+        &self.pool.own_folders
     }
 
     /// The cores calls share.
@@ -315,14 +320,45 @@ impl Workers {
     /// requests kept here. On a tokio runtime (with its I/O driver, as every runtime
     /// Warden makes has), the call talks to its worker from that runtime; elsewhere,
     /// from the pool's. Dropping the future kills the call's worker.
+    /// The call's mounts are resolved now, with no policy.
     pub async fn call_with(
         &self,
         call: Call<'_>,
         warm: Option<&WarmState>,
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
-        crate::sandbox::check_memory(call.limits, self.pool.max_memory)?;
         let (job, secrets) = Job::of(call, outbound)?;
+        self.call_job(job, secrets, warm, outbound).await
+    }
+
+    /// [`Workers::call_with`] with the call's mounts as its tenant's policy admitted
+    /// them ([`crate::tenant::TenantPolicy::resolve_grants`]): its worker is confined to
+    /// those very folders, refused if one has changed since.
+    pub async fn call_admitted(
+        &self,
+        call: Call<'_>,
+        mounts: Vec<ResolvedMount>,
+        warm: Option<&WarmState>,
+        outbound: &Outbound,
+    ) -> Result<CallResult, SandboxError> {
+        let (job, secrets) = Job::admitted(call, mounts, outbound)?;
+        self.call_job(job, secrets, warm, outbound).await
+    }
+
+    async fn call_job(
+        &self,
+        job: Job,
+        secrets: CallSecrets,
+        warm: Option<&WarmState>,
+        outbound: &Outbound,
+    ) -> Result<CallResult, SandboxError> {
+        crate::sandbox::check_memory(&job.limits, self.pool.max_memory)?;
+        refuse_warden_folders(&job.mounts, &self.pool.own_folders)?;
+        // Checked here, in the server, for a precise error; the worker that mounts them
+        // opens them again the same way before it is confined.
+        for mount in &job.mounts {
+            mount.open()?;
+        }
         let pool = Arc::clone(&self.pool);
         let warm = warm.cloned();
         let (private, share) = (outbound.private_network, outbound.share.clone());
@@ -531,16 +567,9 @@ impl Pool {
         let mut read_only = self.base_read_only.clone();
         read_only.push(key.tool_dir.clone());
         read_only.extend(key.packages.iter().cloned());
-        let mut read_write = Vec::new();
-        for (host, access) in &key.mounts {
-            match access {
-                Access::Ro => read_only.push(host.clone()),
-                Access::Rw => read_write.push(host.clone()),
-            }
-        }
         let assign = ToWorker::Assign {
             read_only,
-            read_write,
+            mounts: key.mounts.clone(),
         };
         worker
             .step(&assign, "assign", |m| matches!(m, ToServer::Ready))

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::grants::ResolvedMount;
 use crate::outcome::CallResult;
 use crate::sandbox::{Job, Prepared, WarmState};
 
@@ -40,11 +41,14 @@ pub enum ToWorker {
     },
     /// The second: confine yourself to these folders, for calls of one tenant only.
     Assign {
-        /// Trees the worker may read: the runtime, warm states, package sites, the
-        /// tool's folder, and the read-only folders its calls are granted.
+        /// Trees the worker may read: the runtime, warm states, package sites and the
+        /// tool's folder (Warden's own folders, never a tenant's).
         read_only: Vec<PathBuf>,
-        /// Trees it may write: the read-write folders its calls are granted.
-        read_write: Vec<PathBuf>,
+        /// The folders its calls are granted, as admitted: the worker opens each without
+        /// following a link (refusing one that is no longer the folder admitted),
+        /// confines itself to those open folders and mounts them from there for every
+        /// call, never by path again.
+        mounts: Vec<ResolvedMount>,
     },
     /// Run one call. The server sends it holding a core for the call: the guest starts
     /// at once, and its core is freed when its [`ToServer::Done`] arrives.

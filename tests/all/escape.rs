@@ -153,6 +153,93 @@ async fn sockets_exec_signals_and_ptrace_fail_and_fail_only_that_call() {
     assert_eq!(audited, crashes, "{}", page.json);
 }
 
+/// A plain tool that lists its mount.
+const LIST: &str = r#"
+import os
+
+
+def list_data() -> list:
+    return sorted(os.listdir("/data"))
+"#;
+
+/// A breached worker with a read-write mount replaces a sub-folder by a link to the
+/// service's own folder (its database), which the operator's allowed folder also holds.
+/// Another tool of the tenant, whose mount is that sub-folder, must not get what the
+/// link names: the call is refused, and a version naming the folder is never admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breached_worker_cannot_redirect_a_later_calls_mount_to_wardens_files() {
+    let s = Service::start();
+    let granted = tempfile::tempdir().unwrap();
+    let sub = granted.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("report.txt"), "mine").unwrap();
+    // Allowed too widely: a folder holding both the granted one and the service's.
+    let wide = common_parent(granted.path(), s.path());
+    let key = s
+        .tenant(json!({ "allowed_folders": [{"path": wide, "mode": "rw"}] }))
+        .await;
+    let rw = json!({"host": granted.path(), "guest": "/data", "access": "rw"});
+    let breacher = s
+        .register(&key, json!({"source": ESCAPE, "grants": {"mounts": [rw]}}))
+        .await;
+    let ro = json!({"host": sub, "guest": "/data", "access": "ro"});
+    let lister = s
+        .register(&key, json!({"source": LIST, "grants": {"mounts": [ro]}}))
+        .await;
+    let before = s.run(&key, &lister, json!({})).await;
+    assert_eq!(
+        before.json["value"],
+        json!(["report.txt"]),
+        "{}",
+        before.json
+    );
+
+    let away = granted.path().join("away");
+    let ops = json!([
+        {"rename": {"from": sub, "to": away}},
+        {"symlink": {"target": s.path(), "link": sub}},
+    ]);
+    let r = s.run(&key, &breacher, json!({ "ops": ops })).await;
+    let planted = r.json["value"].as_array();
+    assert!(
+        planted.is_some_and(|p| p.iter().all(ok)),
+        "the breach itself failed: {}",
+        r.json
+    );
+
+    let after = s.run(&key, &lister, json!({})).await;
+    let text = after.json.to_string();
+    assert!(
+        !text.contains("warden.db"),
+        "the mount led to Warden's files: {text}"
+    );
+    assert_eq!(after.status, 422, "{text}");
+    assert_eq!(after.json["error"]["code"], "grant_refused", "{text}");
+    assert!(text.contains("Warden's own folders"), "{text}");
+    // Registering a version that names Warden's folder is refused the same way.
+    let direct = json!({"host": s.path(), "guest": "/data", "access": "ro"});
+    let refused = s
+        .send(
+            axum::http::Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": LIST, "grants": {"mounts": [direct]}})),
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.json);
+    assert!(
+        refused.json.to_string().contains("Warden's own folders"),
+        "{}",
+        refused.json
+    );
+}
+
+/// The deepest folder holding both `a` and `b`.
+fn common_parent(a: &std::path::Path, b: &std::path::Path) -> std::path::PathBuf {
+    let (a, b) = (a.canonicalize().unwrap(), b.canonicalize().unwrap());
+    a.ancestors().find(|p| b.starts_with(p)).unwrap().to_owned()
+}
+
 #[test]
 fn the_escape_hatch_is_not_a_default_feature() {
     let manifest = include_str!("../../Cargo.toml");

@@ -314,3 +314,57 @@ async fn a_call_the_host_cannot_run_is_audited_as_failed() {
         audit.json
     );
 }
+
+/// A mount admitted (resolved, its folder's identity taken), then its folder replaced
+/// by a link before the call: the call is refused, in a worker and in this process
+/// alike, rather than given what the link names.
+#[test]
+fn a_mount_replaced_by_a_link_after_its_admission_is_refused() {
+    use warden::grants::{GrantError, Grants, folder::resolve_all};
+    use warden::sandbox::{Call, Outbound, SandboxError};
+    let workers = crate::support::workers_with_cores(2);
+    let sandbox = crate::support::shared_sandbox();
+    let root = tempfile::tempdir().unwrap();
+    let (data, elsewhere) = (root.path().join("data"), root.path().join("elsewhere"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("secret.txt"), "not yours").unwrap();
+    let grants = Grants {
+        mounts: vec![format!("{}:/data", data.display()).parse().unwrap()],
+        ..Grants::default()
+    };
+    let admitted = resolve_all(&grants.mounts).unwrap();
+    std::fs::rename(&data, root.path().join("data-was")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &data).unwrap();
+
+    let tool = warden::sandbox::ToolFolder::temporary(
+        "ls.py",
+        "import os\n\ndef ls() -> list:\n    return os.listdir('/data')\n",
+    )
+    .unwrap();
+    let limits = warden::limits::Limits::default();
+    let arguments = serde_json::Map::new();
+    let call = Call {
+        tool: &tool,
+        function: "ls",
+        arguments: &arguments,
+        none_if_omitted: &[],
+        grants: &grants,
+        limits: &limits,
+        packages: None,
+    };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let outbound = Outbound::default();
+    let in_worker =
+        runtime.block_on(workers.call_admitted(call, admitted.clone(), None, &outbound));
+    let here = runtime.block_on(sandbox.call_admitted(call, admitted, None, &outbound));
+    for refused in [in_worker, here] {
+        assert!(
+            matches!(
+                refused,
+                Err(SandboxError::Grant(GrantError::FolderChanged(_)))
+            ),
+            "{refused:?}"
+        );
+    }
+}

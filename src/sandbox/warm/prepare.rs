@@ -56,6 +56,7 @@ pub(super) fn prepare(
     let ctx = wasi::context(
         &folders,
         &Grants::default(),
+        &[],
         request.to_string().into_bytes(),
         stdout.clone(),
         stderr.clone(),
