@@ -82,6 +82,7 @@ pub use console::{
 };
 pub use error::{AppError, MAX_VIOLATIONS, retry_after_secs};
 pub use listing::CallableTool;
+pub use prepare::any_list;
 pub use prepare::{PreparedTool, Refusal};
 pub use review::{version_capabilities, version_diff};
 pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
@@ -278,13 +279,14 @@ impl App {
     }
 
     /// Warden's own folders, which no mount may overlap: the workers' home and runtime,
-    /// the tools' sources, the package store and the embedded database's folder.
+    /// the tools' sources, the package store, and the embedded database's file (a mount
+    /// beside it is fine, one holding it is not).
     fn own_folders(&self) -> Vec<PathBuf> {
         let inner = &self.inner;
         let mut own = inner.workers.own_folders().to_vec();
         own.push(inner.tools_dir.clone());
         own.push(inner.packages.root().to_owned());
-        own.extend(inner.registry.local_folder());
+        own.extend(inner.registry.local_file());
         own
     }
 

@@ -278,7 +278,7 @@ fn host(pattern: &HostPattern) -> Host {
 }
 
 /// Every limit as (key, unit, value), in the order of [`Limits`]' fields.
-pub fn limit_values(l: &Limits) -> [(&'static str, &'static str, u64); 13] {
+pub fn limit_values(l: &Limits) -> [(&'static str, &'static str, u64); 14] {
     let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     [
         ("fuel", "fuel", l.fuel.0),
@@ -298,6 +298,7 @@ pub fn limit_values(l: &Limits) -> [(&'static str, &'static str, u64); 13] {
             l.http_response_bytes.as_u64(),
         ),
         ("return_bytes", "bytes", l.return_bytes.as_u64()),
+        ("scratch_bytes", "bytes", l.scratch.as_u64()),
     ]
 }
 

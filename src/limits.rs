@@ -10,10 +10,11 @@
 //! - `fuel`, `deadline`, `memory`, `return_chars` and `open_files` have a minimum
 //!   ([`MIN_FUEL`], [`MIN_DEADLINE`], [`MIN_MEMORY`], [`MIN_RETURN_CHARS`],
 //!   [`MIN_OPEN_FILES`]); below it no call could do anything, so it is refused.
-//! - `stdout`, `stderr`, `disk_write`, `files_created` and the three `http_*` limits may
-//!   be zero: none allowed. A tool that prints one byte ends `output_limit`; one that
-//!   writes a byte or creates a file in a read-write grant gets `EDQUOT`; one that sends
-//!   a request past an `http_*` limit gets `PermissionError`.
+//! - `stdout`, `stderr`, `disk_write`, `files_created`, `scratch` and the three `http_*`
+//!   limits may be zero: none allowed. A tool that prints one byte ends `output_limit`;
+//!   one that writes a byte or creates a file in a read-write grant gets `EDQUOT` (in
+//!   its scratch folder, `ENOSPC`); one that sends a request past an `http_*` limit gets
+//!   `PermissionError`.
 //!
 //! Limits read back from storage are not checked again: a version stored before this
 //! rule keeps running as it did.
@@ -52,6 +53,9 @@ pub const DEFAULT_DISK_WRITE: ByteSize = ByteSize::mib(64);
 /// Files and folders the guest may create in its read-write grants in one call.
 /// Default: 1,000.
 pub const DEFAULT_FILES_CREATED: FileCount = FileCount(1_000);
+
+/// Bytes a call's private scratch folder (`/tmp`) may take. Default: 64 MiB.
+pub const DEFAULT_SCRATCH: ByteSize = ByteSize::mib(64);
 
 /// Outbound HTTP requests one call may make (redirects followed are requests too).
 /// Default: 32.
@@ -163,6 +167,26 @@ pub struct Limits {
         skip_serializing_if = "is_default_return_bytes"
     )]
     pub return_bytes: ByteSize,
+    /// Bytes the call's private scratch folder may take ([`DEFAULT_SCRATCH`]). Every
+    /// call gets a writable `/tmp` (also `$TMPDIR` and `$HOME`), empty at its start and
+    /// removed at its end, with no grant; what the guest's files there hold counts
+    /// (a file written, removed and written again counts once), and a write that
+    /// would pass the limit fails inside the guest with `OSError` `ENOSPC` ("No space
+    /// left on device"). Zero: `/tmp` is there but nothing can be written to it. A
+    /// read-write grant mounted at `/tmp` itself replaces the scratch folder.
+    #[serde(
+        rename = "scratch_bytes",
+        with = "bytes",
+        default = "default_scratch",
+        skip_serializing_if = "is_default_scratch"
+    )]
+    pub scratch: ByteSize,
+    /// Whether a result that does not fit the tool's return annotation is refused
+    /// (`tool_error`, `ResultMismatch`) rather than delivered as returned with a
+    /// `result_mismatch` warning. Default: false, as Letta and FastMCP deliver what a
+    /// tool returned. A tenant's ceilings set to true make it true for all its tools.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub strict_results: bool,
 }
 
 // The three file limits came after the first tool versions were stored: a stored
@@ -213,6 +237,17 @@ fn is_default_return_bytes(n: &ByteSize) -> bool {
     *n == DEFAULT_RETURN_BYTES
 }
 
+// And the scratch folder and strict results.
+fn default_scratch() -> ByteSize {
+    DEFAULT_SCRATCH
+}
+fn is_default_scratch(n: &ByteSize) -> bool {
+    *n == DEFAULT_SCRATCH
+}
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -229,6 +264,8 @@ impl Default for Limits {
             http_request_bytes: DEFAULT_HTTP_REQUEST_BYTES,
             http_response_bytes: DEFAULT_HTTP_RESPONSE_BYTES,
             return_bytes: DEFAULT_RETURN_BYTES,
+            scratch: DEFAULT_SCRATCH,
+            strict_results: false,
         }
     }
 }
@@ -274,6 +311,8 @@ impl Limits {
             http_request_bytes: self.http_request_bytes.min(ceilings.http_request_bytes),
             http_response_bytes: self.http_response_bytes.min(ceilings.http_response_bytes),
             return_bytes: self.return_bytes.min(ceilings.return_bytes),
+            scratch: self.scratch.min(ceilings.scratch),
+            strict_results: self.strict_results || ceilings.strict_results,
         }
     }
 }

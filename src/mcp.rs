@@ -104,7 +104,10 @@ impl ListedTool {
     /// return annotation that describes JSON data other than a plain string (a `str`
     /// result is a text block; an image, audio, file or link result has no schema).
     pub fn output_schema(&self) -> Option<Map<String, Value>> {
-        let returns = self.returns.as_ref().filter(|r| !is_text(r))?;
+        let returns = self
+            .returns
+            .as_ref()
+            .filter(|r| !is_text(r) && !crate::app::any_list(r))?;
         match mcp_output(returns) {
             Value::Object(schema) => Some(schema),
             _ => None,
@@ -161,6 +164,8 @@ impl Output {
         match returns {
             None => Output::NoSchema,
             Some(r) if is_text(r) => Output::NoSchema,
+            // A list of anything may be rich content: no outputSchema promises data.
+            Some(r) if crate::app::any_list(r) => Output::NoSchema,
             Some(r) if mcp_output_wraps(r) => Output::Wrapped,
             Some(_) => Output::Object,
         }
@@ -182,6 +187,10 @@ pub struct Ran {
     pub output: Output,
     /// Whether it started from the tool's warm state.
     pub start: Start,
+    /// What the caller is warned of (`_meta.warden.warnings`): a result that does not
+    /// fit its return annotation is then sent as text, never as `structuredContent`
+    /// that contradicts the `outputSchema`.
+    pub warnings: Vec<crate::outcome::Warning>,
 }
 
 /// Why a source did not run a call.

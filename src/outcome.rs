@@ -234,6 +234,20 @@ pub struct CallResult {
     pub start: Start,
 }
 
+/// Something about a call its caller should know, though the call went as asked: a
+/// machine `code` and one sentence. Codes: `result_mismatch` (the value was delivered
+/// as the tool returned it, though it does not fit its return annotation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Warning {
+    /// What kind of warning: `result_mismatch`.
+    pub code: String,
+    /// What happened, and what to do about it.
+    pub message: String,
+}
+
+/// The code of the warning that a result does not fit its return annotation.
+pub const RESULT_MISMATCH: &str = "result_mismatch";
+
 /// One outbound HTTP request a tool made or tried, as the host carried (or refused) it.
 /// Never holds a secret's value, a query string or a body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

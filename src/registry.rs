@@ -254,11 +254,11 @@ impl Registry {
         }
     }
 
-    /// The folder of the embedded database's file, which no tool may mount; `None` on
+    /// The embedded database's file, which no tool's mount may hold; `None` on
     /// PostgreSQL or in memory.
-    pub fn local_folder(&self) -> Option<std::path::PathBuf> {
+    pub fn local_file(&self) -> Option<std::path::PathBuf> {
         match &self.db {
-            Backend::Sqlite(db) => db.folder(),
+            Backend::Sqlite(db) => db.file(),
             Backend::Postgres(_) => None,
         }
     }

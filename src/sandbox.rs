@@ -43,6 +43,7 @@ mod open;
 mod pipe;
 pub mod platform;
 pub mod protocol;
+pub mod scratch;
 pub mod share;
 pub mod snapshot;
 #[cfg_attr(
@@ -75,6 +76,7 @@ pub use job::Job;
 use pipe::CappedPipe;
 pub use platform::{CpuLevel, Platform, PlatformError};
 use protocol::Request;
+pub use scratch::ScratchRoot;
 pub use share::{CoreSeat, ShareKey, host_cores};
 use share::{Cores, Seat};
 pub use ticker::TICK;
@@ -197,6 +199,8 @@ pub struct Outbound {
 pub struct Spent<'s> {
     _store: wasmtime::Store<Guest>,
     _slot: Option<tokio::sync::SemaphorePermit<'s>>,
+    /// Removed after the store, which may still hold its files open.
+    _scratch: Option<scratch::ScratchFolder>,
 }
 
 /// The engine, the compiled runtime and the pre-linked instance, shared by all calls.
@@ -219,6 +223,9 @@ pub struct Sandbox {
     /// see [`Sandbox::hold`]), and then the only ones a call may mount; `None`: each
     /// call opens its own.
     held: Option<Vec<(ResolvedMount, std::os::fd::OwnedFd)>>,
+    /// Where each call's scratch folder (`/tmp`) is made; `None`: calls get none (a
+    /// worker's priming call, before its server gives it a root).
+    scratch: Option<ScratchRoot>,
     /// Started by `open`; by `start` for a sandbox loaded in a worker, after its
     /// confinement (a second thread must not exist before).
     ticker: Option<Ticker>,
@@ -269,6 +276,7 @@ impl Sandbox {
             empty_root: &self.files.empty_root,
             stdlib: self.files.stdlib_dir(),
             matplotlib_data: self.files.matplotlib_data_dir(),
+            scratch: self.scratch.as_ref(),
         }
     }
 
@@ -357,6 +365,12 @@ impl Sandbox {
             result.requests = exchange.records();
         }
         Ok(result)
+    }
+
+    /// Makes each later call's scratch folder in `root` (a worker's, given by its
+    /// server).
+    pub fn set_scratch(&mut self, root: ScratchRoot) {
+        self.scratch = Some(root);
     }
 
     /// Keeps `folders` (mounts opened with [`ResolvedMount::open`]) open for every later
@@ -454,15 +468,17 @@ impl Sandbox {
             + FRAME_OVERHEAD;
         let stdout = CappedPipe::new("stdout", to_usize(stdout_cap + frame_room));
         let stderr = CappedPipe::new("stderr", to_usize(limits.stderr.as_u64()));
+        let scratch = self.scratch.as_ref().map(ScratchRoot::folder).transpose()?;
         let folders = wasi::RuntimeFolders {
             empty_root: &self.files.empty_root,
             stdlib: &self.files.stdlib_dir(),
             matplotlib_data: &self.files.matplotlib_data_dir(),
             tool: Some(&job.tool_dir),
             packages: job.packages.as_deref(),
+            scratch: scratch.as_ref().map(|f| f.path()),
         };
         let mounts = self.open_mounts(job)?;
-        let ctx = wasi::context(
+        let (ctx, scratch_fd) = wasi::context(
             &folders,
             &job.grants,
             &mounts,
@@ -482,7 +498,7 @@ impl Sandbox {
             (Some(seat), Some(ticking)) => Some(ticking.pace(Arc::clone(seat))),
             _ => seat.clone(),
         };
-        let mut store = new_store(&self.engine, ctx, limits, deadline, door, paced)?;
+        let mut store = new_store(&self.engine, ctx, limits, deadline, door, paced, scratch_fd)?;
 
         let (pre, exports) = match &loaded {
             Some(state) => (&state.pre, &state.exports),
@@ -504,6 +520,7 @@ impl Sandbox {
         let spent = Spent {
             _store: store,
             _slot: slot.ok(),
+            _scratch: scratch,
         };
 
         let (out, out_overflow) = stdout.take();

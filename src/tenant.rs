@@ -431,6 +431,7 @@ impl TenantPolicy {
                 c.http_response_bytes,
             ),
             ("return_bytes", limits.return_bytes, c.return_bytes),
+            ("scratch_bytes", limits.scratch, c.scratch),
         ];
         for (name, asked, ceiling) in sizes {
             if asked > ceiling {

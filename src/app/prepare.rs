@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::grants::Grants;
 use crate::limits::Limits;
-use crate::outcome::{CallResult, Status, ToolError};
+use crate::outcome::{CallResult, RESULT_MISMATCH, Status, ToolError, Warning};
 use crate::sandbox::{Call, ToolFolder, WarmState, Warmth};
 use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 
@@ -148,34 +148,43 @@ impl PreparedTool {
         }
     }
 
-    /// Turns an `ok` result that contradicts the function's return annotation into a
-    /// `tool_error` (`ResultMismatch`) naming both: rich content (an image, a file, ...)
-    /// where the annotation describes data, or data that does not fit the annotation's
-    /// schema. A truncated result is left alone (its text is no longer the value).
-    pub fn check_result(&self, result: &mut CallResult) {
-        let Some(returns) = &self.returns else {
-            return;
-        };
+    /// Checks an `ok` result against the function's return annotation: rich content
+    /// (an image, a file, ...) where the annotation describes data, or data that does not
+    /// fit the annotation's schema. The result is delivered as the tool returned it, with
+    /// a `result_mismatch` [`Warning`] naming both, as Letta and FastMCP deliver it;
+    /// with `strict` (the tool's or its tenant's `strict_results`) it becomes a
+    /// `tool_error` (`ResultMismatch`) instead. A truncated result is left alone (its
+    /// text is no longer the value).
+    pub fn check_result(&self, result: &mut CallResult, strict: bool) -> Option<Warning> {
+        let returns = self.returns.as_ref()?;
         if result.status != Status::Ok || result.truncated.is_some() {
-            return;
+            return None;
         }
         let annotation = describe(self.schema.returns.as_ref());
+        // A list of anything may hold images and files: FastMCP sends them as blocks.
+        if !result.content.is_empty() && self.schema.returns.as_ref().is_some_and(any_list) {
+            return None;
+        }
         let message = if result.content.is_empty() {
             let value = result.value.as_ref().unwrap_or(&Value::Null);
-            match returns.iter_errors(value).next() {
-                None => return,
-                Some(e) => format!(
-                    "the tool returned {}, which does not match its return annotation ({annotation}): {} at {:?}; return what the annotation says, or change the annotation",
-                    json_kind(value),
-                    e,
-                    e.instance_path().to_string()
-                ),
-            }
+            let e = returns.iter_errors(value).next()?;
+            format!(
+                "the tool returned {}, which does not match its return annotation ({annotation}): {} at {:?}; return what the annotation says, or change the annotation",
+                json_kind(value),
+                e,
+                e.instance_path().to_string()
+            )
         } else {
             format!(
                 "the tool returned rich content (an image, audio, a file or a link), but its return annotation ({annotation}) describes data; annotate it with the content type (e.g. -> Image) or return the data"
             )
         };
+        if !strict {
+            return Some(Warning {
+                code: RESULT_MISMATCH.into(),
+                message,
+            });
+        }
         result.status = Status::ToolError;
         result.value = None;
         result.content = Vec::new();
@@ -185,6 +194,7 @@ impl PreparedTool {
             traceback: String::new(),
             deliberate: false,
         });
+        None
     }
 
     /// The sandbox call for checked `arguments` with `grants` and `limits`.
@@ -237,4 +247,15 @@ fn json_kind(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// Whether a return schema is a list of anything (`-> list`, `-> list[Any]`): such a
+/// result may be rich content, one part per item, as well as data.
+pub fn any_list(returns: &Value) -> bool {
+    let anything = |items: &Value| match items {
+        Value::Bool(b) => *b,
+        Value::Object(o) => o.is_empty() || o.keys().all(|k| k == "description"),
+        _ => false,
+    };
+    returns.get("type").is_some_and(|t| t == "array") && returns.get("items").is_none_or(anything)
 }

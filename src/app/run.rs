@@ -16,7 +16,7 @@ use crate::grants::folder::refuse_warden_folders;
 use crate::grants::{Grants, ResolvedMount};
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionId};
-use crate::outcome::{CallResult, Start};
+use crate::outcome::{CallResult, Start, Warning};
 use crate::registry::{AuditEvent, InFlight, Tenant, ToolId};
 use crate::sandbox::{Outbound, ShareKey};
 use crate::tenant::TenantId;
@@ -35,6 +35,10 @@ pub struct RunOutput {
     /// started from the version's warm state or cold.
     #[serde(flatten)]
     pub result: CallResult,
+    /// What the caller should know though the call went as asked (absent when none):
+    /// `result_mismatch` when the value does not fit the tool's return annotation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
 }
 
 /// One call of a batch.
@@ -385,7 +389,11 @@ impl App {
                 return Err(e.into());
             }
         };
-        a.prepared.check_result(&mut result);
+        let warnings: Vec<Warning> = a
+            .prepared
+            .check_result(&mut result, a.limits.strict_results)
+            .into_iter()
+            .collect();
         if let Some(state) = &warm
             && result.start == Start::Cold
         {
@@ -395,12 +403,14 @@ impl App {
             self.warm_up(&a.prepared, &a.tenant);
         }
         self.inner.metrics.finished(&a.tenant, &result);
-        let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result);
+        let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result)
+            .with_warnings(&warnings);
         record.end(event).await?;
         Ok(RunOutput {
             tool: a.tool,
             version: a.version,
             result,
+            warnings,
         })
     }
 }

@@ -114,6 +114,14 @@ pub struct LimitsSpec {
     /// Bytes of a rich result's binary parts (images, audio, files) per call.
     #[serde(default)]
     pub return_bytes: Option<u64>,
+    /// Bytes the call's private scratch folder (`/tmp`) may take.
+    #[serde(default)]
+    pub scratch_bytes: Option<u64>,
+    /// Refuse a result that does not fit the return annotation (`ResultMismatch`)
+    /// instead of delivering it with a `result_mismatch` warning. Default: false
+    /// (true whenever the tenant's ceilings say so).
+    #[serde(default)]
+    pub strict_results: Option<bool>,
 }
 
 impl LimitsSpec {
@@ -143,6 +151,8 @@ impl LimitsSpec {
                 .http_response_bytes
                 .map_or(defaults.http_response_bytes, ByteSize::b),
             return_bytes: self.return_bytes.map_or(defaults.return_bytes, ByteSize::b),
+            scratch: self.scratch_bytes.map_or(defaults.scratch, ByteSize::b),
+            strict_results: self.strict_results.unwrap_or(false) || defaults.strict_results,
             ..defaults
         };
         given.check()?;

@@ -175,6 +175,16 @@ pub struct GrantArgs {
     /// decoded (e.g. 8MiB); a larger result ends the call tool_error (ResultTooLarge).
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_RETURN_BYTES, value_parser = limits::parse_size)]
     pub return_bytes: ByteSize,
+
+    /// Bytes the call's private scratch folder (/tmp, empty at the start, removed at the
+    /// end) may take (e.g. 64MiB); a write past it fails in the tool with ENOSPC.
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_SCRATCH, value_parser = limits::parse_size)]
+    pub scratch_bytes: ByteSize,
+
+    /// Refuse a result that does not fit the function's return annotation (tool_error,
+    /// ResultMismatch) instead of delivering it with a result_mismatch warning.
+    #[arg(long)]
+    pub strict_results: bool,
 }
 
 impl GrantArgs {
@@ -194,6 +204,8 @@ impl GrantArgs {
             http_request_bytes: self.http_request_bytes,
             http_response_bytes: self.http_response_bytes,
             return_bytes: self.return_bytes,
+            scratch: self.scratch_bytes,
+            strict_results: self.strict_results,
         }
     }
 
@@ -280,18 +292,29 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         warm.as_deref(),
         &prepared.outbound,
     ))?;
-    tool.check_result(&mut result);
+    let warnings: Vec<_> = tool
+        .check_result(&mut result, prepared.limits.strict_results)
+        .into_iter()
+        .collect();
     let files = match &args.out {
         Some(dir) => write_parts(dir, &result.content)?,
         None => Vec::new(),
     };
     if args.json {
         let mut json = serde_json::to_value(&result)?;
-        if let (Value::Object(map), Some(_)) = (&mut json, &args.out) {
-            map.insert("files".into(), serde_json::to_value(&files)?);
+        if let Value::Object(map) = &mut json {
+            if args.out.is_some() {
+                map.insert("files".into(), serde_json::to_value(&files)?);
+            }
+            if !warnings.is_empty() {
+                map.insert("warnings".into(), serde_json::to_value(&warnings)?);
+            }
         }
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
+        for warning in &warnings {
+            eprintln!("warning ({}): {}", warning.code, warning.message);
+        }
         print_human(&result, result.start);
         for file in &files {
             println!("wrote {}", file.display());

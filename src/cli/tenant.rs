@@ -213,6 +213,13 @@ pub struct PolicyArgs {
     /// all (e.g. 8MiB).
     #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_RETURN_BYTES, value_parser = limits::parse_size)]
     pub max_return_bytes: ByteSize,
+    /// Ceiling on a call's scratch folder (/tmp) (e.g. 64MiB).
+    #[arg(long, value_name = "SIZE", default_value_t = limits::DEFAULT_SCRATCH, value_parser = limits::parse_size)]
+    pub max_scratch_bytes: ByteSize,
+    /// Refuse, for every tool of the tenant, a result that does not fit its return
+    /// annotation (tool_error, ResultMismatch) instead of delivering it with a warning.
+    #[arg(long)]
+    pub strict_results: bool,
     /// Hold every new tool version that widens what the tool can do until a reviewer
     /// key of the tenant approves it (`warden tenant reviewer-key create`); calls run
     /// the last approved version meanwhile.
@@ -232,6 +239,8 @@ impl PolicyArgs {
                 memory: self.max_memory,
                 deadline: self.max_deadline.into(),
                 return_bytes: self.max_return_bytes,
+                scratch: self.max_scratch_bytes,
+                strict_results: self.strict_results,
                 ..Limits::default()
             },
             review_widening: self.review_widening,

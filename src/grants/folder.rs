@@ -136,9 +136,9 @@ pub fn resolve_all(mounts: &[Mount]) -> Result<Vec<ResolvedMount>, GrantError> {
 }
 
 /// Refuses a mount at, inside or above one of Warden's own folders (its home, the
-/// runtime, the tools' folders): a read-write mount there would let a breached worker
-/// change what the server loads, and any mount there would show one tenant another's
-/// files, or the database and keys.
+/// runtime, the tools' folders), or holding one of its files (the database): a
+/// read-write mount there would let a breached worker change what the server loads,
+/// and any mount there would show one tenant another's files, or the database and keys.
 pub fn refuse_warden_folders(mounts: &[ResolvedMount], own: &[PathBuf]) -> Result<(), GrantError> {
     for mount in mounts {
         for folder in own {

@@ -382,6 +382,7 @@ impl ToolSource for ServiceSource {
                 start: run.result.start,
                 result: run.result,
                 output: Output::of(tool.manifest.schema.returns.as_ref()),
+                warnings: run.warnings,
             }),
             Err(AppError::InvalidArguments { violations, .. }) => {
                 Err(SourceError::InvalidArguments {

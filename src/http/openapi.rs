@@ -320,6 +320,15 @@ struct LimitsDoc {
     /// the default).
     #[schema(default = 1000)]
     files_created: Option<u32>,
+    /// Bytes the call's private scratch folder (`/tmp`) may hold (default 64 MiB; left
+    /// out at the default); a write past it fails inside the guest with `ENOSPC`.
+    #[schema(default = 67108864)]
+    scratch_bytes: Option<u64>,
+    /// Refuse a result that does not fit the tool's return annotation (`tool_error`,
+    /// `ResultMismatch`) rather than deliver it with a `result_mismatch` warning (default
+    /// false; left out at the default).
+    #[schema(default = false)]
+    strict_results: Option<bool>,
 }
 
 impl PartialSchema for Limits {

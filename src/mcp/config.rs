@@ -173,6 +173,12 @@ pub struct LimitsConfig {
     /// Bytes of a rich result's binary parts per call.
     #[serde(default, deserialize_with = "size")]
     pub return_bytes: Option<ByteSize>,
+    /// Bytes the call's scratch folder (`/tmp`) may take.
+    #[serde(default, deserialize_with = "size")]
+    pub scratch_bytes: Option<ByteSize>,
+    /// Whether a result that does not fit the return annotation is refused.
+    #[serde(default)]
+    pub strict_results: Option<bool>,
 }
 
 impl LimitsConfig {
@@ -193,6 +199,8 @@ impl LimitsConfig {
             http_request_bytes: self.http_request_bytes.unwrap_or(base.http_request_bytes),
             http_response_bytes: self.http_response_bytes.unwrap_or(base.http_response_bytes),
             return_bytes: self.return_bytes.unwrap_or(base.return_bytes),
+            scratch: self.scratch_bytes.unwrap_or(base.scratch),
+            strict_results: self.strict_results.unwrap_or(base.strict_results),
         };
         limits.check()?;
         Ok(limits)

@@ -14,7 +14,7 @@ use super::watch::Fingerprint;
 use super::{ListedTool, Ran, SourceError, ToolSource};
 use crate::app::Refusal;
 use crate::events::Events;
-use crate::outcome::CallResult;
+use crate::outcome::{CallResult, Warning};
 use crate::packages::Packages;
 use crate::sandbox::{Outbound, ShareKey, Warmth};
 use crate::worker::Workers;
@@ -235,19 +235,23 @@ impl ToolSource for FolderSource {
                 tracing::error!(tool = name, "the call could not run: {e}");
                 SourceError::Failed(format!("Warden could not run the call: {e}"))
             })?;
-        prepared.check_result(&mut result);
+        let warnings: Vec<Warning> = prepared
+            .check_result(&mut result, tool.limits.strict_results)
+            .into_iter()
+            .collect();
         if let Some(state) = &warm
             && result.start == crate::outcome::Start::Cold
         {
             prepared.forget_warm_state(state);
         }
         if let Some(trail) = &self.trail {
-            record(trail, &tool, &result).await;
+            record(trail, &tool, &result, &warnings).await;
         }
         Ok(Ran {
             start: result.start,
             result,
             output: tool.listed.output(),
+            warnings,
         })
     }
 
@@ -282,13 +286,18 @@ impl ToolSource for FolderSource {
 
 /// Appends the call to the local trail before its result is answered; a failure is
 /// logged (the call has run: its result still goes to the client).
-async fn record(trail: &Arc<LocalTrail>, tool: &CatalogTool, result: &CallResult) {
+async fn record(
+    trail: &Arc<LocalTrail>,
+    tool: &CatalogTool,
+    result: &CallResult,
+    warnings: &[Warning],
+) {
     let Some(manifest) = tool.manifest() else {
         tracing::warn!(tool = %tool.listed.name, "the call is not recorded: its name is no tool name");
         return;
     };
-    let (trail, recorded) = (Arc::clone(trail), result.clone());
-    match tokio::task::spawn_blocking(move || trail.record(&manifest, &recorded)).await {
+    let (trail, recorded, warned) = (Arc::clone(trail), result.clone(), warnings.to_vec());
+    match tokio::task::spawn_blocking(move || trail.record(&manifest, &recorded, &warned)).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::error!(tool = %tool.listed.name, "the call could not be recorded in the local audit trail: {e}")

@@ -6,7 +6,8 @@
 //! | arguments that break the schema | `isError`, every violation with its JSON pointer |
 //! | `ok`, a string and no `outputSchema` (`-> str`, or no annotation) | a text block holding the string itself |
 //! | `ok`, rich content (images, audio, files, links, text) | one block per part, no `structuredContent` (clients drop the blocks beside it) |
-//! | `ok`, rich content where the `outputSchema` promised data | `isError` naming both |
+//! | `ok`, rich content where the `outputSchema` promised data | the blocks, with a `result_mismatch` warning in `_meta.warden.warnings` (`isError` naming both with `strict_results`) |
+//! | `ok`, a value that does not fit the `outputSchema` | its JSON as text, no `structuredContent`, with a `result_mismatch` warning (`isError` with `strict_results`) |
 //! | `ok` | `structuredContent` (`{"result": value}` when the `outputSchema` wraps it) and the same JSON as text |
 //! | `ok`, result cut to `return_char_limit` | text saying so, then the kept text; `isError` when an `outputSchema` promised the whole value |
 //! | `tool_error` from `warden.ToolError` (or FastMCP's) | `isError` with just its message |
@@ -16,7 +17,8 @@
 //! | the server could not list the tools | protocol error `-32603` (internal error) |
 //!
 //! The tool's own stdout and stderr follow as more text blocks when not empty, and
-//! `_meta.warden` gives the call's status, start, fuel, wall time and peak memory.
+//! `_meta.warden` gives the call's status, start, fuel, wall time, peak memory and
+//! warnings (when any).
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
@@ -24,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::{Output, Ran, SourceError};
 use crate::app::MAX_VIOLATIONS;
-use crate::outcome::{CallResult, ContentPart, Status};
+use crate::outcome::{CallResult, ContentPart, RESULT_MISMATCH, Status};
 
 /// The result of a call that ran. `how_to_raise` says how the operator raises the
 /// limits it names.
@@ -33,14 +35,24 @@ pub(super) fn ran(ran: Ran, how_to_raise: impl Fn(&[&str]) -> String) -> CallToo
         result,
         output,
         start,
+        warnings,
     } = ran;
-    let meta = json!({
+    let mut meta = json!({
         "status": result.status,
         "start": start,
         "fuel_used": result.fuel_used,
         "wall_time_us": u64::try_from(result.wall_time.as_micros()).unwrap_or(u64::MAX),
         "peak_memory_bytes": result.peak_memory_bytes,
     });
+    if !warnings.is_empty() {
+        meta["warnings"] = json!(warnings);
+    }
+    // A value that does not fit the annotation is delivered, as text: structured
+    // content would contradict the outputSchema the tool advertises.
+    let output = match warnings.iter().any(|w| w.code == RESULT_MISMATCH) {
+        true => Output::NoSchema,
+        false => output,
+    };
     let mut answer = match (result.status, result.truncated) {
         (Status::Ok, None) if !result.content.is_empty() => {
             if output == Output::NoSchema {
@@ -57,6 +69,9 @@ pub(super) fn ran(ran: Ran, how_to_raise: impl Fn(&[&str]) -> String) -> CallToo
         (Status::Ok, None) => match (output, result.value.clone().unwrap_or(Value::Null)) {
             (Output::NoSchema, Value::String(text)) => {
                 CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            (Output::NoSchema, value) if !warnings.is_empty() => {
+                CallToolResult::success(vec![ContentBlock::text(value.to_string())])
             }
             (Output::Wrapped, value) => CallToolResult::structured(json!({ "result": value })),
             (Output::Object | Output::NoSchema, value) => CallToolResult::structured(value),
@@ -198,7 +213,7 @@ mod tests {
 
     use super::*;
     use crate::limits::Fuel;
-    use crate::outcome::{Start, ToolError, Truncation};
+    use crate::outcome::{Start, ToolError, Truncation, Warning};
     use crate::schema::Violation;
 
     fn result(status: Status) -> CallResult {
@@ -220,14 +235,54 @@ mod tests {
     }
 
     fn ran_with(result: CallResult, output: Output) -> CallToolResult {
+        ran_warned(result, output, Vec::new())
+    }
+
+    fn ran_warned(result: CallResult, output: Output, warnings: Vec<Warning>) -> CallToolResult {
         ran(
             Ran {
                 result,
                 output,
                 start: Start::Cold,
+                warnings,
             },
             |l| format!("raise {}", l.join("+")),
         )
+    }
+
+    fn mismatch() -> Vec<Warning> {
+        vec![Warning {
+            code: RESULT_MISMATCH.into(),
+            message: "the tool returned a string, which does not match -> int".into(),
+        }]
+    }
+
+    #[test]
+    fn a_mismatched_result_is_sent_as_text_with_its_warning_never_as_structured_content() {
+        let mut ok = result(Status::Ok);
+        ok.value = Some(json!("seven"));
+        let r = ran_warned(ok, Output::Wrapped, mismatch());
+        assert_eq!(r.structured_content, None);
+        assert_eq!(r.is_error, Some(false));
+        assert_eq!(texts(&r), ["seven"]);
+        let meta = r.meta.unwrap();
+        assert_eq!(
+            meta.0["warden"]["warnings"][0]["code"],
+            json!("result_mismatch")
+        );
+        let mut ok = result(Status::Ok);
+        ok.value = Some(json!({"a": [1]}));
+        let r = ran_warned(ok, Output::Object, mismatch());
+        assert_eq!(r.structured_content, None);
+        assert_eq!(texts(&r), [r#"{"a":[1]}"#]);
+        // Rich content where data was promised: the blocks themselves.
+        let mut rich = result(Status::Ok);
+        rich.content = vec![ContentPart::Text { text: "hi".into() }];
+        let r = ran_warned(rich, Output::Object, mismatch());
+        assert_eq!(
+            (r.is_error, texts(&r)),
+            (Some(false), vec!["hi".to_owned()])
+        );
     }
 
     fn texts(r: &CallToolResult) -> Vec<String> {

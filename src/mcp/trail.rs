@@ -12,7 +12,7 @@ use std::sync::{Mutex, PoisonError};
 
 use crate::manifest::VersionId;
 use crate::manifest::{Manifest, ToolName};
-use crate::outcome::CallResult;
+use crate::outcome::{CallResult, Warning};
 use crate::registry::{AuditEvent, Location, Registry, RegistryError, ToolId, Update};
 use crate::tenant::{TenantId, TenantPolicy};
 
@@ -73,7 +73,12 @@ impl LocalTrail {
 
     /// Records one call of `manifest`'s version (registering the tool or its new
     /// version first when needed). Blocking.
-    pub fn record(&self, manifest: &Manifest, result: &CallResult) -> Result<(), RegistryError> {
+    pub fn record(
+        &self,
+        manifest: &Manifest,
+        result: &CallResult,
+        warnings: &[Warning],
+    ) -> Result<(), RegistryError> {
         let version = manifest.version_id();
         let known = self
             .known
@@ -92,7 +97,7 @@ impl LocalTrail {
                 tool
             }
         };
-        let event = AuditEvent::run(tool, version, None, result);
+        let event = AuditEvent::run(tool, version, None, result).with_warnings(warnings);
         self.registry.append_audit(&self.tenant, &event)?;
         Ok(())
     }

@@ -47,12 +47,11 @@ impl Sqlite {
         Sqlite::with_connection(conn, durability)
     }
 
-    /// The database file's folder (where its WAL and temporary files live too); `None`
-    /// in memory.
-    pub(crate) fn folder(&self) -> Option<std::path::PathBuf> {
+    /// The database file (its WAL and shared-memory files lie beside it); `None` in
+    /// memory.
+    pub(crate) fn file(&self) -> Option<std::path::PathBuf> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let file = Path::new(conn.path().filter(|p| !p.is_empty())?);
-        file.parent().map(Path::to_path_buf)
+        conn.path().filter(|p| !p.is_empty()).map(Into::into)
     }
 
     /// A fresh database in memory.

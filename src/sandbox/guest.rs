@@ -93,13 +93,14 @@ pub(super) fn new_store(
     deadline: Instant,
     door: Option<Arc<dyn Door>>,
     seat: Option<Arc<dyn CoreSeat>>,
+    scratch: Option<u32>,
 ) -> Result<Store<Guest>, SandboxError> {
     let memory = MemoryCap {
         cap: to_usize(limits.memory.as_u64()),
         peak: 0,
         hit: false,
     };
-    let files = syscalls::FileLedger::new(limits);
+    let files = syscalls::FileLedger::new(limits, scratch);
     let mut store = Store::new(
         engine,
         Guest {

@@ -13,8 +13,8 @@ use super::ticker::Ticker;
 use super::tool::sweep_orphaned_tool_folders;
 use super::warm::WarmStates;
 use super::{
-    RuntimeFiles, SHIPPED_WARM, Sandbox, SandboxConfig, SandboxError, WarmStore, compiled, door,
-    own_folders, syscalls,
+    RuntimeFiles, SHIPPED_WARM, Sandbox, SandboxConfig, SandboxError, ScratchRoot, WarmStore,
+    compiled, door, own_folders, syscalls,
 };
 use crate::outbound::Clients;
 
@@ -48,6 +48,7 @@ impl Sandbox {
                     pending.keep()?;
                 }
                 sandbox.sweep_warm_states(config)?;
+                sandbox.scratch = Some(ScratchRoot::create(&config.home)?);
                 return Ok(sandbox);
             }
         }
@@ -55,6 +56,7 @@ impl Sandbox {
         let mut sandbox = Sandbox::assemble(config, files, engine, module)?;
         sandbox.start()?;
         sandbox.sweep_warm_states(config)?;
+        sandbox.scratch = Some(ScratchRoot::create(&config.home)?);
         Ok(sandbox)
     }
 
@@ -114,6 +116,7 @@ impl Sandbox {
             cores: Cores::new(config.cores),
             own_folders: own_folders(config),
             held: None,
+            scratch: None,
             ticker: None,
         })
     }

@@ -110,8 +110,9 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
             matplotlib_data: &matplotlib_data,
             tool: None,
             packages: None,
+            scratch: None,
         };
-        let ctx = wasi::context(
+        let (ctx, _) = wasi::context(
             &folders,
             &crate::grants::Grants::default(),
             &[],

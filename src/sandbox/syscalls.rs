@@ -10,9 +10,14 @@
 //!   refuses a descriptor past [`Limits::open_files`], and counts created files
 //!   against [`Limits::files_created`];
 //! - `fd_write`, `fd_pwrite`, `fd_filestat_set_size` and `fd_allocate` on files the
-//!   guest opened count the bytes they add against [`Limits::disk_write`];
+//!   guest opened count the bytes they add against [`Limits::disk_write`] in a grant, or
+//!   what the file grows by against [`Limits::scratch`] in the scratch folder;
+//!   `path_unlink_file`, `path_rename` over a file and `path_open` with `O_TRUNC` give
+//!   a scratch file's bytes back ([`ledger`] says how each is counted);
 //! - `path_create_directory`, `path_link` and `path_symlink` count against
-//!   [`Limits::files_created`]; `path_symlink` also refuses a target that is absolute
+//!   [`Limits::files_created`]; `path_link` and `path_rename` between the scratch
+//!   folder and anywhere else are refused with `EXDEV`; `path_symlink` also refuses a
+//!   target that is absolute
 //!   or climbs with `..`, so no link the guest leaves in a read-write grant points
 //!   outside it (other programs will follow it later, without the sandbox's
 //!   confinement);
@@ -24,11 +29,10 @@
 //!
 //! What the guest sees when refused: an ordinary `OSError` with the matching errno
 //! (`EACCES` for a special file, `EMFILE` for too many open files, `EDQUOT` for a
-//! quota, `EPERM` for a symlink out of its folder). A known gap: `path_open` checks the
+//! quota, `ENOSPC` for a full scratch folder, `EPERM` for a symlink out of its folder). A known gap: `path_open` checks the
 //! file's type and then opens it, so a host process that swaps a regular file for a
 //! FIFO between the two can still make one open block; the guest cannot create FIFOs.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,47 +43,12 @@ use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1
 use wiggle::{GuestMemory, GuestPtr};
 
 use super::share::{self, CoreSeat};
+#[cfg(doc)]
 use crate::limits::Limits;
 
-/// What one call has used of its file limits.
-#[derive(Debug)]
-pub struct FileLedger {
-    /// Descriptors the guest opened with `path_open` and has not closed.
-    opened: HashSet<u32>,
-    open_cap: usize,
-    written: u64,
-    write_cap: u64,
-    created: u32,
-    create_cap: u32,
-}
+mod ledger;
 
-impl FileLedger {
-    /// A ledger with nothing used, capped by `limits`.
-    pub fn new(limits: &Limits) -> FileLedger {
-        FileLedger {
-            opened: HashSet::new(),
-            open_cap: usize::try_from(limits.open_files.0).unwrap_or(usize::MAX),
-            written: 0,
-            write_cap: limits.disk_write.as_u64(),
-            created: 0,
-            create_cap: limits.files_created.0,
-        }
-    }
-
-    fn may_create(&self) -> Result<(), Errno> {
-        if self.created >= self.create_cap {
-            return Err(Errno::Dquot);
-        }
-        Ok(())
-    }
-
-    fn may_write(&self, bytes: u64) -> Result<(), Errno> {
-        if self.written.saturating_add(bytes) > self.write_cap {
-            return Err(Errno::Dquot);
-        }
-        Ok(())
-    }
-}
+pub use ledger::FileLedger;
 
 /// The part of a store's data these checks need.
 pub trait Checked: Send + 'static {
@@ -116,24 +85,30 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
         )| {
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
-                    if ledger.opened.len() >= ledger.open_cap {
-                        return Ok(errno(Errno::Mfile));
+                    if let Err(e) = ledger.may_open() {
+                        return Ok(errno(e));
                     }
                     let lookup = types::Lookupflags::from_bits_truncate(dirflags as u32);
                     let target = GuestPtr::<str>::new((path as u32, path_len as u32));
-                    let creates = match ctx.path_filestat_get(mem, fd(dirfd), lookup, target).await
+                    let open_flags = types::Oflags::from_bits_truncate(oflags as u16);
+                    let (creates, truncated) = match ctx
+                        .path_filestat_get(mem, fd(dirfd), lookup, target)
+                        .await
                     {
-                        Ok(stat) if !openable(stat.filetype) => return Ok(errno(Errno::Acces)),
-                        Ok(_) => false,
+                        Ok(stat) if !openable(stat.filetype) => {
+                            return Ok(errno(Errno::Acces));
+                        }
+                        // Opening with O_TRUNC empties the file, whoever else holds it.
+                        Ok(stat) if open_flags.contains(types::Oflags::TRUNC) => (false, stat.size),
+                        Ok(_) => (false, 0),
                         Err(_) => {
                             // Missing (or unreadable): the original reports it, or
                             // creates the file if asked to.
-                            let create = types::Oflags::from_bits_truncate(oflags as u16)
-                                .contains(types::Oflags::CREAT);
+                            let create = open_flags.contains(types::Oflags::CREAT);
                             if create && let Err(e) = ledger.may_create() {
                                 return Ok(errno(e));
                             }
-                            create
+                            (create, 0)
                         }
                     };
                     let code = p1::path_open(
@@ -143,9 +118,12 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     .await?;
                     if code == 0 {
                         let new = mem.read(GuestPtr::<u32>::new(opened as u32))?;
-                        ledger.opened.insert(new);
+                        ledger.open(dirfd as u32, new);
                         if creates {
-                            ledger.created += 1;
+                            ledger.create();
+                        }
+                        if ledger.in_scratch(new) {
+                            ledger.freed(truncated);
                         }
                     }
                     Ok(code)
@@ -163,7 +141,7 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                 with_guest(&mut caller, async |ctx, ledger, mem| {
                     let code = p1::fd_close(ctx, mem, descriptor).await?;
                     if code == 0 {
-                        ledger.opened.remove(&(descriptor as u32));
+                        ledger.close(descriptor as u32);
                     }
                     Ok(code)
                 })
@@ -181,11 +159,7 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     let code = p1::fd_renumber(ctx, mem, from, to).await?;
                     if code == 0 {
                         // `to` was closed and `from` now lives under its number.
-                        let was_file = ledger.opened.remove(&(from as u32));
-                        ledger.opened.remove(&(to as u32));
-                        if was_file {
-                            ledger.opened.insert(to as u32);
-                        }
+                        ledger.renumber(from as u32, to as u32);
                     }
                     Ok(code)
                 })
@@ -200,20 +174,27 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
         |mut caller: Caller<'_, T>, (descriptor, iovs, iovs_len, written): (i32, i32, i32, i32)| {
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
-                    if !ledger.opened.contains(&(descriptor as u32)) {
+                    let id = descriptor as u32;
+                    if !ledger.counts(id) {
                         return p1::fd_write(ctx, mem, descriptor, iovs, iovs_len, written).await;
                     }
                     let bytes = match iov_bytes(mem, iovs, iovs_len) {
                         Ok(bytes) => bytes,
                         Err(e) => return Ok(errno(e)),
                     };
-                    if let Err(e) = ledger.may_write(bytes) {
-                        return Ok(errno(e));
+                    let before = scratch_size(ctx, ledger, mem, descriptor).await;
+                    // At most `bytes` of growth; exactly, only when that much would not fit.
+                    if ledger.may_write(id, bytes, bytes).is_err() {
+                        let growth = write_growth(ctx, mem, descriptor, bytes, before).await;
+                        if let Err(e) = ledger.may_write(id, bytes, growth) {
+                            return Ok(errno(e));
+                        }
                     }
                     let code = p1::fd_write(ctx, mem, descriptor, iovs, iovs_len, written).await?;
                     if code == 0 {
                         let n = mem.read(GuestPtr::<u32>::new(written as u32))?;
-                        ledger.written += u64::from(n);
+                        let after = scratch_size(ctx, ledger, mem, descriptor).await;
+                        ledger.wrote(id, u64::from(n), before, after);
                     }
                     Ok(code)
                 })
@@ -229,7 +210,8 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
          (descriptor, iovs, iovs_len, offset, written): (i32, i32, i32, i64, i32)| {
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
-                    if !ledger.opened.contains(&(descriptor as u32)) {
+                    let id = descriptor as u32;
+                    if !ledger.counts(id) {
                         return p1::fd_pwrite(
                             ctx, mem, descriptor, iovs, iovs_len, offset, written,
                         )
@@ -242,14 +224,16 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     // Writing past the end also fills the gap before `offset`.
                     let size = file_size(ctx, mem, descriptor).await;
                     let gap = (offset as u64).saturating_sub(size);
-                    if let Err(e) = ledger.may_write(bytes.saturating_add(gap)) {
+                    let growth = (offset as u64).saturating_add(bytes).saturating_sub(size);
+                    if let Err(e) = ledger.may_write(id, bytes.saturating_add(gap), growth) {
                         return Ok(errno(e));
                     }
                     let code = p1::fd_pwrite(ctx, mem, descriptor, iovs, iovs_len, offset, written)
                         .await?;
                     if code == 0 {
                         let n = mem.read(GuestPtr::<u32>::new(written as u32))?;
-                        ledger.written += u64::from(n) + gap;
+                        let after = scratch_size(ctx, ledger, mem, descriptor).await;
+                        ledger.wrote(id, u64::from(n) + gap, size, after.max(size));
                     }
                     Ok(code)
                 })
@@ -264,15 +248,15 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
         |mut caller: Caller<'_, T>, (descriptor, size): (i32, i64)| {
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
-                    let growth = growth_to(ctx, ledger, mem, descriptor, size as u64).await;
-                    if let Err(e) = ledger.may_write(growth) {
-                        return Ok(errno(e));
-                    }
-                    let code = p1::fd_filestat_set_size(ctx, mem, descriptor, size).await?;
-                    if code == 0 {
-                        ledger.written += growth;
-                    }
-                    Ok(code)
+                    resize(
+                        ctx,
+                        ledger,
+                        mem,
+                        descriptor,
+                        size as u64,
+                        async |ctx, mem| p1::fd_filestat_set_size(ctx, mem, descriptor, size).await,
+                    )
+                    .await
                 })
                 .await
             })
@@ -285,16 +269,13 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
         |mut caller: Caller<'_, T>, (descriptor, offset, len): (i32, i64, i64)| {
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
+                    // Allocating never shrinks a file.
                     let end = (offset as u64).saturating_add(len as u64);
-                    let growth = growth_to(ctx, ledger, mem, descriptor, end).await;
-                    if let Err(e) = ledger.may_write(growth) {
-                        return Ok(errno(e));
-                    }
-                    let code = p1::fd_allocate(ctx, mem, descriptor, offset, len)?;
-                    if code == 0 {
-                        ledger.written += growth;
-                    }
-                    Ok(code)
+                    let end = end.max(file_size(ctx, mem, descriptor).await);
+                    resize(ctx, ledger, mem, descriptor, end, async |ctx, mem| {
+                        p1::fd_allocate(ctx, mem, descriptor, offset, len)
+                    })
+                    .await
                 })
                 .await
             })
@@ -312,7 +293,7 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     }
                     let code = p1::path_create_directory(ctx, mem, dirfd, path, path_len).await?;
                     if code == 0 {
-                        ledger.created += 1;
+                        ledger.create();
                     }
                     Ok(code)
                 })
@@ -336,14 +317,17 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
         )| {
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
-                    if let Err(e) = ledger.may_create() {
+                    if let Err(e) = ledger
+                        .same_side(old_fd as u32, new_fd as u32)
+                        .and_then(|()| ledger.may_create())
+                    {
                         return Ok(errno(e));
                     }
                     let code =
                         p1::path_link(ctx, mem, old_fd, flags, old, old_len, new_fd, new, new_len)
                             .await?;
                     if code == 0 {
-                        ledger.created += 1;
+                        ledger.create();
                     }
                     Ok(code)
                 })
@@ -370,7 +354,52 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     let code =
                         p1::path_symlink(ctx, mem, old, old_len, dirfd, new, new_len).await?;
                     if code == 0 {
-                        ledger.created += 1;
+                        ledger.create();
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_unlink_file",
+        |mut caller: Caller<'_, T>, (dirfd, path, path_len): (i32, i32, i32)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    let target = GuestPtr::<str>::new((path as u32, path_len as u32));
+                    let freed = freed_by_removing(ctx, ledger, mem, dirfd, target).await;
+                    let code = p1::path_unlink_file(ctx, mem, dirfd, path, path_len).await?;
+                    if code == 0 {
+                        ledger.freed(freed);
+                    }
+                    Ok(code)
+                })
+                .await
+            })
+        },
+    )?;
+
+    linker.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_rename",
+        |mut caller: Caller<'_, T>,
+         (old_fd, old, old_len, new_fd, new, new_len): (i32, i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                with_guest(&mut caller, async |ctx, ledger, mem| {
+                    if let Err(e) = ledger.same_side(old_fd as u32, new_fd as u32) {
+                        return Ok(errno(e));
+                    }
+                    // A file renamed over another frees what the other held.
+                    let target = GuestPtr::<str>::new((new as u32, new_len as u32));
+                    let freed = freed_by_removing(ctx, ledger, mem, new_fd, target).await;
+                    let code =
+                        p1::path_rename(ctx, mem, old_fd, old, old_len, new_fd, new, new_len)
+                            .await?;
+                    if code == 0 {
+                        ledger.freed(freed);
                     }
                     Ok(code)
                 })
@@ -489,19 +518,96 @@ async fn file_size(ctx: &mut WasiP1Ctx, mem: &mut GuestMemory<'_>, descriptor: i
     }
 }
 
-/// Bytes by which making a file `end` bytes long grows it; 0 for a descriptor the guest
-/// did not open itself (the original call refuses to resize those).
-async fn growth_to(
+/// The size of a scratch file before or after a write; 0 for any other descriptor
+/// (whose writes count by the byte, not by growth).
+async fn scratch_size(
     ctx: &mut WasiP1Ctx,
     ledger: &FileLedger,
     mem: &mut GuestMemory<'_>,
     descriptor: i32,
-    end: u64,
 ) -> u64 {
-    if !ledger.opened.contains(&(descriptor as u32)) {
+    if !ledger.in_scratch(descriptor as u32) {
         return 0;
     }
-    end.saturating_sub(file_size(ctx, mem, descriptor).await)
+    file_size(ctx, mem, descriptor).await
+}
+
+/// Bytes by which writing `bytes` at the descriptor's position (its end, in append
+/// mode) grows a file of `size` bytes.
+async fn write_growth(
+    ctx: &mut WasiP1Ctx,
+    mem: &mut GuestMemory<'_>,
+    descriptor: i32,
+    bytes: u64,
+    size: u64,
+) -> u64 {
+    let appends = ctx
+        .fd_fdstat_get(mem, fd(descriptor))
+        .await
+        .is_ok_and(|stat| stat.fs_flags.contains(types::Fdflags::APPEND));
+    let at = match appends {
+        true => size,
+        false => ctx.fd_tell(mem, fd(descriptor)).unwrap_or(size),
+    };
+    at.saturating_add(bytes).saturating_sub(size)
+}
+
+/// Makes an open file `end` bytes long with `change` (a set-size or an allocate),
+/// counting the growth (in a grant) or the change of size (in the scratch folder);
+/// a descriptor the guest did not open itself is left to `change` alone.
+async fn resize(
+    ctx: &mut WasiP1Ctx,
+    ledger: &mut FileLedger,
+    mem: &mut GuestMemory<'_>,
+    descriptor: i32,
+    end: u64,
+    change: impl AsyncFnOnce(&mut WasiP1Ctx, &mut GuestMemory<'_>) -> wasmtime::Result<i32>,
+) -> wasmtime::Result<i32> {
+    let id = descriptor as u32;
+    if !ledger.counts(id) {
+        return change(ctx, mem).await;
+    }
+    let size = file_size(ctx, mem, descriptor).await;
+    let growth = end.saturating_sub(size);
+    if let Err(e) = ledger.may_write(id, growth, growth) {
+        return Ok(errno(e));
+    }
+    let code = change(ctx, mem).await?;
+    if code == 0 {
+        ledger.wrote(id, growth, size, end);
+    }
+    Ok(code)
+}
+
+/// Bytes removing `path` beneath the folder `dirfd` gives back to the scratch folder:
+/// the size of a regular file there with no other link and no descriptor of the
+/// guest's open on it (whose bytes stay until it is closed); 0 anywhere else.
+async fn freed_by_removing(
+    ctx: &mut WasiP1Ctx,
+    ledger: &FileLedger,
+    mem: &mut GuestMemory<'_>,
+    dirfd: i32,
+    path: GuestPtr<str>,
+) -> u64 {
+    if !ledger.in_scratch(dirfd as u32) {
+        return 0;
+    }
+    let no_follow = types::Lookupflags::empty();
+    let Ok(stat) = ctx.path_filestat_get(mem, fd(dirfd), no_follow, path).await else {
+        return 0;
+    };
+    if stat.filetype != Filetype::RegularFile || stat.nlink != 1 {
+        return 0;
+    }
+    for open in ledger.scratch_fds().collect::<Vec<_>>() {
+        if let Ok(held) = ctx.fd_filestat_get(mem, fd(open as i32)).await
+            && held.dev == stat.dev
+            && held.ino == stat.ino
+        {
+            return 0;
+        }
+    }
+    stat.size
 }
 
 /// The user data and duration of a `poll_oneoff` that waits on one relative timer and

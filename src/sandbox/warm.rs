@@ -237,6 +237,8 @@ pub(super) struct Base<'a> {
     pub(super) empty_root: &'a Path,
     pub(super) stdlib: std::path::PathBuf,
     pub(super) matplotlib_data: std::path::PathBuf,
+    /// Where the preparing instance's `/tmp` is made, if the sandbox has one.
+    pub(super) scratch: Option<&'a super::ScratchRoot>,
 }
 
 impl WarmStates {

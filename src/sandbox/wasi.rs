@@ -9,6 +9,9 @@
 //!   `PYTHONTZPATH` (the runtime's expected setting);
 //! - stdin: the call's JSON request; stdout and stderr: capped in-memory pipes;
 //! - the WASI calls checked in `syscalls.rs` (special files, file ceilings, timers);
+//! - a private scratch folder, read-write, at `/tmp` (`scratch.rs`: empty at the call's
+//!   start, removed at its end, bounded by the `scratch` limit), unless a grant is
+//!   mounted at `/tmp` itself;
 //! - read-only folders: an empty folder at `/` (so every path outside the grants is
 //!   simply absent), the standard library at `/usr/local/lib`, matplotlib's data where
 //!   matplotlib looks for it (inside the standard library's zip, see
@@ -44,6 +47,12 @@ pub const MATPLOTLIB_DATA_GUEST: &str = "/usr/local/lib/python315.zip/matplotlib
 pub const TOOL_GUEST: &str = "/tool";
 /// Where a tool's installed packages are mounted (read-only), when it has any.
 pub const PACKAGES_GUEST: &str = "/packages";
+/// Where a call's scratch folder is mounted (read-write): `$TMPDIR` and `$HOME` too.
+pub const SCRATCH_GUEST: &str = "/tmp";
+
+/// The guest's first folder's descriptor: after stdin, stdout and stderr, each folder
+/// gets the next number in the order it is mounted.
+const FIRST_FOLDER_FD: u32 = 3;
 
 /// Variables every guest gets before its granted ones (which may override them).
 pub const BASE_ENV: [(&str, &str); 3] =
@@ -78,6 +87,9 @@ pub struct RuntimeFolders<'a> {
     pub tool: Option<&'a Path>,
     /// The tool's installed packages, if any, mounted read-only at [`PACKAGES_GUEST`].
     pub packages: Option<&'a Path>,
+    /// The call's scratch folder, if it has one, mounted read-write at
+    /// [`SCRATCH_GUEST`] unless a grant is mounted there itself.
+    pub scratch: Option<&'a Path>,
 }
 
 /// A granted folder, open: the mount and its folder, reached by that descriptor and never
@@ -108,7 +120,8 @@ impl AsFd for Folder<'_> {
 
 /// Builds the WASI context of one call. `grants` gives the environment; `mounts` the
 /// folders, open (the preopen reopens each through its descriptor's `/proc/self/fd`
-/// entry, which names that very folder whatever has become of its path).
+/// entry, which names that very folder whatever has become of its path). Returns it
+/// with the descriptor the guest sees its scratch folder at, if it has one.
 pub fn context(
     folders: &RuntimeFolders<'_>,
     grants: &Grants,
@@ -116,24 +129,30 @@ pub fn context(
     stdin: Vec<u8>,
     stdout: CappedPipe,
     stderr: CappedPipe,
-) -> wasmtime::Result<WasiP1Ctx> {
+) -> wasmtime::Result<(WasiP1Ctx, Option<u32>)> {
     let mut b = base(stdin, stdout, stderr);
+    let mut folder_count = 0;
+    let mut preopen = |b: &mut WasiCtxBuilder, host: &Path, guest: &str, perms: FsPerms| {
+        folder_count += 1;
+        b.preopened_dir(host, guest, perms).map(drop)
+    };
     for (key, value) in environment(grants) {
         b.env(key, value);
     }
 
-    b.preopened_dir(folders.empty_root, "/", FsPerms::ReadOnly)?;
-    b.preopened_dir(folders.stdlib, STDLIB_GUEST, FsPerms::ReadOnly)?;
-    b.preopened_dir(
+    preopen(&mut b, folders.empty_root, "/", FsPerms::ReadOnly)?;
+    preopen(&mut b, folders.stdlib, STDLIB_GUEST, FsPerms::ReadOnly)?;
+    preopen(
+        &mut b,
         folders.matplotlib_data,
         MATPLOTLIB_DATA_GUEST,
         FsPerms::ReadOnly,
     )?;
     if let Some(tool) = folders.tool {
-        b.preopened_dir(tool, TOOL_GUEST, FsPerms::ReadOnly)?;
+        preopen(&mut b, tool, TOOL_GUEST, FsPerms::ReadOnly)?;
     }
     if let Some(packages) = folders.packages {
-        b.preopened_dir(packages, PACKAGES_GUEST, FsPerms::ReadOnly)?;
+        preopen(&mut b, packages, PACKAGES_GUEST, FsPerms::ReadOnly)?;
     }
     for MountFolder { mount, folder } in mounts {
         let perms = match mount.access {
@@ -141,9 +160,21 @@ pub fn context(
             Access::Rw => FsPerms::ReadWrite,
         };
         let fd = folder.as_fd().as_raw_fd();
-        b.preopened_dir(format!("/proc/self/fd/{fd}"), mount.guest.as_str(), perms)?;
+        let host = format!("/proc/self/fd/{fd}");
+        preopen(&mut b, Path::new(&host), mount.guest.as_str(), perms)?;
     }
-    Ok(b.build_p1())
+    // A grant mounted at /tmp itself is the tool's /tmp.
+    let granted_tmp = mounts
+        .iter()
+        .any(|m| m.mount.guest.as_str() == SCRATCH_GUEST);
+    let scratch = match folders.scratch {
+        Some(scratch) if !granted_tmp => {
+            preopen(&mut b, scratch, SCRATCH_GUEST, FsPerms::ReadWrite)?;
+            Some(FIRST_FOLDER_FD + folder_count - 1)
+        }
+        _ => None,
+    };
+    Ok((b.build_p1(), scratch))
 }
 
 /// Arguments, the base environment, stdio and no network: what every instance gets.

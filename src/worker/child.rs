@@ -128,7 +128,15 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
         .tell(&ToServer::Loaded, &[])
         .map_err(|e| e.to_string())?;
 
-    let (ToWorker::Assign { read_only, mounts }, _) = receive()? else {
+    let (
+        ToWorker::Assign {
+            read_only,
+            mounts,
+            scratch,
+        },
+        _,
+    ) = receive()?
+    else {
         return Err("the server's second message was not `assign`".into());
     };
     // Opened before the confinement and never by path again: a link planted on a
@@ -143,8 +151,10 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
         .collect::<Result<Vec<_>, crate::grants::GrantError>>()
         .map_err(|e| e.to_string())?;
     // Before any second thread: the confinement covers every thread made afterwards.
-    let applied = confinement::apply(&read_only, &folders).map_err(|e| format!("{e:#}"))?;
+    let applied =
+        confinement::apply(&read_only, &scratch, &folders).map_err(|e| format!("{e:#}"))?;
     sandbox.hold(folders);
+    sandbox.set_scratch(crate::sandbox::ScratchRoot::given(scratch));
     tracing::debug!("worker confined: {applied}");
     sandbox.start().map_err(|e| format!("{e:#}"))?;
     channel

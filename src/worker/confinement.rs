@@ -4,7 +4,7 @@
 //! kills the worker with SIGSYS), and Landlock's scopes.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::confine::{Applied, ConfineError, Confinement, Folders, Profile};
 use crate::grants::{Access, ResolvedMount};
@@ -12,9 +12,10 @@ use crate::grants::{Access, ResolvedMount};
 /// Confines the calling process (which must have one thread) to reading `read_only`
 /// (Warden's own folders, by path) and the granted `mounts` (folders already open, so
 /// that what the worker is confined to is the folder admitted, whatever its path names
-/// now), writing the read-write ones, with no network at all.
+/// now), writing the read-write ones and its `scratch` folder, with no network at all.
 pub fn apply(
     read_only: &[PathBuf],
+    scratch: &Path,
     mounts: &[(ResolvedMount, OwnedFd)],
 ) -> Result<Applied, ConfineError> {
     let mut folders = Folders::default();
@@ -26,7 +27,7 @@ pub fn apply(
     }
     Confinement {
         read_only: read_only.to_vec(),
-        read_write: Vec::new(),
+        read_write: vec![scratch.to_owned()],
         tcp_connect: Vec::new(),
         profile: Profile::Worker,
     }

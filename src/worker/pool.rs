@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytesize::ByteSize;
 
 use super::call::{converse, crashed, timed_out};
-use super::process::{Worker, worker_failed};
+use super::process::{ScratchDir, Worker, worker_failed};
 use super::wire::{ToServer, ToWorker};
 use crate::events::Events;
 use crate::grants::ResolvedMount;
@@ -20,7 +20,7 @@ use crate::outcome::{CallResult, Start};
 use crate::sandbox::share::{Cores, Seat};
 use crate::sandbox::{
     Call, Job, Outbound, PREPARE_DEADLINE, RuntimeFiles, Sandbox, SandboxConfig, SandboxError,
-    ShareKey, ToolFolder, WarmState, WarmStore, Warmth,
+    ScratchRoot, ShareKey, ToolFolder, WarmState, WarmStore, Warmth,
 };
 
 /// How long past its deadline a call's worker may take to answer before it is killed
@@ -138,6 +138,8 @@ struct Pool {
     /// One preparation at a time (each takes a core for seconds).
     preparing: tokio::sync::Mutex<()>,
     started: std::sync::atomic::AtomicU64,
+    /// Workers assigned so far: each gets a scratch root of its own, named by it.
+    assigned: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Workers {
@@ -232,6 +234,7 @@ impl Workers {
             spare: tokio::sync::Mutex::new(None),
             preparing: tokio::sync::Mutex::new(()),
             started: std::sync::atomic::AtomicU64::new(0),
+            assigned: std::sync::atomic::AtomicU64::new(0),
         };
         Ok(Workers {
             pool: Arc::new(pool),
@@ -563,13 +566,19 @@ impl Pool {
         self.assign(worker, key).await
     }
 
-    async fn assign(&self, worker: Worker, key: &WorkerKey) -> Result<Worker, SandboxError> {
+    async fn assign(&self, mut worker: Worker, key: &WorkerKey) -> Result<Worker, SandboxError> {
         let mut read_only = self.base_read_only.clone();
         read_only.push(key.tool_dir.clone());
         read_only.extend(key.packages.iter().cloned());
+        let number = self
+            .assigned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scratch = ScratchRoot::for_worker(&self.home, number)?;
+        worker.scratch = Some(ScratchDir(scratch.clone()));
         let assign = ToWorker::Assign {
             read_only,
             mounts: key.mounts.clone(),
+            scratch,
         };
         worker
             .step(&assign, "assign", |m| matches!(m, ToServer::Ready))

@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 
 use super::child::SOCKET_FD;
 use super::wire::{self, ToServer, ToWorker, WireError};
-use crate::sandbox::SandboxError;
+use crate::sandbox::{SandboxError, ScratchRoot};
 
 /// How long a worker may take to load the runtime and confine itself.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -24,6 +24,22 @@ pub(super) struct Worker {
     socket: Socket,
     /// Calls it has run.
     pub(super) calls: u32,
+    /// Its scratch root, once assigned: removed when the worker is dropped.
+    pub(super) scratch: Option<ScratchDir>,
+}
+
+/// A worker's scratch root, removed (off the async runtime, where there is one) when
+/// the worker is dropped: killed on drop, it writes nothing more there.
+pub(super) struct ScratchDir(pub(super) std::path::PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let dir = std::mem::take(&mut self.0);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || ScratchRoot::remove(&dir))),
+            Err(_) => ScratchRoot::remove(&dir),
+        }
+    }
 }
 
 /// A worker's socket: registered with the runtime of the task that uses it, or with
@@ -70,6 +86,7 @@ impl Worker {
                 child,
                 socket: Socket::Detached(ours),
                 calls: 0,
+                scratch: None,
             })
     }
 

@@ -49,6 +49,9 @@ pub enum ToWorker {
         /// confines itself to those open folders and mounts them from there for every
         /// call, never by path again.
         mounts: Vec<ResolvedMount>,
+        /// The folder its calls' scratch folders (`/tmp`) are made in: its own, the
+        /// only one it may write besides its calls' read-write grants.
+        scratch: PathBuf,
     },
     /// Run one call. The server sends it holding a core for the call: the guest starts
     /// at once, and its core is freed when its [`ToServer::Done`] arrives.

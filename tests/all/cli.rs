@@ -594,7 +594,18 @@ fn run_shows_a_tool_error_without_a_traceback() {
         stderr(&o)
     );
     let o = warden(&["run", tool.to_str().unwrap(), "--args", r#"{"n": 1}"#]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning (result_mismatch): the tool returned rich content"),
+        "{}",
+        stderr(&o)
+    );
+    let args = ["run", tool.to_str().unwrap(), "--args", r#"{"n": 1}"#];
+    let o = warden(&[&args[..], &["--strict-results"]].concat());
     assert!(stderr(&o).contains("\nResultMismatch: "), "{}", stderr(&o));
+    let o = warden(&[&args[..], &["--json"]].concat());
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["warnings"][0]["code"], "result_mismatch", "{json}");
 }
 
 /// `curl` against `address` with `key`: the status and the body as JSON.

@@ -48,6 +48,8 @@ mod registry;
 mod sandbox;
 /// Schema derivation: fixture corpus, exports, health, argument checks, properties.
 mod schema;
+/// The scratch folder every call gets: `/tmp`, private, bounded, gone at the end.
+mod scratch;
 /// Warden's wasmtime patch: a reused pool slot reset in place, every dirty page.
 mod slot_reset;
 /// The shared sandbox of this run and helpers to call fixture tools.

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::grants::Grants;
 use crate::limits::Fuel;
 use crate::manifest::{Tag, ToolName, VersionId};
-use crate::outcome::{CallResult, RequestRecord, Status};
+use crate::outcome::{CallResult, RequestRecord, Status, Warning};
 use crate::registry::ToolId;
 use crate::tenant::TenantPolicy;
 
@@ -132,6 +132,10 @@ pub enum AuditEvent {
         /// The outbound HTTP requests the call made or tried (absent when none).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         requests: Vec<RequestRecord>,
+        /// What the caller was warned of, as it was answered (absent when nothing; and
+        /// in events recorded before warnings were).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<Warning>,
     },
     /// A call its client cancelled while it ran (an MCP client's
     /// `notifications/cancelled`): the guest was stopped there.
@@ -279,7 +283,16 @@ impl AuditEvent {
             wall_time_us: u64::try_from(result.wall_time.as_micros()).unwrap_or(u64::MAX),
             peak_memory_bytes: result.peak_memory_bytes,
             requests: result.requests.clone(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// This event with the warnings its call was answered with (a run's only).
+    pub fn with_warnings(mut self, given: &[Warning]) -> AuditEvent {
+        if let AuditEvent::Run { warnings, .. } = &mut self {
+            warnings.extend_from_slice(given);
+        }
+        self
     }
 
     pub(in crate::registry) fn grants_changed(

@@ -46,14 +46,17 @@ pub(super) fn prepare(
     };
     let stdout = CappedPipe::new("stdout", 1 << 20);
     let stderr = CappedPipe::new("stderr", 1 << 20);
+    // Module-level code may write to /tmp (a library's cache) as a call's can.
+    let scratch = base.scratch.map(|root| root.folder()).transpose()?;
     let folders = wasi::RuntimeFolders {
         empty_root: base.empty_root,
         stdlib: &base.stdlib,
         matplotlib_data: &base.matplotlib_data,
         tool: Some(tool.host_dir()),
         packages,
+        scratch: scratch.as_ref().map(|f| f.path()),
     };
-    let ctx = wasi::context(
+    let (ctx, scratch_fd) = wasi::context(
         &folders,
         &Grants::default(),
         &[],
@@ -66,7 +69,7 @@ pub(super) fn prepare(
     on_own_thread(async {
         let deadline = started + limits.deadline;
         let _slot = base.slots.acquire().await;
-        let mut store = new_store(base.engine, ctx, &limits, deadline, None, None)?;
+        let mut store = new_store(base.engine, ctx, &limits, deadline, None, None, scratch_fd)?;
         let instance = match base.pre.instantiate_async(&mut store).await {
             Ok(instance) => instance,
             Err(e) => return Err(SandboxError::Instantiate(e)),

@@ -133,18 +133,123 @@ async fn the_binary_budget_and_its_ceiling_hold() {
     );
 }
 
+/// What a tool returned is never lost over its annotation: delivered as returned, with a
+/// `result_mismatch` warning (in the answer and the audit trail), unless the tool or
+/// its tenant asks for strict results.
 #[tokio::test]
-async fn a_result_against_its_annotation_or_a_bad_part_is_a_tool_error() {
+async fn a_result_against_its_annotation_is_delivered_with_a_warning_unless_strict() {
     let s = Service::start();
     let key = s.tenant(json!({})).await;
     let liar = s.register(&key, json!({"source": LIAR})).await;
     let r = s.run(&key, &liar, json!({})).await;
+    assert_eq!(r.json["status"], "ok", "{}", r.json);
+    assert_eq!(r.json["content"][0]["type"], "image", "{}", r.json);
+    assert_eq!(
+        r.json["warnings"][0]["code"], "result_mismatch",
+        "{}",
+        r.json
+    );
+    let audit = s
+        .send(
+            axum::http::Method::GET,
+            "/v1/audit?limit=1",
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(
+        audit.json["items"][0]["event"]["warnings"][0]["code"], "result_mismatch",
+        "{}",
+        audit.json
+    );
+    // Both ways data goes wrong: None from `-> str`, a string from `-> int`.
+    for (source, value) in [
+        ("def note() -> str:\n    return None\n", json!(null)),
+        ("def count() -> int:\n    return '7'\n", json!("7")),
+    ] {
+        let tool = s.register(&key, json!({ "source": source })).await;
+        let r = s.run(&key, &tool, json!({})).await;
+        assert_eq!(
+            (&r.json["status"], &r.json["value"]),
+            (&json!("ok"), &value),
+            "{}",
+            r.json
+        );
+        let warning = r.json["warnings"][0]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            warning.contains("does not match its return annotation"),
+            "{}",
+            r.json
+        );
+    }
+    let strict = s
+        .register(
+            &key,
+            json!({"source": LIAR.replace("def liar(", "def strict_liar("),
+                   "limits": {"strict_results": true}}),
+        )
+        .await;
+    let r = s.run(&key, &strict, json!({})).await;
     assert_eq!(r.json["status"], "tool_error", "{}", r.json);
     assert_eq!(r.json["error"]["type"], "ResultMismatch", "{}", r.json);
+    assert!(r.json.get("warnings").is_none(), "{}", r.json);
+    // A tenant whose ceilings say so has every tool strict.
+    let mut ceilings = serde_json::to_value(warden::limits::Limits::default()).unwrap();
+    ceilings["strict_results"] = json!(true);
+    let strict_tenant = s.tenant(json!({ "ceilings": ceilings })).await;
+    let liar = s.register(&strict_tenant, json!({"source": LIAR})).await;
+    let r = s.run(&strict_tenant, &liar, json!({})).await;
+    assert_eq!(r.json["error"]["type"], "ResultMismatch", "{}", r.json);
+}
+
+#[tokio::test]
+async fn a_bad_part_is_a_tool_error() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
     let rich = s.register(&key, json!({"source": RICH})).await;
     let r = s.run(&key, &rich, json!({"kind": "bad"})).await;
     assert_eq!(r.json["status"], "tool_error", "{}", r.json);
     assert_eq!(r.json["error"]["type"], "InvalidContent", "{}", r.json);
     let message: &Value = &r.json["error"]["message"];
     assert!(message.as_str().unwrap().contains("not a uri"), "{message}");
+}
+
+/// A bare `-> list` (or `list[Any]`) may hold rich items: one part each, as FastMCP
+/// sends them, no warning; a list of plain data under the same annotation stays data.
+#[tokio::test]
+async fn a_list_of_anything_holding_rich_items_is_content() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let source = r#"import typing
+import warden
+
+
+def mixed(rich: bool) -> list:
+    if not rich:
+        return [1, "two"]
+    return ["a caption", warden.Image(b"\x89PNG\r\n\x1a\n"), warden.File("a,b\n", name="t.csv")]
+
+
+def anything(rich: bool) -> typing.List[typing.Any]:
+    return mixed(rich)
+"#;
+    for function in ["mixed", "anything"] {
+        let tool = s
+            .register(&key, json!({"source": source, "function": function}))
+            .await;
+        let r = s.run(&key, &tool, json!({"rich": true})).await;
+        assert_eq!(r.json["status"], "ok", "{}", r.json);
+        let kinds: Vec<&str> = r.json["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["text", "image", "resource"], "{}", r.json);
+        assert!(r.json.get("warnings").is_none(), "{}", r.json);
+        let r = s.run(&key, &tool, json!({"rich": false})).await;
+        assert_eq!(r.json["value"], json!([1, "two"]), "{}", r.json);
+    }
 }
