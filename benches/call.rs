@@ -220,6 +220,35 @@ fn warden_samples(
     })
 }
 
+/// The trivial call's latency with a scratch folder per call (as every call has) and
+/// without one, from two sandboxes in turns: (with, without).
+fn scratch_cost(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    home: &std::path::Path,
+    tool: &PreparedTool,
+) -> anyhow::Result<(Stats, Stats)> {
+    let mut plain = Sandbox::open(&SandboxConfig::new(home.to_owned()))?;
+    plain.set_scratch(None);
+    let arguments = json!({"a": 1, "b": 2});
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        for (on, samples) in [(sandbox, &mut with), (&plain, &mut without)] {
+            let sampled = warden_samples(
+                rt,
+                on,
+                tool,
+                &arguments,
+                &json!(3),
+                WARDEN_CALLS / 8,
+                &Limits::default(),
+            )?;
+            samples.extend(sampled.samples);
+        }
+    }
+    Ok((stats(with), stats(without)))
+}
+
 /// The host's real Python interpreter (not a version manager's shim script, which
 /// costs ~100 ms on its own) and its package folders: a subprocess peer runs
 /// `python -I -S` (no environment, no site processing) and puts those folders on
@@ -686,8 +715,39 @@ fn main() -> anyhow::Result<()> {
     )?
     .summary();
 
-    // Cold and warm starts of tools with real imports, and the host's interpreter.
     let fixture = |name: &str| root().join("tests/fixtures/tools").join(name);
+    // A chart: matplotlib imported at module level, no grant (its font cache goes to
+    // the scratch folder while the warm state is prepared).
+    let chart = prepare("chart.py", &std::fs::read_to_string(fixture("chart.py"))?)?;
+    chart.set_warmth(sandbox.warm_state(chart.folder(), None)?);
+    let chart_arguments = json!({"n": 5});
+    let chart_value = {
+        let checked = chart
+            .check(chart_arguments.clone())
+            .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
+        let (grants, limits) = (Grants::default(), Limits::default());
+        let r = rt.block_on(sandbox.call_from(
+            chart.call(&checked, &grants, &limits),
+            chart.warm_state().as_deref(),
+        ))?;
+        anyhow::ensure!(!r.content.is_empty(), "the chart tool drew nothing: {r:?}");
+        r.value.unwrap_or_default()
+    };
+    let (chart_warden, chart_fuel, _) = warden_samples(
+        &rt,
+        &sandbox,
+        &chart,
+        &chart_arguments,
+        &chart_value,
+        100,
+        &Limits::default(),
+    )?
+    .summary();
+    // What every call's scratch folder costs: the trivial call with and without one,
+    // in turns.
+    let (with_scratch, without_scratch) = scratch_cost(&rt, &sandbox, &home, &tool)?;
+
+    // Cold and warm starts of tools with real imports, and the host's interpreter.
     let mut cases = vec![
         Case {
             label: "`add` (no imports)",
@@ -786,6 +846,10 @@ fn main() -> anyhow::Result<()> {
         "a tool that raises (`tool_error`, traceback): Warden",
         &error_calls,
     );
+    row(
+        "`chart` (matplotlib bar chart, PNG, no grant): Warden, warm",
+        &chart_warden,
+    );
     println!();
     println!(
         "Warm starts (a fresh instance of each tool's warm state per call) against cold starts \
@@ -872,6 +936,13 @@ fn main() -> anyhow::Result<()> {
         peer.p50.as_secs_f64() / warden.p50.as_secs_f64(),
         csv_peer.p50.as_secs_f64() / csv_warden.p50.as_secs_f64()
     );
+    println!(
+        "scratch folder (/tmp, unused): the trivial call's p50 {} with it, {} without \
+         ({:+.1}%); chart tool fuel per call: {chart_fuel}",
+        ms(with_scratch.p50),
+        ms(without_scratch.p50),
+        100.0 * (with_scratch.p50.as_secs_f64() / without_scratch.p50.as_secs_f64() - 1.0),
+    );
     println!();
     println!(
         "schema derivation (mean of 2000): csv_summary.py {:.1} µs, pydantic_nested.py {:.1} µs",
@@ -943,6 +1014,10 @@ fn main() -> anyhow::Result<()> {
         "http_pg_calls_per_s_busy": http_pg_busy_rate,
         "csv_summary_p50_us": us(csv_warden.p50),
         "tool_error_p50_us": us(error_calls.p50),
+        "chart_p50_us": us(chart_warden.p50),
+        "chart_fuel": chart_fuel,
+        "scratch_p50_us": us(with_scratch.p50),
+        "no_scratch_p50_us": us(without_scratch.p50),
         "warm_state_bytes": warm_state_bytes,
         "tools": warm,
     });

@@ -368,9 +368,9 @@ impl Sandbox {
     }
 
     /// Makes each later call's scratch folder in `root` (a worker's, given by its
-    /// server).
-    pub fn set_scratch(&mut self, root: ScratchRoot) {
-        self.scratch = Some(root);
+    /// server); `None`: later calls get no `/tmp` (what `make bench` compares with).
+    pub fn set_scratch(&mut self, root: Option<ScratchRoot>) {
+        self.scratch = root;
     }
 
     /// Keeps `folders` (mounts opened with [`ResolvedMount::open`]) open for every later

@@ -154,7 +154,7 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     let applied =
         confinement::apply(&read_only, &scratch, &folders).map_err(|e| format!("{e:#}"))?;
     sandbox.hold(folders);
-    sandbox.set_scratch(crate::sandbox::ScratchRoot::given(scratch));
+    sandbox.set_scratch(Some(crate::sandbox::ScratchRoot::given(scratch)));
     tracing::debug!("worker confined: {applied}");
     sandbox.start().map_err(|e| format!("{e:#}"))?;
     channel

@@ -514,9 +514,57 @@ fn a_database_url_is_refused_never_taken_as_a_path() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// matplotlib with no grant and no flag, from a home with no warm state yet (the
+/// runtime linked in): its font cache goes to the call's scratch folder, its import and
+/// a first drawing to the tool's warm state, and the call draws a chart.
+#[test]
+fn a_chart_tool_runs_warm_with_no_grant_from_a_fresh_home() {
+    sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    for part in ["runtime", "compiled"] {
+        std::os::unix::fs::symlink(home().join(part), dir.path().join(part)).unwrap();
+    }
+    let tool = dir.path().join("chart.py");
+    std::fs::write(
+        &tool,
+        "import matplotlib\n\
+         matplotlib.use('Agg')\n\
+         import matplotlib.pyplot as plt\n\
+         import warden\n\
+         def chart(n: int) -> warden.Image:\n    \
+             \"\"\"A bar chart.\"\"\"\n    \
+             fig, ax = plt.subplots(figsize=(3, 2), dpi=80)\n    \
+             ax.bar(range(n), [i * i for i in range(n)])\n    \
+             ax.set_title(f'{n} squares')\n    \
+             return fig\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args([
+            "run",
+            tool.to_str().unwrap(),
+            "--args",
+            r#"{"n": 5}"#,
+            "--json",
+        ])
+        .env("WARDEN_HOME", dir.path())
+        .env_remove("WARDEN_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(result["content"][0]["mimeType"], "image/png", "{result}");
+    assert_eq!(result["start"], "warm", "{result}");
+    // Well within the default budget: the import and the font cache were not paid here.
+    assert!(
+        result["fuel_used"].as_u64().unwrap() < 1_000_000_000,
+        "{result}"
+    );
+}
+
 /// A tool drawing with the bundled matplotlib and Pillow: its figure and image become
-/// PNG parts, written by `--out` and listed under `--json`. matplotlib needs a writable
-/// folder for its font cache: here a granted one at `/tmp`.
+/// PNG parts, written by `--out` and listed under `--json`. A read-write grant at `/tmp`
+/// takes the scratch folder's place (and keeps matplotlib's font cache).
 #[test]
 fn run_writes_a_matplotlib_figure_and_a_pil_image_with_out() {
     let dir = tempfile::tempdir().unwrap();
