@@ -198,6 +198,14 @@ def _warden_call():
                     arguments[parameter] = _CONTEXT()
     except Exception:
         pass
+    # Letta's injected `agent_state` (left out of the schema): what the caller sent as
+    # the request's `agent_state`, which the host puts among the arguments, else None.
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    if "agent_state" in names:
+        if "agent_state" not in arguments and "agent_state" not in defaulted:
+            arguments["agent_state"] = None
+    elif "agent_state" in arguments and not code.co_flags & 0x08:
+        del arguments["agent_state"]  # sent for a tool that takes none
     problem = bind_problem(function, arguments)
     if problem:
         return bind_error(f"arguments do not fit {name}(): {problem}")

@@ -85,7 +85,7 @@ pub use listing::CallableTool;
 pub use prepare::any_list;
 pub use prepare::{PreparedTool, Refusal};
 pub use review::{version_capabilities, version_diff};
-pub use run::{BatchCall, MAX_BATCH_CALLS, RunOutput};
+pub use run::{AGENT_STATE, BatchCall, MAX_BATCH_CALLS, RunOutput};
 pub use secrets::{SecretKey, SecretKeyError};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
 

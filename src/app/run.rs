@@ -21,6 +21,10 @@ use crate::registry::{AuditEvent, InFlight, Tenant, ToolId};
 use crate::sandbox::{Outbound, ShareKey};
 use crate::tenant::TenantId;
 
+/// The parameter Letta injects into its tools (the agent's state), never part of a
+/// schema: a caller's `agent_state` reaches it (see [`App::run_with_agent_state`]).
+pub const AGENT_STATE: &str = "agent_state";
+
 /// Most calls one batch may hold: 100.
 pub const MAX_BATCH_CALLS: usize = 100;
 
@@ -114,6 +118,27 @@ impl App {
         admitted.outbound.events = events;
         let app = self.clone();
         tokio::spawn(async move { app.execute(admitted, cancel).await })
+            .await
+            .map_err(|e| AppError::Task(e.to_string()))?
+    }
+
+    /// [`App::run`] of a Letta-style tool, its `agent_state` parameter given `state`:
+    /// Letta leaves that parameter out of a tool's schema and passes the agent's state,
+    /// so callers send it beside the arguments (REST: the request's `agent_state`).
+    /// A tool without such a parameter never sees it; one with it gets None when the
+    /// caller sends nothing.
+    pub async fn run_with_agent_state(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        arguments: Value,
+        state: Value,
+    ) -> Result<RunOutput, AppError> {
+        let mut admitted = self.admit(tenant, tool, arguments).await?;
+        // After the arguments' check: the schema never names it.
+        admitted.arguments.insert(AGENT_STATE.into(), state);
+        let app = self.clone();
+        tokio::spawn(async move { app.execute(admitted, CancellationToken::new()).await })
             .await
             .map_err(|e| AppError::Task(e.to_string()))?
     }

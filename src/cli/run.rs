@@ -47,6 +47,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// What a Letta tool's `agent_state` parameter gets (it is never part of the
+    /// schema; Letta passes the agent's state there), as JSON. Default: None.
+    #[arg(long, value_name = "JSON")]
+    pub agent_state: Option<String>,
+
     /// Write the binary parts of a rich result (images, audio, files) to this folder
     /// (created if missing) as part-N.EXT, and print their paths (under --json, in
     /// "files").
@@ -505,6 +510,12 @@ impl Prepared {
                 .into());
             }
         };
+        let mut arguments = arguments;
+        if let Some(state) = &args.agent_state {
+            let state = serde_json::from_str::<Value>(state)
+                .map_err(|e| usage(format!("--agent-state is not valid JSON: {e}")))?;
+            arguments.insert(warden::app::AGENT_STATE.into(), state);
+        }
         let limits = args.call.limits();
         let grants = args.call.grants()?;
         let outbound = args.call.outbound(&grants)?;

@@ -436,6 +436,12 @@ pub(super) struct RunRequest {
     #[serde(default = "empty_object")]
     #[schema(value_type = Object)]
     arguments: Value,
+    /// What a Letta tool's `agent_state` parameter gets (Letta leaves it out of a tool's
+    /// schema and passes the agent's state); a tool without one never sees it. Default:
+    /// none, and such a parameter gets `None`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    agent_state: Option<Value>,
 }
 
 fn empty_object() -> Value {
@@ -464,7 +470,13 @@ pub(super) async fn run_tool(
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Answer<Json<RunOutput>> {
     let id = tool_id(&id)?;
-    Ok(Json(app.run(&t, &id, request.arguments).await?))
+    Ok(Json(match request.agent_state {
+        Some(state) => {
+            app.run_with_agent_state(&t, &id, request.arguments, state)
+                .await?
+        }
+        None => app.run(&t, &id, request.arguments).await?,
+    }))
 }
 
 /// Many calls.

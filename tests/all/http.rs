@@ -7,6 +7,7 @@ pub mod console;
 mod content;
 mod fairness;
 mod gate;
+mod letta;
 mod lifecycle;
 mod load;
 mod mcp;
