@@ -5,7 +5,7 @@ CARGO ?= cargo
 # The binary `cargo build` writes (under CARGO_TARGET_DIR when that is set).
 WARDEN = $(or $(CARGO_TARGET_DIR),./target)/debug/warden
 
-.PHONY: build example test runtime bench lint fuzz screenshots bundle bundle-toolchain edge-bench edge-smoke-arm64
+.PHONY: build example test runtime runtime-pydantic-proof bench lint fuzz screenshots bundle bundle-toolchain edge-bench edge-smoke-arm64
 
 build:
 	$(CARGO) build
@@ -39,6 +39,12 @@ screenshots:
 ## Fetch, verify and compile the runtime.
 runtime: build
 	$(WARDEN) runtime fetch
+
+## The Pydantic 2 runtime's proof (runtime/pydantic/README.md): builds CPython 3.13 for
+## WASI with pydantic-core from registry inputs and validates a Pydantic 2 model in
+## wasmtime 48. 13-28 minutes on 2 cores; needs root. Not part of `make test`.
+runtime-pydantic-proof:
+	bash runtime/pydantic/build.sh
 
 ## Fuzz the schema deriver for FUZZ_SECS seconds (default 30 minutes); see README.
 ## The case being run is kept in target/fuzz-schema-case.py, in case the process dies on it.

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The Pydantic 2 runtime's proof (issue #44, route 2: a static core module): CPython 3.13.5
+# for wasm32-wasip1 with pydantic-core linked in as a builtin module, then Pydantic 2
+# validated inside wasmtime 48.0.8. Every build input comes from a package registry by name
+# and version and is checked against the sha256 below. The code is Warden's own:
+# warden_entry.c (the C entry points of Warden's runtime ABI) and runner/ (a small wasmtime
+# 48.0.8 host); proof/*.py are the guest scripts. See README.md beside this file.
+#
+#   make runtime-pydantic-proof                 # WORK=target/pydantic-runtime
+#   WORK=/some/empty/dir bash runtime/pydantic/build.sh
+#
+# Needs: root (apt-get), Debian bookworm with its default apt source, pip, rustup's cargo
+# (>= 1.90, for the host runner), 2 cores, ~6 GB disk. Heavy steps run under nice/ionice.
+set -euo pipefail
+PROOF=$(cd "$(dirname "$0")" && pwd)
+WORK=${WORK:-$PROOF/../../target/pydantic-runtime}
+WORK=$(mkdir -p "$WORK" && cd "$WORK" && pwd)
+JOBS=${JOBS:-2}
+# wasi-libc: trixie's (default: a stable release, so it stays downloadable) or sid's
+# (WASI_LIBC=sid, newer; gone once sid moves on). Both verified to pass the proof.
+if [ "${WASI_LIBC:-trixie}" = sid ]; then
+  WASI_LIBC_VERSION=0.0~git20260423.161b319-2
+  WASI_LIBC_SHA256=1051dbb0a5e6d3f709de83b6afb423e07a8ab19a9e9f12ef20ff902131e7b8bc
+else
+  WASI_LIBC_VERSION=0.0~git20241209.574b88d-2
+  WASI_LIBC_SHA256=b7716260051d289248b7667f81fa2792c125d888ff51da3fa09c6272cc0bd11d
+fi
+WASI_LIBC_DEB=inputs/wasi-libc_${WASI_LIBC_VERSION}_all.deb
+NICE="nice -n 19 ionice -c3"
+mkdir -p "$WORK"/{inputs,src,logs,out}
+cd "$WORK"
+T() { local name=$1; shift; local t0=$(date +%s); "$@"; echo "TIMING $name $(( $(date +%s) - t0 )) s" | tee -a "$WORK/logs/timings.txt"; }
+
+# ---- 0. Debian bookworm toolchain -------------------------------------------------------
+step0() {
+  apt-get update -q
+  $NICE apt-get install -y -q --no-install-recommends \
+    clang-22=1:22.1.8-1~deb12u1 lld-22=1:22.1.8-1~deb12u1 llvm-22=1:22.1.8-1~deb12u1 \
+    libclang-rt-22-dev-wasm32=1:22.1.8-1~deb12u1 \
+    rustc-web=1.96.0+dfsg1-1~deb12u2 cargo-web=1.96.0+dfsg1-1~deb12u2 \
+    rust-web-src=1.96.0+dfsg1-1~deb12u2 \
+    build-essential libffi-dev zlib1g-dev libssl-dev
+}
+
+# ---- 1. inputs from Debian sid (wasi-libc .deb) and trixie (python3.13 source) ----------
+# A private apt configuration under /tmp, so the system stays bookworm (nothing from sid or
+# trixie is installed: the .deb is only unpacked, and the source only downloaded). The mirror is the
+# one already configured for bookworm.
+step1() {
+  local A=/tmp/pyd-apt URI
+  URI=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  mkdir -p $A/lists/partial $A/cache/archives/partial $A/sources.d
+  cat > $A/sources.list <<EOF
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $URI sid main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $URI trixie main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $URI trixie main
+EOF
+  local O="-o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=$A/sources.d
+           -o Dir::State::Lists=$A/lists -o Dir::Cache=$A/cache -o Debug::NoLocking=1"
+  apt-get $O update -q
+  (cd inputs && apt-get $O download wasi-libc=$WASI_LIBC_VERSION)
+  (cd src && apt-get $O source --download-only python3.13=3.13.5-2+deb13u5)
+}
+
+# ---- 2. inputs from PyPI ------------------------------------------------------------------
+step2() {
+  pip download -q --no-deps --only-binary :all: -d inputs \
+    pydantic==2.14.4 annotated-types==0.8.0 typing-extensions==4.16.0 typing-inspection==0.4.5
+  pip download -q --no-deps --no-binary pydantic-core -d inputs pydantic-core==2.50.5
+}
+
+check() {
+  echo "$WASI_LIBC_SHA256  $WASI_LIBC_DEB" | sha256sum -c
+  sha256sum -c <<'EOF'
+93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640  src/python3.13_3.13.5.orig.tar.xz
+653a2ad9f6d8858529c77c72717d0ea991d6c6837fe683246b2f4b2bbfc3fadc  inputs/pydantic-2.14.4-py3-none-any.whl
+1e740886083ff95530d694e6a3f09ed914bcf92a496d16acd307c6c3484fc36d  inputs/pydantic_core-2.50.5.tar.gz
+f072f4d804ea359e4eaf198b1af7a8b0943881a87f31bb764f8bf219bb9419e0  inputs/annotated_types-0.8.0-py3-none-any.whl
+481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8  inputs/typing_extensions-4.16.0-py3-none-any.whl
+bc210535442b39e1bf2805e0c7a17dfd6a4ace760c84c7f7d16245d23a6b1c39  inputs/typing_inspection-0.4.5-py3-none-any.whl
+EOF
+}
+
+# ---- 3. unpack; a wasi-sdk-shaped folder of Debian's tools and sid's wasi-libc ------------
+step3() {
+  tar -C src -xf src/python3.13_3.13.5.orig.tar.xz
+  tar -C src -xzf inputs/pydantic_core-2.50.5.tar.gz
+  mkdir -p wasi-libc-deb sysroot sdk/bin sdk/share
+  dpkg-deb -x $WASI_LIBC_DEB wasi-libc-deb
+  ln -sfn ../wasi-libc-deb/usr/include sysroot/include
+  ln -sfn ../wasi-libc-deb/usr/lib sysroot/lib
+  ln -sfn ../../sysroot sdk/share/wasi-sysroot
+  printf '#!/bin/sh\nexec /usr/bin/clang-22 --target=wasm32-wasip1 "$@"\n' > sdk/bin/clang
+  printf '#!/bin/sh\nexec /usr/bin/clang++-22 --target=wasm32-wasip1 "$@"\n' > sdk/bin/clang++
+  printf '#!/bin/sh\nexec /usr/bin/clang-22 --target=wasm32-wasip1 -E "$@"\n' > sdk/bin/clang-cpp
+  chmod +x sdk/bin/clang sdk/bin/clang++ sdk/bin/clang-cpp
+  for t in llvm-ar llvm-ranlib llvm-nm llvm-strip; do ln -sfn /usr/bin/$t-22 sdk/bin/$t; done
+  ln -sfn /usr/bin/llvm-ranlib-22 sdk/bin/ranlib; ln -sfn /usr/bin/wasm-ld-22 sdk/bin/wasm-ld
+}
+
+PY=$WORK/src/Python-3.13.5
+SDK=$WORK/sdk
+SYSROOT=$SDK/share/wasi-sysroot
+
+# ---- 4. the build Python (native CPython 3.13.5, same source; cross builds need it) ------
+step4() {
+  mkdir -p $PY/cross-build/build && cd $PY/cross-build/build
+  ../../configure -q --prefix=$WORK/buildpy
+  $NICE make -j$JOBS all
+  cd $WORK
+}
+
+# ---- 5. CPython 3.13.5 for wasm32-wasip1 (flags as in Tools/wasm/wasi.py) ----------------
+step5() {
+  mkdir -p $PY/cross-build/wasm32-wasip1 && cd $PY/cross-build/wasm32-wasip1
+  CONFIG_SITE=$PY/Tools/wasm/config.site-wasm32-wasi \
+  CC="$SDK/bin/clang --sysroot=$SYSROOT" CPP="$SDK/bin/clang-cpp --sysroot=$SYSROOT" \
+  CXX="$SDK/bin/clang++ --sysroot=$SYSROOT" AR=$SDK/bin/llvm-ar RANLIB=$SDK/bin/ranlib \
+  PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$SYSROOT/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$SYSROOT \
+  PATH=$SDK/bin:$PATH \
+    ../../configure -q --host=wasm32-wasip1 --build=$(../../config.guess) \
+      --with-build-python=$PY/cross-build/build/python --disable-test-modules --without-ensurepip
+  PATH=$SDK/bin:$PATH $NICE make -j$JOBS all
+  cd $WORK
+}
+
+# ---- 6. pydantic-core as a static library for wasm32-wasip1 (PyO3, -Zbuild-std) ----------
+step6() {
+  cat > $WORK/pyo3-wasi.cfg <<'EOF'
+implementation=CPython
+version=3.13
+shared=false
+abi3=false
+lib_name=python3.13
+pointer_width=32
+suppress_build_script_link_lines=true
+EOF
+  cd $WORK/src/pydantic_core-2.50.5
+  PATH=/usr/bin:$PATH /usr/bin/cargo fetch --locked
+  # Panic messages carry source paths: map the build folders and cargo's cache folders (whose
+  # names would otherwise end up inside the runtime) to neutral names. This also makes the
+  # runtime independent of where it was built.
+  local remap="--remap-path-prefix=$WORK/src/pydantic_core-2.50.5=/pydantic-core --remap-path-prefix=/usr/lib/rustlib/src/rust=/rust"
+  local d; for d in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*; do remap="$remap --remap-path-prefix=$d=/crates"; done
+  PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 RUSTFLAGS="$remap" \
+  PYO3_CONFIG_FILE=$WORK/pyo3-wasi.cfg CARGO_TARGET_DIR=$WORK/target-wasm \
+  CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+  CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_PANIC=abort CARGO_BUILD_JOBS=$JOBS \
+    $NICE /usr/bin/cargo rustc --locked --release --lib --target wasm32-wasip1 \
+      -Zbuild-std=std,panic_abort --crate-type staticlib
+  cd $WORK
+}
+
+# ---- 7. link the Warden-shaped reactor ------------------------------------------------------
+step7() {
+  cd $PY/cross-build/wasm32-wasip1
+  local CC="$SDK/bin/clang --sysroot=$SYSROOT" OBJS
+  $CC -c -O2 -std=c11 -Wall -I../../Include -I../../Include/internal -I. \
+      -o $WORK/out/warden_entry.o $PROOF/warden_entry.c
+  # CPython's own link of python.wasm, with Programs/python.o replaced by the entry points
+  OBJS=$(make -s -n python.wasm -W Programs/python.o | grep -- '-o python.wasm' \
+         | sed -e 's/.*-o python.wasm //' -e 's#Programs/python.o##')
+  $CC -z stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=20971520 -mexec-model=reactor \
+      -o $WORK/out/python-pyd.wasm $WORK/out/warden_entry.o $OBJS \
+      $WORK/target-wasm/wasm32-wasip1/release/lib_pydantic_core.a
+  /usr/bin/llvm-strip-22 --strip-debug -o $WORK/out/python-pyd.nodebug.wasm $WORK/out/python-pyd.wasm
+  cd $WORK
+}
+
+# ---- 8. the guest's folders: stdlib (/usr/local/lib), packages (/packages), empty root (/) -
+step8() {
+  (cd $PY/cross-build/wasm32-wasip1 && $NICE make -s libinstall DESTDIR=$WORK/stage/root)
+  mkdir -p stage/root/usr/local/lib/python3.13/lib-dynload stage/packages stage/empty-root
+  for w in inputs/*.whl; do python3 -m zipfile -e "$w" stage/packages; done
+  cp -r src/pydantic_core-2.50.5/python/pydantic_core stage/packages/
+  rm -rf stage/packages/pydantic_core/_pydantic_core   # type stubs only; the module is built in
+  $PY/cross-build/build/python -m compileall -q --invalidation-mode unchecked-hash stage/packages
+}
+
+# ---- 9. the host: wasmtime 48.0.8 + wasmtime-wasi 48.0.8 + wasmtime-wizer 48.0.8 -----------
+step9() {
+  (cd $PROOF/runner && CARGO_TARGET_DIR=$WORK/runner-target $NICE cargo build --locked --release -j$JOBS)
+}
+
+# ---- 10. the proof -----------------------------------------------------------------------
+step10() {
+  local R=$WORK/runner-target/release/pyd-runner
+  export PYD_DIRS="$WORK/stage/empty-root::/,$WORK/stage/root/usr/local/lib::/usr/local/lib,$WORK/stage/packages::/packages"
+  export PYD_ENV="TMPDIR=/tmp;HOME=/tmp;PYTHONTZPATH=;PYTHONPATH=/packages;PYTHONDONTWRITEBYTECODE=1"
+  $NICE $R compile out/python-pyd.nodebug.wasm out/python-pyd.cwasm
+  $R turn out/python-pyd.cwasm $PROOF/proof/proof.py | tee logs/proof.txt
+  grep -q '^PROOF OK' logs/proof.txt
+  $NICE $R wizer out/python-pyd.nodebug.wasm out/python-pyd-snapshot-pydantic.wasm $PROOF/proof/preload.py
+  $NICE $R compile out/python-pyd-snapshot-pydantic.wasm out/python-pyd-snapshot-pydantic.cwasm
+  $R turn out/python-pyd-snapshot-pydantic.cwasm $PROOF/proof/proof.py | tee logs/proof-snapshot.txt
+  grep -q '^PROOF OK' logs/proof-snapshot.txt
+  sha256sum out/*.wasm | tee logs/artifacts.sha256
+}
+
+for s in ${STEPS:-step0 step1 step2 check step3 step4 step5 step6 step7 step8 step9 step10}; do
+  echo "==== $s"; T $s $s
+done
+echo "RECIPE DONE"

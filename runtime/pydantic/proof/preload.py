@@ -1,0 +1,2 @@
+import pydantic, pydantic_core, json, time
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
