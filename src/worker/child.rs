@@ -48,6 +48,10 @@ impl Channel {
 /// The worker's main: `warden __worker`, with its socket at `SOCKET_FD`. Returns the
 /// process's exit code.
 pub fn main() -> u8 {
+    if let Err(reason) = confinement::harden(SOCKET_FD as u32) {
+        eprintln!("warden __worker: {reason}");
+        return 2;
+    }
     let Some(stream) = socket() else {
         eprintln!(
             "warden __worker: no socket at fd {SOCKET_FD}; this command is started by Warden itself"

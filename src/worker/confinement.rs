@@ -1,7 +1,9 @@
-//! A worker's confinement, in one place: what it may read and write once it has loaded
-//! the runtime. Everything else is `crate::confine`'s worker profile: no socket, no
-//! exec, no ptrace, no signal to another process (a seccomp allow-list; anything else
-//! kills the worker with SIGSYS), and Landlock's scopes.
+//! A worker's confinement, in one place: what it gives up the moment it starts
+//! ([`harden`]: capabilities, core dumps, being dumpable, descriptors it did not ask
+//! for), and what it may read and write once it has loaded the runtime ([`apply`]).
+//! Everything else is `crate::confine`'s worker profile: no socket, no exec, no ptrace,
+//! no signal to another process (a seccomp allow-list; anything else kills the worker
+//! with SIGSYS), and Landlock's scopes.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -32,4 +34,70 @@ pub fn apply(
         profile: Profile::Worker,
     }
     .apply_with(&folders)
+}
+
+/// The first thing a worker does, while it has one thread: a server run as root would
+/// otherwise hand root's powers to code that escaped WebAssembly.
+///
+/// - every capability dropped: the bounding set (so none can come back), the ambient,
+///   effective, permitted and inheritable sets;
+/// - not dumpable: no core file (its memory holds other calls' secrets' placeholders and
+///   a tenant's data), no `ptrace` or `/proc/PID/mem` by processes of the same user;
+///   `RLIMIT_CORE` 0 as well;
+/// - every descriptor closed but stdin, stdout, stderr and its socket (`fd`), whatever
+///   the server's process let through by mistake.
+pub fn harden(socket_fd: u32) -> Result<(), String> {
+    use rustix::process::{Resource, Rlimit};
+    use rustix::thread::{CapabilitySet, CapabilitySets};
+
+    close_from(socket_fd + 1)?;
+    rustix::process::setrlimit(
+        Resource::Core,
+        Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        },
+    )
+    .map_err(|e| format!("cannot disable core dumps: {e}"))?;
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("cannot make the worker undumpable: {e}"))?;
+    for number in 0..64 {
+        let capability = CapabilitySet::from_bits_retain(1 << number);
+        match rustix::thread::remove_capability_from_bounding_set(capability) {
+            // Past the kernel's last capability.
+            Err(rustix::io::Errno::INVAL) => break,
+            // Without CAP_SETPCAP (not root) the bounding set cannot change, and a
+            // process with no capability and no_new_privs gains none from it.
+            Ok(()) | Err(rustix::io::Errno::PERM) => {}
+            Err(e) => return Err(format!("cannot drop capability {number}: {e}")),
+        }
+    }
+    rustix::thread::clear_ambient_capability_set()
+        .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
+    let none = CapabilitySets {
+        effective: CapabilitySet::empty(),
+        permitted: CapabilitySet::empty(),
+        inheritable: CapabilitySet::empty(),
+    };
+    rustix::thread::set_capabilities(None, none)
+        .map_err(|e| format!("cannot drop the worker's capabilities: {e}"))
+}
+
+/// Closes every descriptor from `first` up.
+#[expect(
+    unsafe_code,
+    reason = "close_range has no safe wrapper in the crates Warden uses"
+)]
+fn close_from(first: u32) -> Result<(), String> {
+    // SAFETY: close_range takes no pointers; nothing in this process owns a descriptor
+    // above the worker's socket yet (it has opened nothing), so none is closed under a
+    // live owner.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
+    if rc != 0 {
+        return Err(format!(
+            "cannot close inherited descriptors: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }

@@ -368,3 +368,47 @@ fn a_mount_replaced_by_a_link_after_its_admission_is_refused() {
         );
     }
 }
+
+/// Workers keep none of the server's powers (checked from outside, in `/proc`: a worker
+/// cannot even ask, its filter forbids the calls): with the tests running as root, as CI
+/// runs them, no capability in any set, and no core file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_hold_no_capability_and_dump_no_core() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ADD})).await;
+    let r = s.run(&key, &tool, json!({"a": 1, "b": 2})).await;
+    assert_eq!(r.json["value"], 3, "{}", r.json);
+    let pids = workers();
+    assert!(!pids.is_empty(), "no worker process found");
+    let field = |pid: i32, name: &str| -> Option<String> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        Some(line[name.len()..].trim().to_owned())
+    };
+    for pid in pids {
+        // A worker that has just started may not have dropped them yet: it does so first
+        // thing, so give it a moment.
+        let dropped = |pid| {
+            ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"]
+                .iter()
+                .filter(|name| **name != "CapBnd:" || rustix::process::geteuid().is_root())
+                .all(|name| field(pid, name).is_none_or(|v| v == "0000000000000000"))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !dropped(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            dropped(pid),
+            "worker {pid}: {:?}",
+            std::fs::read_to_string(format!("/proc/{pid}/status"))
+        );
+        let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+        let core = limits.lines().find(|l| l.starts_with("Max core file size"));
+        assert!(
+            core.is_none_or(|l| l.split_whitespace().nth(4) == Some("0")),
+            "worker {pid}: {core:?}"
+        );
+    }
+}
