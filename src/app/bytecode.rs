@@ -57,7 +57,9 @@ fn compile(workers: &Workers, site: &Path) -> Result<(), String> {
         packages: None,
     };
     // Called from blocking code that may run inside an async runtime.
-    let result = workers.call_blocking(call).map_err(|e| e.to_string())?;
+    // Warden's own call: the staging folder lies in Warden's home, which no tenant's
+    // mount may reach.
+    let result = workers.own_call_blocking(call).map_err(|e| e.to_string())?;
     match result.status {
         Status::Ok => Ok(()),
         other => Err(format!(

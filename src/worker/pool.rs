@@ -77,6 +77,14 @@ impl WorkerKey {
     }
 }
 
+/// Whose call a worker runs: a tenant's (its mounts never in Warden's own folders) or
+/// Warden's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Whose {
+    Tenants,
+    Wardens,
+}
+
 /// Settings of a [`Workers`] pool.
 #[derive(Debug, Clone)]
 pub struct WorkersConfig {
@@ -331,7 +339,8 @@ impl Workers {
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
         let (job, secrets) = Job::of(call, outbound)?;
-        self.call_job(job, secrets, warm, outbound).await
+        self.call_job(job, secrets, warm, outbound, Whose::Tenants)
+            .await
     }
 
     /// [`Workers::call_with`] with the call's mounts as its tenant's policy admitted
@@ -345,7 +354,8 @@ impl Workers {
         outbound: &Outbound,
     ) -> Result<CallResult, SandboxError> {
         let (job, secrets) = Job::admitted(call, mounts, outbound)?;
-        self.call_job(job, secrets, warm, outbound).await
+        self.call_job(job, secrets, warm, outbound, Whose::Tenants)
+            .await
     }
 
     async fn call_job(
@@ -354,9 +364,12 @@ impl Workers {
         secrets: CallSecrets,
         warm: Option<&WarmState>,
         outbound: &Outbound,
+        whose: Whose,
     ) -> Result<CallResult, SandboxError> {
         crate::sandbox::check_memory(&job.limits, self.pool.max_memory)?;
-        refuse_warden_folders(&job.mounts, &self.pool.own_folders)?;
+        if whose == Whose::Tenants {
+            refuse_warden_folders(&job.mounts, &self.pool.own_folders)?;
+        }
         // Checked here, in the server, for a precise error; the worker that mounts them
         // opens them again the same way before it is confined.
         for mount in &job.mounts {
@@ -377,6 +390,18 @@ impl Workers {
     /// [`Workers::call_with`] with no secrets and the host's share, from blocking code.
     pub fn call_blocking(&self, call: Call<'_>) -> Result<CallResult, SandboxError> {
         crate::sandbox::on_own_thread(self.call_with(call, None, &Outbound::default()))?
+    }
+
+    /// [`Workers::call_blocking`] for a call of Warden's own, never a tenant's: its mounts
+    /// may lie in Warden's home (a package site being installed, compiled to bytecode in
+    /// a worker).
+    pub fn own_call_blocking(&self, call: Call<'_>) -> Result<CallResult, SandboxError> {
+        let outbound = Outbound::default();
+        crate::sandbox::on_own_thread(async {
+            let (job, secrets) = Job::of(call, &outbound)?;
+            self.call_job(job, secrets, None, &outbound, Whose::Wardens)
+                .await
+        })?
     }
 
     /// Starts a spare worker, so the next call of a key with no idle worker does not
