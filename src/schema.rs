@@ -1,6 +1,6 @@
 //! Static tool schemas: Python source text in, JSON Schema (or diagnostics) out.
 //!
-//! Nothing here runs Python. The file is parsed once with `rustpython-parser`, and the chosen
+//! Nothing here runs Python. The file is parsed once with Ruff's parser, and the chosen
 //! function's signature, annotations and docstring are read from the syntax tree.
 //!
 //! # Which function
@@ -44,9 +44,10 @@
 //! # Bounds
 //! A tool file is untrusted input: analysing it ends with a schema or diagnostics, never a
 //! crash. Files over [`MAX_SOURCE`] (1 MiB), nesting more than [`MAX_BRACKETS`] brackets or
-//! [`MAX_INDENT`] indented blocks (CPython's own tokenizer limits), or whose syntax tree is
-//! deeper than [`MAX_SYNTAX_DEPTH`] (4000; CPython refuses about 3000) get a
-//! `source-too-complex` diagnostic; see the `guard` module for how parsing is kept safe.
+//! [`MAX_INDENT`] indented blocks (CPython's own tokenizer limits), with more than
+//! [`MAX_SYNTAX_DEPTH`] operators open at once, or whose syntax tree is deeper than that
+//! (4000; CPython refuses about 3000) get a `source-too-complex` diagnostic; see the `guard`
+//! module for how parsing is kept safe.
 //!
 //! # Health and strict mode
 //! [`health`](fn@health) classifies a schema by OpenAI's structured-outputs rules (see the `health`

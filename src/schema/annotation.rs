@@ -8,8 +8,7 @@ mod leaves;
 
 use std::collections::HashSet;
 
-use rustpython_parser::ast;
-use rustpython_parser::ast::{Constant, Expr, Operator};
+use ruff_python_ast::{self as ast, Expr, Operator};
 use serde_json::{Map, Value, json};
 
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
@@ -118,8 +117,8 @@ impl<'a, 'm> Mapper<'a, 'm> {
 
     fn param_depth(&mut self, expr: &Expr, depth: u32) -> Option<ParamType> {
         // A string annotation ("Optional[Item]") is parsed first, so Optional is seen inside it.
-        if let Expr::Constant(c) = expr
-            && let Constant::Str(text) = &c.value
+        if let Expr::StringLiteral(s) = expr
+            && let text = s.value.to_str()
             && depth < 4
             && text.len() <= 1000
             && let Some(inner) = super::source::parse_annotation(text.trim())
@@ -131,12 +130,11 @@ impl<'a, 'm> Mapper<'a, 'm> {
             return out;
         }
         let (inner, description, constraints) = self.unwrap_annotated(expr, 0)?;
-        let mut members = Vec::new();
+        let mut members = Members::default();
         self.union_members(inner, &mut members, 0)?;
-        let (nones, rest): (Vec<&Expr>, Vec<&Expr>) = members.into_iter().partition(|e| is_none(e));
-        let optional = !nones.is_empty() && !rest.is_empty();
+        let optional = members.none && !members.types.is_empty();
         let mut schema = if optional {
-            self.union(&rest, 1)?
+            self.union(&members.types, 1)?
         } else {
             self.map(inner, 1)?
         };
@@ -170,11 +168,7 @@ impl<'a, 'm> Mapper<'a, 'm> {
             let (mut desc, mut constraints) = (None, Map::new());
             for m in meta {
                 match m {
-                    Expr::Constant(c) => {
-                        if let Constant::Str(s) = &c.value {
-                            desc = Some(s.clone());
-                        }
-                    }
+                    Expr::StringLiteral(s) => desc = Some(s.value.to_str().to_string()),
                     Expr::Call(call) => {
                         let field = models::field_call(self, call);
                         if field.description.is_some() {
@@ -207,7 +201,7 @@ impl<'a, 'm> Mapper<'a, 'm> {
     fn union_members<'e>(
         &mut self,
         expr: &'e Expr,
-        out: &mut Vec<&'e Expr>,
+        out: &mut Members<'e>,
         depth: u32,
     ) -> Option<()> {
         if self.too_deep(expr, depth) {
@@ -236,17 +230,21 @@ impl<'a, 'm> Mapper<'a, 'm> {
                         );
                         return None;
                     }
-                    out.extend(args);
-                    out.push(NONE_MARK);
+                    out.types.extend(args);
+                    out.none = true;
                     Some(())
                 }
                 _ => {
-                    out.push(expr);
+                    out.types.push(expr);
                     Some(())
                 }
             },
+            Expr::NoneLiteral(_) => {
+                out.none = true;
+                Some(())
+            }
             _ => {
-                out.push(expr);
+                out.types.push(expr);
                 Some(())
             }
         }
@@ -293,23 +291,24 @@ impl<'a, 'm> Mapper<'a, 'm> {
             return None;
         }
         match expr {
-            Expr::Constant(c) => match &c.value {
-                Constant::None => Some(json!({"type": "null"})),
-                Constant::Str(s) => self.forward_ref(expr, s, depth),
-                _ => {
-                    self.report(
-                        Code::InvalidAnnotation,
-                        expr,
-                        "a constant is not a type".into(),
-                        None,
-                    );
-                    None
-                }
-            },
+            Expr::NoneLiteral(_) => Some(json!({"type": "null"})),
+            Expr::StringLiteral(s) => self.forward_ref(expr, s.value.to_str(), depth),
+            Expr::BooleanLiteral(_)
+            | Expr::NumberLiteral(_)
+            | Expr::BytesLiteral(_)
+            | Expr::EllipsisLiteral(_) => {
+                self.report(
+                    Code::InvalidAnnotation,
+                    expr,
+                    "a constant is not a type".into(),
+                    None,
+                );
+                None
+            }
             Expr::Name(_) | Expr::Attribute(_) => self.name(expr),
             Expr::Subscript(sub) => self.generic(expr, sub, depth),
             Expr::BinOp(b) if b.op == Operator::BitOr => {
-                let mut members = Vec::new();
+                let mut members = Members::default();
                 self.union_members(expr, &mut members, depth)?;
                 self.members_nullable(&members, depth)
             }
@@ -325,16 +324,15 @@ impl<'a, 'm> Mapper<'a, 'm> {
         }
     }
 
-    fn members_nullable(&mut self, members: &[&Expr], depth: u32) -> Option<Value> {
-        let (nones, rest): (Vec<&Expr>, Vec<&Expr>) = members.iter().partition(|e| is_none(e));
-        if rest.is_empty() {
+    fn members_nullable(&mut self, members: &Members<'_>, depth: u32) -> Option<Value> {
+        if members.types.is_empty() {
             return Some(json!({"type": "null"}));
         }
-        let schema = self.union(&rest, depth)?;
-        Some(if nones.is_empty() {
-            schema
-        } else {
+        let schema = self.union(&members.types, depth)?;
+        Some(if members.none {
             nullable(schema)
+        } else {
+            schema
         })
     }
 
@@ -494,7 +492,7 @@ impl<'a, 'm> Mapper<'a, 'm> {
         };
         match q.as_str() {
             "typing.Optional" | "typing.Union" => {
-                let mut members = Vec::new();
+                let mut members = Members::default();
                 self.union_members(expr, &mut members, depth)?;
                 self.members_nullable(&members, depth)
             }
@@ -561,18 +559,11 @@ impl<'a, 'm> Mapper<'a, 'm> {
     }
 }
 
-/// Stands for the `None` that `Optional[T]` adds.
-const NONE_MARK: &Expr = &Expr::Constant(ast::ExprConstant {
-    range: rustpython_parser::text_size::TextRange::new(
-        rustpython_parser::text_size::TextSize::new(0),
-        rustpython_parser::text_size::TextSize::new(0),
-    ),
-    value: Constant::None,
-    kind: None,
-});
-
-fn is_none(e: &Expr) -> bool {
-    matches!(e, Expr::Constant(c) if matches!(c.value, Constant::None))
+/// The members of a union: its types, and whether `None` is among them.
+#[derive(Default)]
+struct Members<'e> {
+    types: Vec<&'e Expr>,
+    none: bool,
 }
 
 /// The arguments of a subscript: `X[a, b]` -> `[a, b]`; `X[a]` -> `[a]`.

@@ -4,7 +4,7 @@
 //! image, and lists or unions of them), whose return annotation gives no `outputSchema`
 //! (the result is content blocks, not structured data).
 
-use rustpython_parser::ast::{self, Expr};
+use ruff_python_ast::{self as ast, Expr};
 
 use super::source::{Module, Resolved};
 
@@ -22,10 +22,7 @@ const HOMES: &[&str] = &[
 /// paths or `warden`, also as a string).
 pub(crate) fn is_context(module: &Module<'_>, annotation: &Expr) -> bool {
     match annotation {
-        Expr::Constant(c) => match &c.value {
-            ast::Constant::Str(s) => s.rsplit('.').next() == Some("Context"),
-            _ => false,
-        },
+        Expr::StringLiteral(s) => s.value.to_str().rsplit('.').next() == Some("Context"),
         other => qualified(module, other).is_some_and(|q| {
             q.strip_suffix(".Context")
                 .is_some_and(|home| HOMES.contains(&home))
@@ -70,10 +67,7 @@ fn content_depth(module: &Module<'_>, annotation: &Expr, depth: u32) -> Option<b
         Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => {
             members_content(module, &[&*b.left, &*b.right], depth)
         }
-        Expr::Constant(c) => match &c.value {
-            ast::Constant::Ellipsis => Some(false),
-            _ => None,
-        },
+        Expr::EllipsisLiteral(_) => Some(false),
         other => {
             let q = qualified(module, other)?;
             if q == "builtins.str" {

@@ -3,7 +3,7 @@
 use super::content;
 use std::collections::HashSet;
 
-use rustpython_parser::ast::{self, Constant, Expr};
+use ruff_python_ast as ast;
 use serde_json::{Map, Value, json};
 
 use super::annotation::Mapper;
@@ -187,23 +187,26 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
     let mut names = HashSet::new();
     let args = f.args;
     for (i, a) in args.posonlyargs.iter().enumerate() {
-        if i == 0 && matches!(a.def.arg.as_str(), "self" | "cls") {
+        if i == 0 && matches!(a.parameter.name.as_str(), "self" | "cls") {
             continue;
         }
         let d = mapper.index.diag(
             Severity::Error,
             Code::PositionalOnlyParameter,
-            span(&a.def),
+            span(&a.parameter),
             format!(
                 "parameter `{}` is positional-only, but tool arguments are passed by name",
-                a.def.arg
+                a.parameter.name
             ),
             Some("remove the `/` from the signature".into()),
         );
         mapper.diags.push(d);
     }
     for (i, a) in args.args.iter().enumerate() {
-        if i == 0 && args.posonlyargs.is_empty() && matches!(a.def.arg.as_str(), "self" | "cls") {
+        if i == 0
+            && args.posonlyargs.is_empty()
+            && matches!(a.parameter.name.as_str(), "self" | "cls")
+        {
             continue;
         }
         parameter(mapper, &doc, a, &mut properties, &mut required, &mut names);
@@ -214,7 +217,7 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
                 Severity::Error,
                 Code::VariadicParameter,
                 span(&**arg),
-                format!("`{star}{}` cannot be described by a JSON Schema of named arguments", arg.arg),
+                format!("`{star}{}` cannot be described by a JSON Schema of named arguments", arg.name),
                 Some("replace it with named parameters, or a `list[...]` / `dict[str, ...]` parameter".into()),
             );
             mapper.diags.push(d);
@@ -265,18 +268,18 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
 fn parameter(
     mapper: &mut Mapper<'_, '_>,
     doc: &Docstring,
-    a: &ast::ArgWithDefault,
+    a: &ast::ParameterWithDefault,
     properties: &mut Map<String, Value>,
     required: &mut Vec<String>,
     names: &mut HashSet<String>,
 ) {
-    let name = a.def.arg.to_string();
+    let name = a.parameter.name.to_string();
     names.insert(name.clone());
     if name == "agent_state" {
         let d = mapper.index.diag(
             Severity::Warning,
             Code::ReservedParameter,
-            span(&a.def),
+            span(&a.parameter),
             "`agent_state` is injected by Letta and is left out of the schema".to_string(),
             Some(
                 "Warden passes nothing for it; give it a default of None if the tool must run here"
@@ -287,18 +290,18 @@ fn parameter(
         return;
     }
     // A FastMCP-style `ctx: Context` is the guest's to pass, not the caller's.
-    if a.def
+    if a.parameter
         .annotation
         .as_deref()
         .is_some_and(|t| content::is_context(mapper.module, t))
     {
         return;
     }
-    let Some(annotation) = a.def.annotation.as_deref() else {
+    let Some(annotation) = a.parameter.annotation.as_deref() else {
         let d = mapper.index.diag(
             Severity::Error,
             Code::MissingAnnotation,
-            span(&a.def),
+            span(&a.parameter),
             format!("parameter `{name}` has no type annotation"),
             Some(format!("annotate it, e.g. `{name}: str`")),
         );
@@ -315,7 +318,7 @@ fn parameter(
         let d = mapper.index.diag(
             Severity::Warning,
             Code::UndocumentedParameter,
-            span(&a.def),
+            span(&a.parameter),
             format!("parameter `{name}` has no description"),
             Some(format!("document it in the docstring (`Args:` then `{name}: ...`) or with `Annotated[T, \"...\"]`")),
         );
@@ -350,7 +353,7 @@ fn parameter(
 
 fn returns(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>, doc: &Docstring) -> Option<Value> {
     let r = f.returns?;
-    if matches!(r, Expr::Constant(c) if matches!(c.value, Constant::None)) {
+    if r.is_none_literal_expr() {
         return None;
     }
     // Images, audio, files and links are content blocks, not structured data.

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rustpython_parser::ast::{self, Constant, Expr, Stmt};
+use ruff_python_ast::{self as ast, Expr, Stmt};
 use serde_json::{Map, Value, json};
 
 use super::annotation::{Mapper, slice_args};
@@ -28,10 +28,10 @@ pub(crate) struct FieldCall {
 /// Reads `Field(default, *, description=..., ge=..., ...)` or `dataclasses.field(...)`.
 pub(crate) fn field_call(mapper: &mut Mapper<'_, '_>, call: &ast::ExprCall) -> FieldCall {
     let mut out = FieldCall::default();
-    if let Some(first) = call.args.first() {
+    if let Some(first) = call.arguments.args.first() {
         set_default(mapper, &mut out, first);
     }
-    for kw in &call.keywords {
+    for kw in &call.arguments.keywords {
         let Some(name) = kw.arg.as_ref().map(|a| a.as_str()) else {
             continue;
         };
@@ -70,7 +70,7 @@ fn put(out: &mut FieldCall, key: &str, v: Value) {
 }
 
 fn set_default(mapper: &mut Mapper<'_, '_>, out: &mut FieldCall, expr: &Expr) {
-    if matches!(expr, Expr::Constant(c) if matches!(c.value, Constant::Ellipsis)) {
+    if expr.is_ellipsis_literal_expr() {
         return;
     }
     out.has_default = true;
@@ -247,9 +247,9 @@ fn collect_fields(
             .unwrap_or_default();
         collect_fields(mapper, base, kind, &base_doc, fields, ok, depth + 1);
     }
-    let total = !class.keywords.iter().any(|k| {
+    let total = !class.keywords().iter().any(|k| {
         k.arg.as_ref().is_some_and(|a| a.as_str() == "total")
-            && matches!(&k.value, Expr::Constant(c) if matches!(c.value, Constant::Bool(false)))
+            && matches!(&k.value, Expr::BooleanLiteral(b) if !b.value)
     });
     for stmt in &class.body {
         let Stmt::AnnAssign(ann) = stmt else { continue };

@@ -3,15 +3,18 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rustpython_parser::ast::{self, Constant, Expr, Ranged, Stmt};
-use rustpython_parser::lexer::{LexResult, lex};
-use rustpython_parser::{Mode, parse_tokens};
+use ruff_python_ast::{self as ast, AnyNodeRef, Expr, PythonVersion, Stmt};
+use ruff_python_parser::{Mode, ParseOptions, parse_unchecked};
+use ruff_text_size::Ranged;
 
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::guard::{self, TooComplex};
 
-/// Parses `source` as a module behind the checks of [`guard`]: the size cap and CPython's
-/// nesting limits before parsing, the depth of the tree after. Call it on the analysis thread
+/// The newest Python the parser knows: a tool may use any syntax CPython accepts.
+const PYTHON: PythonVersion = PythonVersion::PY315;
+
+/// Parses `source` as a module behind the checks of [`guard`]: the size cap and the nesting
+/// bounds before parsing, the depth of the tree after. Call it on the analysis thread
 /// ([`guard::on_analysis_stack`]): the tree it returns must be dropped there too.
 pub(crate) fn parse(source: &str, index: &LineIndex<'_>) -> Result<Vec<Stmt>, Diagnostic> {
     let too_complex = |refusal: TooComplex| {
@@ -37,54 +40,47 @@ pub(crate) fn parse(source: &str, index: &LineIndex<'_>) -> Result<Vec<Stmt>, Di
             ),
         }));
     }
-    let tokens = tokens(source, Mode::Module);
-    guard::lexical_nesting(&tokens).map_err(too_complex)?;
-    match parse_tokens(tokens, Mode::Module, "<tool>") {
-        Ok(ast::Mod::Module(module)) => {
-            guard::module_depth(&module.body).map_err(too_complex)?;
-            Ok(module.body)
-        }
-        Ok(_) => Ok(Vec::new()),
-        Err(err) => {
-            let offset = usize::from(err.offset);
-            let message = lower_first(&err.error.to_string());
-            Err(index.diag(
-                Severity::Error,
-                Code::SyntaxError,
-                (offset, offset + 1),
-                format!("the file is not valid Python: {message}"),
-                Some("fix the syntax; `python -m py_compile FILE` shows the same problem".into()),
-            ))
-        }
+    guard::lexical_nesting(source, Mode::Module).map_err(too_complex)?;
+    let parsed = parse_unchecked(source, options(Mode::Module));
+    // The parser reads past an error to find more; the first one is the one to fix.
+    if let Some(err) = parsed.errors().first() {
+        let offset = err.location.start().to_usize();
+        let message = lower_first(&err.error.to_string());
+        return Err(index.diag(
+            Severity::Error,
+            Code::SyntaxError,
+            (offset, offset + 1),
+            format!("the file is not valid Python: {message}"),
+            Some("fix the syntax; `python -m py_compile FILE` shows the same problem".into()),
+        ));
     }
+    let body = match parsed.into_syntax() {
+        ast::Mod::Module(module) => module.body,
+        ast::Mod::Expression(_) => Vec::new(),
+    };
+    guard::syntax_depth(body.iter().map(AnyNodeRef::from)).map_err(too_complex)?;
+    Ok(body)
 }
 
 /// Parses the text of a string annotation (`"Optional[Item]"`) behind the same checks as
 /// [`parse`]; `None` when it is not a valid expression or too complex.
 pub(crate) fn parse_annotation(text: &str) -> Option<Expr> {
-    let tokens = tokens(text, Mode::Expression);
-    guard::lexical_nesting(&tokens).ok()?;
-    match parse_tokens(tokens, Mode::Expression, "<annotation>") {
-        Ok(ast::Mod::Expression(e)) => {
-            guard::expression_depth(&e.body).ok()?;
+    guard::lexical_nesting(text, Mode::Expression).ok()?;
+    let parsed = parse_unchecked(text, options(Mode::Expression));
+    if !parsed.errors().is_empty() {
+        return None;
+    }
+    match parsed.into_syntax() {
+        ast::Mod::Expression(e) => {
+            guard::syntax_depth([AnyNodeRef::from(&*e.body)]).ok()?;
             Some(*e.body)
         }
-        _ => None,
+        ast::Mod::Module(_) => None,
     }
 }
 
-/// The tokens of `source`, up to and including the first lexical error.
-fn tokens(source: &str, mode: Mode) -> Vec<LexResult> {
-    // The lexer may repeat an error forever: stop at the first one (the parser reports it).
-    let mut tokens: Vec<LexResult> = Vec::new();
-    for t in lex(source, mode) {
-        let failed = t.is_err();
-        tokens.push(t);
-        if failed {
-            break;
-        }
-    }
-    tokens
+fn options(mode: Mode) -> ParseOptions {
+    ParseOptions::from(mode).with_target_version(PYTHON)
 }
 
 fn lower_first(s: &str) -> String {
@@ -98,7 +94,7 @@ fn lower_first(s: &str) -> String {
 /// Byte range of a node.
 pub(crate) fn span<T: Ranged>(node: &T) -> (usize, usize) {
     let r = node.range();
-    (usize::from(r.start()), usize::from(r.end()))
+    (r.start().to_usize(), r.end().to_usize())
 }
 
 /// What kind of class a top-level class is.
@@ -120,10 +116,22 @@ pub(crate) enum ClassKind {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FunctionRef<'a> {
     pub name: &'a str,
-    pub args: &'a ast::Arguments,
+    pub args: &'a ast::Parameters,
     pub body: &'a [Stmt],
     pub returns: Option<&'a Expr>,
     pub range: (usize, usize),
+}
+
+impl<'a> FunctionRef<'a> {
+    fn new(f: &'a ast::StmtFunctionDef) -> Self {
+        FunctionRef {
+            name: f.name.as_str(),
+            args: &f.parameters,
+            body: &f.body,
+            returns: f.returns.as_deref(),
+            range: span(f),
+        }
+    }
 }
 
 /// The facts about one module.
@@ -210,20 +218,7 @@ impl<'a> Module<'a> {
                 Stmt::ClassDef(class) => {
                     classes.insert(class.name.as_str(), class);
                 }
-                Stmt::FunctionDef(f) => functions.push(FunctionRef {
-                    name: f.name.as_str(),
-                    args: &f.args,
-                    body: &f.body,
-                    returns: f.returns.as_deref(),
-                    range: span(f),
-                }),
-                Stmt::AsyncFunctionDef(f) => functions.push(FunctionRef {
-                    name: f.name.as_str(),
-                    args: &f.args,
-                    body: &f.body,
-                    returns: f.returns.as_deref(),
-                    range: span(f),
-                }),
+                Stmt::FunctionDef(f) => functions.push(FunctionRef::new(f)),
                 _ => {}
             }
         }
@@ -291,7 +286,7 @@ impl<'a> Module<'a> {
             return ClassKind::Plain;
         }
         for deco in &class.decorator_list {
-            let target = match deco {
+            let target = match &deco.expression {
                 Expr::Call(call) => &*call.func,
                 other => other,
             };
@@ -301,7 +296,7 @@ impl<'a> Module<'a> {
                 return ClassKind::Dataclass;
             }
         }
-        for base in &class.bases {
+        for base in class.bases() {
             match self.resolve(base) {
                 Some(Resolved::Qualified(q)) => match q.as_str() {
                     "pydantic.BaseModel" | "pydantic.main.BaseModel" => return ClassKind::Pydantic,
@@ -326,7 +321,7 @@ impl<'a> Module<'a> {
     /// The local base classes of `class` (for inherited fields), nearest last.
     pub(crate) fn local_bases(&self, class: &ast::StmtClassDef) -> Vec<&'a ast::StmtClassDef> {
         class
-            .bases
+            .bases()
             .iter()
             .filter_map(|b| match self.resolve(b) {
                 Some(Resolved::Local(parent)) if !std::ptr::eq(parent, class) => Some(parent),
@@ -354,10 +349,7 @@ fn normalize(q: &str) -> String {
 pub(crate) fn docstring(body: &[Stmt]) -> Option<&str> {
     match body.first()? {
         Stmt::Expr(e) => match &*e.value {
-            Expr::Constant(c) => match &c.value {
-                Constant::Str(s) => Some(s.as_str()),
-                _ => None,
-            },
+            Expr::StringLiteral(s) => Some(s.value.to_str()),
             _ => None,
         },
         _ => None,
