@@ -39,7 +39,12 @@
 //! descriptions, defaults and `ge`/`le`/`gt`/`lt`/`multiple_of`/`min_length`/`max_length`/
 //! `pattern`), also recursive ones, through `$defs`/`$ref`. String forward references and
 //! `from __future__ import annotations` work; names resolve through imports and aliases
-//! (`import typing as t`). Anything else is a diagnostic, never a guess.
+//! (`import typing as t`). Type aliases of the file stand for their value (`type Num = int |
+//! float`, `Num = Annotated[float, Field(ge=0)]`, `Num: TypeAlias = ...`, generic ones as
+//! `type Pair[T] = tuple[T, T]`). A type parameter (`def f[T: int](x: T)`, a `TypeVar`)
+//! stands for its default (PEP 696), else its bound or constraints, else any value; a generic
+//! model of the file used with arguments (`Page[Hit]`) gets a `$defs` entry per set of
+//! arguments (`Page_Hit_`, Pydantic's naming). Anything else is a diagnostic, never a guess.
 //!
 //! # Bounds
 //! A tool file is untrusted input: analysing it ends with a schema or diagnostics, never a
@@ -64,6 +69,7 @@ mod guard;
 mod health;
 mod literal;
 mod models;
+mod module;
 mod source;
 pub mod strict;
 

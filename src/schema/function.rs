@@ -10,7 +10,8 @@ use super::annotation::Mapper;
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
 use super::guard;
-use super::source::{self, FunctionRef, Module, span};
+use super::module::{FunctionRef, Module};
+use super::source::{self, span};
 use super::{DeriveOptions, ToolSchema};
 
 /// Most candidate functions named in a diagnostic.
@@ -165,7 +166,7 @@ fn unreachable_diag(index: &LineIndex<'_>) -> Diagnostic {
     )
 }
 
-fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
+fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
     let doc_text = source::docstring(f.body);
     let doc: Docstring = doc_text.map(docstring::parse).unwrap_or_default();
     let name_at = (f.range.0, f.range.0 + 3);
@@ -181,6 +182,11 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
             Some("add a docstring with a summary and an `Args:` section".into()),
         );
         mapper.diags.push(d);
+    }
+    // `def f[T: int](x: T)`: the type parameters stand for their bound, constraints or
+    // default (PEP 696) in the parameters and the return type.
+    if let Some(params) = f.type_params {
+        mapper.function_params(params);
     }
     let mut properties = Map::new();
     let mut required = Vec::new();

@@ -13,7 +13,8 @@ use super::annotation::{Mapper, slice_args};
 use super::diagnostic::Code;
 use super::docstring;
 use super::literal::{literal, values_enum};
-use super::source::{ClassKind, Resolved, docstring as body_docstring};
+use super::module::{ClassKind, Resolved};
+use super::source::docstring as body_docstring;
 
 /// What a `Field(...)` / `field(...)` call says.
 #[derive(Debug, Default)]
