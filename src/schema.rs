@@ -5,9 +5,11 @@
 //!
 //! # Which function
 //! The `function` option if given; otherwise the function named like the file stem
-//! (`csv_summary` for `csv_summary.py`); otherwise the only public (no leading `_`) top-level
-//! function; otherwise an error listing the candidates. When a name is defined twice, the last
-//! definition wins, as in Python.
+//! (`csv_summary` for `csv_summary.py`); otherwise the one name of `__all__` when it lists
+//! exactly one function; otherwise the one function a framework decorates as a tool (`@tool`,
+//! `@tool(...)`, `@mcp.tool()`, `@function_tool`); otherwise the only public (no leading `_`)
+//! top-level function; otherwise an error listing the candidates. When a name is defined
+//! twice, the last definition wins, as in Python.
 //!
 //! # What is derived
 //! - `name`: the function name. `description`: the docstring's first line, a blank line and the

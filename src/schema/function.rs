@@ -124,11 +124,26 @@ fn select<'a>(
                 )
             });
     }
-    if let Some(f) = module
+    let last_named = |name: &str| module.functions.iter().rev().find(|f| f.name == name);
+    if let Some(f) = last_named(&opts.file_stem) {
+        return Ok(*f);
+    }
+    // `__all__ = ["tool"]`: the one name the file exports.
+    if let Some([only]) = module.all.as_deref()
+        && let Some(f) = last_named(only)
+    {
+        return Ok(*f);
+    }
+    // The one function a framework's decorator marks as a tool (a FastMCP server's
+    // `@mcp.tool()` beside its helpers and `@mcp.resource`s).
+    let decorated: HashSet<&str> = module
         .functions
         .iter()
-        .rev()
-        .find(|f| f.name == opts.file_stem)
+        .filter(|f| f.is_decorated_as_tool())
+        .map(|f| f.name)
+        .collect();
+    if let [only] = decorated.iter().collect::<Vec<_>>().as_slice()
+        && let Some(f) = last_named(only)
     {
         return Ok(*f);
     }
@@ -151,7 +166,7 @@ fn select<'a>(
                 opts.file_stem,
                 names(&public)
             ),
-            Some("choose one with the `function` option, name the file after the tool, or make helpers private with a leading `_`".into()),
+            Some("choose one with the `function` option, name the file after the tool, list it alone in `__all__`, or make helpers private with a leading `_`".into()),
         )),
     }
 }

@@ -32,6 +32,7 @@ pub(crate) struct FunctionRef<'a> {
     pub args: &'a ast::Parameters,
     pub body: &'a [Stmt],
     pub returns: Option<&'a Expr>,
+    pub decorators: &'a [ast::Decorator],
     pub type_params: Option<&'a ast::TypeParams>,
     pub range: (usize, usize),
 }
@@ -43,9 +44,30 @@ impl<'a> FunctionRef<'a> {
             args: &f.parameters,
             body: &f.body,
             returns: f.returns.as_deref(),
+            decorators: &f.decorator_list,
             type_params: f.type_params.as_deref(),
             range: span(f),
         }
+    }
+}
+
+impl FunctionRef<'_> {
+    /// Whether a framework's decorator marks the function as a tool: `@tool`, `@tool(...)`,
+    /// `@mcp.tool()`, `@server.tool`, `@function_tool` (LangChain, smolagents, CrewAI,
+    /// FastMCP and the MCP SDK, OpenAI Agents).
+    pub(crate) fn is_decorated_as_tool(&self) -> bool {
+        self.decorators.iter().any(|d| {
+            let target = match &d.expression {
+                Expr::Call(call) => &*call.func,
+                other => other,
+            };
+            let last = match target {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.as_str(),
+                _ => return false,
+            };
+            matches!(last, "tool" | "function_tool")
+        })
     }
 }
 
