@@ -22,7 +22,13 @@
 //!   Sphinx `:param x:`, Epydoc `@param x:`), else from `Annotated[T, "text"]` / `Annotated[T, Field(description=...)]`.
 //!   Literal defaults appear as `default`.
 //! - `returns`: the return annotation as a schema (with the docstring's `Returns` text as its
-//!   description), or nothing for no annotation or `-> None`.
+//!   description), or nothing for `-> None`.
+//! - A parameter without an annotation takes the type its docstring gives (Google `x (int):`,
+//!   NumPy `x : int`, Sphinx `:type x: int`, also prose such as `list of str, optional` or
+//!   `{'csv', 'json'}`), else accepts any JSON value (`{}`); a missing return annotation
+//!   likewise takes the docstring's (`Returns:` then `int: ...`, `:rtype:`, a NumPy `Returns`
+//!   item), else gives no return schema (any value). Either way a `missing-annotation`
+//!   warning says what was assumed.
 //!
 //! # The rule for "required"
 //! A parameter is required when it has no default **and** is not `Optional[T]` / `T | None` /

@@ -162,6 +162,25 @@ impl<'a, 'm> Mapper<'a, 'm> {
         })
     }
 
+    /// Maps a type a docstring gives in prose (`list of str`) with `map`, as if written at
+    /// `at`: `None` when it is not a type this mapping knows. It reports nothing: the caller
+    /// says where the type came from.
+    pub(crate) fn map_doc_type<T>(
+        &mut self,
+        text: &str,
+        at: (usize, usize),
+        map: impl FnOnce(&mut Self, &Expr) -> Option<T>,
+    ) -> Option<T> {
+        let expr = super::source::parse_annotation(&super::docstring::type_expression(text))?;
+        let saved = (self.span_override, self.severity, self.diags.len());
+        self.span_override = Some(at);
+        self.severity = Severity::Warning;
+        let out = map(self, &expr);
+        self.diags.truncate(saved.2);
+        (self.span_override, self.severity) = (saved.0, saved.1);
+        out
+    }
+
     /// `Annotated[T, meta...]` -> (T, description, constraints); anything else unchanged.
     pub(crate) fn unwrap_annotated<'e>(
         &mut self,

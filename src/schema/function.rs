@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use ruff_python_ast as ast;
 use serde_json::{Map, Value, json};
 
-use super::annotation::Mapper;
+use super::annotation::{Mapper, ParamType};
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
 use super::guard;
@@ -318,20 +318,15 @@ fn parameter(
     {
         return;
     }
-    let Some(annotation) = a.parameter.annotation.as_deref() else {
-        let d = mapper.index.diag(
-            Severity::Error,
-            Code::MissingAnnotation,
-            span(&a.parameter),
-            format!("parameter `{name}` has no type annotation"),
-            Some(format!("annotate it, e.g. `{name}: str`")),
-        );
-        mapper.diags.push(d);
-        return;
-    };
-    mapper.severity = Severity::Error;
-    let Some(pt) = mapper.param(annotation) else {
-        return;
+    let pt = match a.parameter.annotation.as_deref() {
+        Some(annotation) => {
+            mapper.severity = Severity::Error;
+            let Some(pt) = mapper.param(annotation) else {
+                return;
+            };
+            pt
+        }
+        None => untyped_parameter(mapper, doc, &name, span(&a.parameter)),
     };
     let mut schema = pt.schema;
     let description = doc.param(&name).map(str::to_string).or(pt.description);
@@ -372,8 +367,107 @@ fn parameter(
     properties.insert(name, schema);
 }
 
+/// A parameter without an annotation: the type its docstring gives (`x (int): ...`,
+/// `x : int`, `:type x: int`), else any JSON value; a warning either way, as Letta, OpenAI
+/// Agents and hand-written tools allow such parameters.
+fn untyped_parameter(
+    mapper: &mut Mapper<'_, '_>,
+    doc: &Docstring,
+    name: &str,
+    at: (usize, usize),
+) -> ParamType {
+    let from_doc = doc
+        .param_type(name)
+        .and_then(|text| Some((text, mapper.map_doc_type(text, at, |m, e| m.param(e))?)));
+    let (message, hint, pt) = match from_doc {
+        Some((text, pt)) => (
+            format!(
+                "parameter `{name}` has no type annotation; its type is taken from the docstring (`{text}`)"
+            ),
+            format!(
+                "annotate it (`{name}: {}`) so that Python and the schema agree",
+                docstring::type_expression(text)
+            ),
+            pt,
+        ),
+        None => (
+            format!("parameter `{name}` has no type annotation, so it accepts any JSON value"),
+            format!(
+                "annotate it, e.g. `{name}: str`, or give its type in the docstring (`{name} (str): ...`)"
+            ),
+            ParamType {
+                schema: json!({}),
+                optional: false,
+                description: None,
+            },
+        ),
+    };
+    let d = mapper.index.diag(
+        Severity::Warning,
+        Code::MissingAnnotation,
+        at,
+        message,
+        Some(hint),
+    );
+    mapper.diags.push(d);
+    pt
+}
+
+/// A function without a return annotation: the type its docstring gives (`Returns:` then
+/// `int: ...`, `:rtype: int`, a NumPy `Returns` item), else no return schema (any value);
+/// a warning either way.
+fn untyped_returns(
+    mapper: &mut Mapper<'_, '_>,
+    f: &FunctionRef<'_>,
+    doc: &Docstring,
+) -> Option<Value> {
+    let at = (f.range.0, f.range.0 + 3);
+    let mapped = doc
+        .returns_type
+        .as_deref()
+        .and_then(|text| Some((text, mapper.map_doc_type(text, at, |m, e| m.map(e, 0))?)));
+    let (message, hint, schema) = match mapped {
+        Some((text, schema)) => (
+            format!(
+                "function `{}` has no return annotation; its return type is taken from the docstring (`{text}`)",
+                f.name
+            ),
+            format!(
+                "annotate it (`-> {}`) so that Python and the schema agree",
+                docstring::type_expression(text)
+            ),
+            Some(schema),
+        ),
+        None => (
+            format!(
+                "function `{}` has no return annotation, so its result may be any JSON value",
+                f.name
+            ),
+            "annotate it, e.g. `-> str`, or `-> None` when it returns nothing".to_string(),
+            None,
+        ),
+    };
+    let d = mapper.index.diag(
+        Severity::Warning,
+        Code::MissingAnnotation,
+        at,
+        message,
+        Some(hint),
+    );
+    mapper.diags.push(d);
+    // `None` in the docstring: no result, as `-> None`.
+    let mut schema = schema.filter(|s| s.get("type") != Some(&json!("null")))?;
+    if let (Some(d), Value::Object(o)) = (&doc.returns, &mut schema) {
+        o.insert("description".into(), Value::String(d.clone()));
+    }
+    attach_defs(&mut schema, &mapper.defs);
+    Some(schema)
+}
+
 fn returns(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>, doc: &Docstring) -> Option<Value> {
-    let r = f.returns?;
+    let Some(r) = f.returns else {
+        return untyped_returns(mapper, f, doc);
+    };
     if r.is_none_literal_expr() {
         return None;
     }
