@@ -23,6 +23,9 @@
 //!   Literal defaults appear as `default`.
 //! - `returns`: the return annotation as a schema (with the docstring's `Returns` text as its
 //!   description), or nothing for `-> None`.
+//! - `injected`: the parameters the guest passes itself, left out of `parameters`: a
+//!   FastMCP / MCP SDK `ctx: Context` (also `Context[ServerSession, None]`), and Letta's
+//!   `agent_state` (the agent state the caller sends, else None).
 //! - A parameter without an annotation takes the type its docstring gives (Google `x (int):`,
 //!   NumPy `x : int`, Sphinx `:type x: int`, also prose such as `list of str, optional` or
 //!   `{'csv', 'json'}`), else accepts any JSON value (`{}`); a missing return annotation
@@ -115,6 +118,32 @@ pub struct ToolSchema {
     pub parameters: Value,
     /// JSON Schema of the return value, if annotated.
     pub returns: Option<Value>,
+    /// The function's parameters that are not in `parameters` because the guest passes
+    /// them itself, in signature order. Empty for most tools (and then not serialized, so
+    /// stored schemas and their hashes are unchanged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected: Vec<Injected>,
+}
+
+/// A parameter the guest passes itself: left out of the schema, never sent by the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Injected {
+    /// The parameter's name.
+    pub name: String,
+    /// What the guest passes for it.
+    pub kind: InjectedKind,
+}
+
+/// What the guest passes for an [`Injected`] parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InjectedKind {
+    /// A FastMCP / MCP SDK context (`ctx: Context`, also the generic `Context[ServerSession,
+    /// None]`): Warden's `Context` object.
+    Context,
+    /// Letta's `agent_state`: the agent state the caller sends (the request's `agent_state`
+    /// field), else None.
+    AgentState,
 }
 
 /// A derived schema and the warnings that did not prevent it.

@@ -12,7 +12,7 @@ use super::docstring::{self, Docstring};
 use super::guard;
 use super::module::{FunctionRef, Module};
 use super::source::{self, span};
-use super::{DeriveOptions, ToolSchema};
+use super::{DeriveOptions, Injected, InjectedKind, ToolSchema};
 
 /// Most candidate functions named in a diagnostic.
 const MAX_LISTED: usize = 20;
@@ -203,9 +203,7 @@ fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
     if let Some(params) = f.type_params {
         mapper.function_params(params);
     }
-    let mut properties = Map::new();
-    let mut required = Vec::new();
-    let mut names = HashSet::new();
+    let mut params = Params::default();
     let args = f.args;
     for (i, a) in args.posonlyargs.iter().enumerate() {
         if i == 0 && matches!(a.parameter.name.as_str(), "self" | "cls") {
@@ -230,7 +228,7 @@ fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
         {
             continue;
         }
-        parameter(mapper, &doc, a, &mut properties, &mut required, &mut names);
+        parameter(mapper, &doc, a, &mut params);
     }
     for (arg, star) in [(&args.vararg, "*"), (&args.kwarg, "**")] {
         if let Some(arg) = arg {
@@ -245,11 +243,11 @@ fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
         }
     }
     for a in &args.kwonlyargs {
-        parameter(mapper, &doc, a, &mut properties, &mut required, &mut names);
+        parameter(mapper, &doc, a, &mut params);
     }
     if let Some(text_expr) = f.body.first() {
         for p in &doc.params {
-            if !names.contains(&p.name)
+            if !params.names.contains(&p.name)
                 && p.name != "agent_state"
                 && !matches!(p.name.as_str(), "self" | "cls")
             {
@@ -270,8 +268,8 @@ fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
     let returns = returns(mapper, f, &doc);
     let mut parameters = json!({
         "type": "object",
-        "properties": properties,
-        "required": required,
+        "properties": params.properties,
+        "required": params.required,
         "additionalProperties": false,
     });
     attach_defs(&mut parameters, &mapper.defs);
@@ -283,19 +281,28 @@ fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
             .unwrap_or_else(|| NO_DESCRIPTION.to_string()),
         parameters,
         returns,
+        injected: params.injected,
     }
+}
+
+/// What the parameters read so far add up to.
+#[derive(Default)]
+struct Params {
+    properties: Map<String, Value>,
+    required: Vec<String>,
+    /// Every parameter name, in or out of the schema.
+    names: HashSet<String>,
+    injected: Vec<Injected>,
 }
 
 fn parameter(
     mapper: &mut Mapper<'_, '_>,
     doc: &Docstring,
     a: &ast::ParameterWithDefault,
-    properties: &mut Map<String, Value>,
-    required: &mut Vec<String>,
-    names: &mut HashSet<String>,
+    params: &mut Params,
 ) {
     let name = a.parameter.name.to_string();
-    names.insert(name.clone());
+    params.names.insert(name.clone());
     if name == "agent_state" {
         let d = mapper.index.diag(
             Severity::Warning,
@@ -303,11 +310,15 @@ fn parameter(
             span(&a.parameter),
             "`agent_state` is injected by Letta and is left out of the schema".to_string(),
             Some(
-                "Warden passes nothing for it; give it a default of None if the tool must run here"
+                "Warden passes the agent state the caller sends (the request's `agent_state` field), else None"
                     .into(),
             ),
         );
         mapper.diags.push(d);
+        params.injected.push(Injected {
+            name,
+            kind: InjectedKind::AgentState,
+        });
         return;
     }
     // A FastMCP-style `ctx: Context` is the guest's to pass, not the caller's.
@@ -316,6 +327,10 @@ fn parameter(
         .as_deref()
         .is_some_and(|t| content::is_context(mapper.module, t))
     {
+        params.injected.push(Injected {
+            name,
+            kind: InjectedKind::Context,
+        });
         return;
     }
     let pt = match a.parameter.annotation.as_deref() {
@@ -362,9 +377,9 @@ fn parameter(
         }
     }
     if a.default.is_none() && !pt.optional {
-        required.push(name.clone());
+        params.required.push(name.clone());
     }
-    properties.insert(name, schema);
+    params.properties.insert(name, schema);
 }
 
 /// A parameter without an annotation: the type its docstring gives (`x (int): ...`,
