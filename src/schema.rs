@@ -55,7 +55,14 @@
 //! `type Pair[T] = tuple[T, T]`). A type parameter (`def f[T: int](x: T)`, a `TypeVar`)
 //! stands for its default (PEP 696), else its bound or constraints, else any value; a generic
 //! model of the file used with arguments (`Page[Hit]`) gets a `$defs` entry per set of
-//! arguments (`Page_Hit_`, Pydantic's naming). Anything else is a diagnostic, never a guess.
+//! arguments (`Page_Hit_`, Pydantic's naming). Classes nested in a class are types too: a
+//! class body sees its own nested classes (`shrimp: list[Shrimp]` inside `Tank`), the rest
+//! of the file names them `Tank.Shrimp`, and `Self` in a model is that model. Names from
+//! `typing_extensions` are `typing`'s. `Annotated[T, Field(...)]` maps `ge`, `gt`, `le`,
+//! `lt`, `multiple_of`, `min_length`, `max_length`, `pattern`, `description` and `examples` to
+//! their JSON Schema keywords, and in a model field its `default` too (for a parameter, a
+//! `Field` default inside `Annotated` is a warning: a call does not apply it). Anything else is
+//! a diagnostic, never a guess.
 //!
 //! # Bounds
 //! A tool file is untrusted input: analysing it ends with a schema or diagnostics, never a

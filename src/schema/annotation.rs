@@ -30,6 +30,9 @@ pub(crate) struct ParamType {
     pub optional: bool,
     /// From `Annotated[T, "text"]` or `Annotated[T, Field(description=...)]`.
     pub description: Option<String>,
+    /// Whether `Annotated[T, Field(default=...)]` gives a default, which a plain call of
+    /// the function does not apply.
+    pub field_default: bool,
 }
 
 /// Maps annotations, collecting `$defs` and diagnostics.
@@ -145,7 +148,13 @@ impl<'a, 'm> Mapper<'a, 'm> {
             return out;
         }
         let expr = self.expand(expr);
-        let (inner, description, constraints) = self.unwrap_annotated(expr, 0)?;
+        let Unwrapped {
+            inner,
+            description,
+            constraints,
+            default,
+        } = self.unwrap_annotated(expr, 0)?;
+
         let mut members = Members::default();
         self.union_members(inner, &mut members, 0)?;
         let optional = members.none && !members.types.is_empty();
@@ -159,6 +168,7 @@ impl<'a, 'm> Mapper<'a, 'm> {
             schema,
             optional,
             description,
+            field_default: default.is_some(),
         })
     }
 
@@ -186,7 +196,7 @@ impl<'a, 'm> Mapper<'a, 'm> {
         &mut self,
         expr: &'e Expr,
         depth: u32,
-    ) -> Option<(&'e Expr, Option<String>, Map<String, Value>)>
+    ) -> Option<Unwrapped<'e>>
     where
         'a: 'e,
     {
@@ -204,28 +214,45 @@ impl<'a, 'm> Mapper<'a, 'm> {
                 );
                 return None;
             };
-            let (mut desc, mut constraints) = (None, Map::new());
+            let mut out = Unwrapped {
+                inner: first,
+                description: None,
+                constraints: Map::new(),
+                default: None,
+            };
             for m in meta {
                 match m {
-                    Expr::StringLiteral(s) => desc = Some(s.value.to_str().to_string()),
+                    Expr::StringLiteral(s) => {
+                        out.description = Some(s.value.to_str().to_string());
+                    }
                     Expr::Call(call) => {
                         let field = models::field_call(self, call);
                         if field.description.is_some() {
-                            desc = field.description;
+                            out.description = field.description;
                         }
-                        constraints.extend(field.constraints);
+                        if field.has_default {
+                            out.default = Some(field.default);
+                        }
+                        out.constraints.extend(field.constraints);
                     }
                     _ => {}
                 }
             }
             if depth < MAX_DEPTH {
-                let (inner, d2, c2) = self.unwrap_annotated(first, depth + 1)?;
-                constraints.extend(c2);
-                return Some((inner, desc.or(d2), constraints));
+                let inner = self.unwrap_annotated(first, depth + 1)?;
+                out.inner = inner.inner;
+                out.constraints.extend(inner.constraints);
+                out.description = out.description.or(inner.description);
+                out.default = out.default.or(inner.default);
             }
-            return Some((first, desc, constraints));
+            return Some(out);
         }
-        Some((expr, None, Map::new()))
+        Some(Unwrapped {
+            inner: expr,
+            description: None,
+            constraints: Map::new(),
+            default: None,
+        })
     }
 
     /// What a name stands for when it names a type alias without type parameters (`Opt =
@@ -429,6 +456,19 @@ impl<'a, 'm> Mapper<'a, 'm> {
         self.span_override = saved;
         out
     }
+}
+
+/// An annotation with its `Annotated[...]` metadata taken off.
+pub(crate) struct Unwrapped<'e> {
+    /// The type.
+    pub inner: &'e Expr,
+    /// From a string or `Field(description=...)`.
+    pub description: Option<String>,
+    /// From `Field(ge=..., ...)`, as JSON Schema keywords.
+    pub constraints: Map<String, Value>,
+    /// From `Field(default=...)` or `Field(default_factory=...)`: `Some(None)` when the
+    /// default is not a literal.
+    pub default: Option<Option<Value>>,
 }
 
 /// The members of a union: its types, and whether `None` is among them.

@@ -343,6 +343,17 @@ fn parameter(
         }
         None => untyped_parameter(mapper, doc, &name, span(&a.parameter)),
     };
+    if pt.field_default
+        && a.default.is_none()
+        && let Some(annotation) = a.parameter.annotation.as_deref()
+    {
+        mapper.warn(
+            Code::UnsupportedFieldOption,
+            annotation,
+            format!("the `Field` default of `{name}` is inside `Annotated`, so a call without `{name}` gets no default"),
+            Some("write the default after the annotation: `x: Annotated[T, Field(...)] = value`"),
+        );
+    }
     let mut schema = pt.schema;
     let description = doc.param(&name).map(str::to_string).or(pt.description);
     if description.is_none() {
@@ -414,6 +425,7 @@ fn untyped_parameter(
                 schema: json!({}),
                 optional: false,
                 description: None,
+                field_default: false,
             },
         ),
     };

@@ -310,13 +310,24 @@ fn field(
     {
         return Some(None);
     }
-    let (inner, ann_desc, mut constraints) = mapper.unwrap_annotated(annotation, 0)?;
+    let unwrapped = mapper.unwrap_annotated(annotation, 0)?;
+    let (inner, ann_desc, mut constraints) = (
+        unwrapped.inner,
+        unwrapped.description,
+        unwrapped.constraints,
+    );
     let mut schema = mapper.map(inner, 1)?;
     let mut call = FieldCall::default();
     match value {
         Some(Expr::Call(c)) if is_field_call(mapper, &c.func) => call = field_call(mapper, c),
         Some(v) => set_default(mapper, &mut call, v),
-        None => {}
+        // `x: Annotated[int, Field(default=3)]`: Pydantic applies that default.
+        None => {
+            if let Some(default) = unwrapped.default {
+                call.has_default = true;
+                call.default = default;
+            }
+        }
     }
     constraints.extend(std::mem::take(&mut call.constraints));
     apply_constraints(&mut schema, &constraints);

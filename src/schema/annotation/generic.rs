@@ -64,7 +64,12 @@ impl Mapper<'_, '_> {
                 self.members_nullable(&members, depth)
             }
             "typing.Annotated" => {
-                let (inner, desc, constraints) = self.unwrap_annotated(expr, depth)?;
+                let super::Unwrapped {
+                    inner,
+                    description: desc,
+                    constraints,
+                    ..
+                } = self.unwrap_annotated(expr, depth)?;
                 let mut schema = self.map(inner, depth + 1)?;
                 models::apply_constraints(&mut schema, &constraints);
                 if let (Some(d), Value::Object(o)) = (desc, &mut schema) {
