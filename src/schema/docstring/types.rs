@@ -69,3 +69,61 @@ fn split_top(text: &str, sep: char) -> Vec<&str> {
     out.push(&text[start..]);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::type_expression;
+
+    #[test]
+    fn prose_types_become_annotations() {
+        for (prose, annotation) in [
+            ("int", "int"),
+            ("int, optional", "int"),
+            ("int, default 10", "int"),
+            ("Dict[str, int], optional", "Dict[str, int]"),
+            ("list of str", "list[str]"),
+            ("tuple of float", "tuple[float, ...]"),
+            ("str or None", "str | None"),
+            ("list of string or integer", "list[str] | int"),
+            ("{'csv', 'json'}", "Literal['csv', 'json']"),
+            ("boolean", "bool"),
+        ] {
+            assert_eq!(type_expression(prose), annotation, "{prose}");
+        }
+    }
+
+    #[test]
+    fn each_docstring_style_gives_parameter_and_return_types() {
+        let google = parse(
+            "Go.\n\nArgs:\n    x (int): a number\n    y: no type\n\nReturns:\n    list[str]: names\n",
+        );
+        assert_eq!(google.param_type("x"), Some("int"));
+        assert_eq!(google.param_type("y"), None);
+        assert_eq!(google.returns_type.as_deref(), Some("list[str]"));
+        assert_eq!(google.returns.as_deref(), Some("names"));
+
+        let numpy = parse(
+            "Go.\n\nParameters\n----------\nx, y : float\n    numbers\n\nReturns\n-------\nbool\n    whether it worked\n",
+        );
+        assert_eq!(numpy.param_type("x"), Some("float"));
+        assert_eq!(numpy.param_type("y"), Some("float"));
+        assert_eq!(numpy.returns_type.as_deref(), Some("bool"));
+
+        let sphinx =
+            parse("Go.\n\n:param x: a number\n:type x: int\n:param str y: a name\n:rtype: dict\n");
+        assert_eq!(sphinx.param_type("x"), Some("int"));
+        assert_eq!(sphinx.param_type("y"), Some("str"));
+        assert_eq!(sphinx.returns_type.as_deref(), Some("dict"));
+
+        let epydoc = parse("Go.\n\n@param x: a number\n@type x: int\n@rtype: str\n");
+        assert_eq!(epydoc.param_type("x"), Some("int"));
+        assert_eq!(epydoc.returns_type.as_deref(), Some("str"));
+    }
+
+    #[test]
+    fn a_returns_sentence_is_not_a_type() {
+        let doc = parse("Go.\n\nReturns:\n    The number of rows written.\n");
+        assert_eq!(doc.returns_type, None);
+    }
+}
