@@ -380,6 +380,7 @@ mod tests {
                 description: "Adds.".into(),
                 parameters: json!({"type": "object", "properties": {"b": {"type": "number", "minimum": 0.1}, "a": {}}}),
                 returns: None,
+                injected: Vec::new(),
             },
             grants: Grants::default(),
             limits: Limits::default(),

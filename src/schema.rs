@@ -1,13 +1,15 @@
 //! Static tool schemas: Python source text in, JSON Schema (or diagnostics) out.
 //!
-//! Nothing here runs Python. The file is parsed once with `rustpython-parser`, and the chosen
+//! Nothing here runs Python. The file is parsed once with Ruff's parser, and the chosen
 //! function's signature, annotations and docstring are read from the syntax tree.
 //!
 //! # Which function
 //! The `function` option if given; otherwise the function named like the file stem
-//! (`csv_summary` for `csv_summary.py`); otherwise the only public (no leading `_`) top-level
-//! function; otherwise an error listing the candidates. When a name is defined twice, the last
-//! definition wins, as in Python.
+//! (`csv_summary` for `csv_summary.py`); otherwise the one name of `__all__` when it lists
+//! exactly one function; otherwise the one function a framework decorates as a tool (`@tool`,
+//! `@tool(...)`, `@mcp.tool()`, `@function_tool`); otherwise the only public (no leading `_`)
+//! top-level function; otherwise an error listing the candidates. When a name is defined
+//! twice, the last definition wins, as in Python.
 //!
 //! # What is derived
 //! - `name`: the function name. `description`: the docstring's first line, a blank line and the
@@ -20,7 +22,16 @@
 //!   Sphinx `:param x:`, Epydoc `@param x:`), else from `Annotated[T, "text"]` / `Annotated[T, Field(description=...)]`.
 //!   Literal defaults appear as `default`.
 //! - `returns`: the return annotation as a schema (with the docstring's `Returns` text as its
-//!   description), or nothing for no annotation or `-> None`.
+//!   description), or nothing for `-> None`.
+//! - `injected`: the parameters the guest passes itself, left out of `parameters`: a
+//!   FastMCP / MCP SDK `ctx: Context` (also `Context[ServerSession, None]`), and Letta's
+//!   `agent_state` (the agent state the caller sends, else None).
+//! - A parameter without an annotation takes the type its docstring gives (Google `x (int):`,
+//!   NumPy `x : int`, Sphinx `:type x: int`, also prose such as `list of str, optional` or
+//!   `{'csv', 'json'}`), else accepts any JSON value (`{}`); a missing return annotation
+//!   likewise takes the docstring's (`Returns:` then `int: ...`, `:rtype:`, a NumPy `Returns`
+//!   item), else gives no return schema (any value). Either way a `missing-annotation`
+//!   warning says what was assumed.
 //!
 //! # The rule for "required"
 //! A parameter is required when it has no default **and** is not `Optional[T]` / `T | None` /
@@ -39,14 +50,27 @@
 //! descriptions, defaults and `ge`/`le`/`gt`/`lt`/`multiple_of`/`min_length`/`max_length`/
 //! `pattern`), also recursive ones, through `$defs`/`$ref`. String forward references and
 //! `from __future__ import annotations` work; names resolve through imports and aliases
-//! (`import typing as t`). Anything else is a diagnostic, never a guess.
+//! (`import typing as t`). Type aliases of the file stand for their value (`type Num = int |
+//! float`, `Num = Annotated[float, Field(ge=0)]`, `Num: TypeAlias = ...`, generic ones as
+//! `type Pair[T] = tuple[T, T]`). A type parameter (`def f[T: int](x: T)`, a `TypeVar`)
+//! stands for its default (PEP 696), else its bound or constraints, else any value; a generic
+//! model of the file used with arguments (`Page[Hit]`) gets a `$defs` entry per set of
+//! arguments (`Page_Hit_`, Pydantic's naming). Classes nested in a class are types too: a
+//! class body sees its own nested classes (`shrimp: list[Shrimp]` inside `Tank`), the rest
+//! of the file names them `Tank.Shrimp`, and `Self` in a model is that model. Names from
+//! `typing_extensions` are `typing`'s. `Annotated[T, Field(...)]` maps `ge`, `gt`, `le`,
+//! `lt`, `multiple_of`, `min_length`, `max_length`, `pattern`, `description` and `examples` to
+//! their JSON Schema keywords, and in a model field its `default` too (for a parameter, a
+//! `Field` default inside `Annotated` is a warning: a call does not apply it). Anything else is
+//! a diagnostic, never a guess.
 //!
 //! # Bounds
 //! A tool file is untrusted input: analysing it ends with a schema or diagnostics, never a
 //! crash. Files over [`MAX_SOURCE`] (1 MiB), nesting more than [`MAX_BRACKETS`] brackets or
-//! [`MAX_INDENT`] indented blocks (CPython's own tokenizer limits), or whose syntax tree is
-//! deeper than [`MAX_SYNTAX_DEPTH`] (4000; CPython refuses about 3000) get a
-//! `source-too-complex` diagnostic; see the `guard` module for how parsing is kept safe.
+//! [`MAX_INDENT`] indented blocks (CPython's own tokenizer limits), with more than
+//! [`MAX_SYNTAX_DEPTH`] operators open at once, or whose syntax tree is deeper than that
+//! (4000; CPython refuses about 3000) get a `source-too-complex` diagnostic; see the `guard`
+//! module for how parsing is kept safe.
 //!
 //! # Health and strict mode
 //! [`health`](fn@health) classifies a schema by OpenAI's structured-outputs rules (see the `health`
@@ -63,6 +87,7 @@ mod guard;
 mod health;
 mod literal;
 mod models;
+mod module;
 mod source;
 pub mod strict;
 
@@ -100,6 +125,32 @@ pub struct ToolSchema {
     pub parameters: Value,
     /// JSON Schema of the return value, if annotated.
     pub returns: Option<Value>,
+    /// The function's parameters that are not in `parameters` because the guest passes
+    /// them itself, in signature order. Empty for most tools (and then not serialized, so
+    /// stored schemas and their hashes are unchanged).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injected: Vec<Injected>,
+}
+
+/// A parameter the guest passes itself: left out of the schema, never sent by the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Injected {
+    /// The parameter's name.
+    pub name: String,
+    /// What the guest passes for it.
+    pub kind: InjectedKind,
+}
+
+/// What the guest passes for an [`Injected`] parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InjectedKind {
+    /// A FastMCP / MCP SDK context (`ctx: Context`, also the generic `Context[ServerSession,
+    /// None]`): Warden's `Context` object.
+    Context,
+    /// Letta's `agent_state`: the agent state the caller sends (the request's `agent_state`
+    /// field), else None.
+    AgentState,
 }
 
 /// A derived schema and the warnings that did not prevent it.

@@ -4,17 +4,19 @@
 //! `typing.List`); classes defined in the file become `$defs` entries referenced by `$ref`.
 //! The leaf mappings (literals, tuples, built-in names, nullability) are in [`leaves`].
 
+mod generic;
 mod leaves;
+mod names;
 
 use std::collections::HashSet;
 
-use rustpython_parser::ast;
-use rustpython_parser::ast::{Constant, Expr, Operator};
+use ruff_python_ast::{self as ast, Expr, Operator};
 use serde_json::{Map, Value, json};
 
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::models;
-use super::source::{Module, Resolved, span};
+use super::module::{ClassKind, Module, Resolved};
+use super::source::span;
 
 /// Deepest annotation nesting followed.
 const MAX_DEPTH: u32 = 32;
@@ -28,6 +30,9 @@ pub(crate) struct ParamType {
     pub optional: bool,
     /// From `Annotated[T, "text"]` or `Annotated[T, Field(description=...)]`.
     pub description: Option<String>,
+    /// Whether `Annotated[T, Field(default=...)]` gives a default, which a plain call of
+    /// the function does not apply.
+    pub field_default: bool,
 }
 
 /// Maps annotations, collecting `$defs` and diagnostics.
@@ -41,6 +46,14 @@ pub(crate) struct Mapper<'a, 'm> {
     pub severity: Severity,
     /// While inside a string forward reference: the span of that string.
     span_override: Option<(usize, usize)>,
+    /// The class whose body is being read: its nested classes are in scope.
+    scope: Option<&'a ast::StmtClassDef>,
+    /// The `$defs` key of the class being built, which `Self` names.
+    building_now: Option<String>,
+    /// Type parameters in force and what each stands for, innermost last.
+    bindings: Vec<(String, Value)>,
+    /// The aliases being expanded, innermost last (a guard against `A = list[A]`).
+    aliases_open: Vec<&'a str>,
 }
 
 impl<'a, 'm> Mapper<'a, 'm> {
@@ -53,6 +66,10 @@ impl<'a, 'm> Mapper<'a, 'm> {
             building: HashSet::new(),
             severity: Severity::Error,
             span_override: None,
+            scope: None,
+            building_now: None,
+            bindings: Vec::new(),
+            aliases_open: Vec::new(),
         }
     }
 
@@ -97,7 +114,7 @@ impl<'a, 'm> Mapper<'a, 'm> {
         let Some(Resolved::Local(class)) = self.module.resolve(&attr.value) else {
             return None;
         };
-        if self.module.class_kind(class) != super::source::ClassKind::Enum {
+        if self.module.class_kind(class) != ClassKind::Enum {
             return None;
         }
         class.body.iter().find_map(|stmt| match stmt {
@@ -118,8 +135,8 @@ impl<'a, 'm> Mapper<'a, 'm> {
 
     fn param_depth(&mut self, expr: &Expr, depth: u32) -> Option<ParamType> {
         // A string annotation ("Optional[Item]") is parsed first, so Optional is seen inside it.
-        if let Expr::Constant(c) = expr
-            && let Constant::Str(text) = &c.value
+        if let Expr::StringLiteral(s) = expr
+            && let text = s.value.to_str()
             && depth < 4
             && text.len() <= 1000
             && let Some(inner) = super::source::parse_annotation(text.trim())
@@ -130,13 +147,19 @@ impl<'a, 'm> Mapper<'a, 'm> {
             self.span_override = saved;
             return out;
         }
-        let (inner, description, constraints) = self.unwrap_annotated(expr, 0)?;
-        let mut members = Vec::new();
+        let expr = self.expand(expr);
+        let Unwrapped {
+            inner,
+            description,
+            constraints,
+            default,
+        } = self.unwrap_annotated(expr, 0)?;
+
+        let mut members = Members::default();
         self.union_members(inner, &mut members, 0)?;
-        let (nones, rest): (Vec<&Expr>, Vec<&Expr>) = members.into_iter().partition(|e| is_none(e));
-        let optional = !nones.is_empty() && !rest.is_empty();
+        let optional = members.none && !members.types.is_empty();
         let mut schema = if optional {
-            self.union(&rest, 1)?
+            self.union(&members.types, 1)?
         } else {
             self.map(inner, 1)?
         };
@@ -145,7 +168,27 @@ impl<'a, 'm> Mapper<'a, 'm> {
             schema,
             optional,
             description,
+            field_default: default.is_some(),
         })
+    }
+
+    /// Maps a type a docstring gives in prose (`list of str`) with `map`, as if written at
+    /// `at`: `None` when it is not a type this mapping knows. It reports nothing: the caller
+    /// says where the type came from.
+    pub(crate) fn map_doc_type<T>(
+        &mut self,
+        text: &str,
+        at: (usize, usize),
+        map: impl FnOnce(&mut Self, &Expr) -> Option<T>,
+    ) -> Option<T> {
+        let expr = super::source::parse_annotation(&super::docstring::type_expression(text))?;
+        let saved = (self.span_override, self.severity, self.diags.len());
+        self.span_override = Some(at);
+        self.severity = Severity::Warning;
+        let out = map(self, &expr);
+        self.diags.truncate(saved.2);
+        (self.span_override, self.severity) = (saved.0, saved.1);
+        out
     }
 
     /// `Annotated[T, meta...]` -> (T, description, constraints); anything else unchanged.
@@ -153,7 +196,11 @@ impl<'a, 'm> Mapper<'a, 'm> {
         &mut self,
         expr: &'e Expr,
         depth: u32,
-    ) -> Option<(&'e Expr, Option<String>, Map<String, Value>)> {
+    ) -> Option<Unwrapped<'e>>
+    where
+        'a: 'e,
+    {
+        let expr = self.expand(expr);
         if let Expr::Subscript(sub) = expr
             && self.qualified(&sub.value).as_deref() == Some("typing.Annotated")
         {
@@ -167,32 +214,72 @@ impl<'a, 'm> Mapper<'a, 'm> {
                 );
                 return None;
             };
-            let (mut desc, mut constraints) = (None, Map::new());
+            let mut out = Unwrapped {
+                inner: first,
+                description: None,
+                constraints: Map::new(),
+                default: None,
+            };
             for m in meta {
                 match m {
-                    Expr::Constant(c) => {
-                        if let Constant::Str(s) = &c.value {
-                            desc = Some(s.clone());
-                        }
+                    Expr::StringLiteral(s) => {
+                        out.description = Some(s.value.to_str().to_string());
                     }
                     Expr::Call(call) => {
                         let field = models::field_call(self, call);
                         if field.description.is_some() {
-                            desc = field.description;
+                            out.description = field.description;
                         }
-                        constraints.extend(field.constraints);
+                        if field.has_default {
+                            out.default = Some(field.default);
+                        }
+                        out.constraints.extend(field.constraints);
                     }
                     _ => {}
                 }
             }
             if depth < MAX_DEPTH {
-                let (inner, d2, c2) = self.unwrap_annotated(first, depth + 1)?;
-                constraints.extend(c2);
-                return Some((inner, desc.or(d2), constraints));
+                let inner = self.unwrap_annotated(first, depth + 1)?;
+                out.inner = inner.inner;
+                out.constraints.extend(inner.constraints);
+                out.description = out.description.or(inner.description);
+                out.default = out.default.or(inner.default);
             }
-            return Some((first, desc, constraints));
+            return Some(out);
         }
-        Some((expr, None, Map::new()))
+        Some(Unwrapped {
+            inner: expr,
+            description: None,
+            constraints: Map::new(),
+            default: None,
+        })
+    }
+
+    /// What a name stands for when it names a type alias without type parameters (`Opt =
+    /// Optional[int]`), followed through aliases of aliases, so that `Optional` and
+    /// `Annotated` are seen through it; anything else unchanged.
+    fn expand<'e>(&self, expr: &'e Expr) -> &'e Expr
+    where
+        'a: 'e,
+    {
+        let mut expr = expr;
+        for _ in 0..8 {
+            if matches!(expr, Expr::Name(n) if self.bindings.iter().any(|(b, _)| b == n.id.as_str()))
+            {
+                break;
+            }
+            match self.module.resolve_in(expr, self.scope) {
+                Some(Resolved::Alias(alias))
+                    if alias.params.is_none()
+                        && !alias.value.is_call_expr()
+                        && !self.aliases_open.contains(&alias.name) =>
+                {
+                    expr = alias.value;
+                }
+                _ => break,
+            }
+        }
+        expr
     }
 
     /// The qualified name of a name expression, if imported or built in.
@@ -204,15 +291,14 @@ impl<'a, 'm> Mapper<'a, 'm> {
     }
 
     /// Flattens `A | B | None` and `Union[A, B]` / `Optional[A]` into members.
-    fn union_members<'e>(
-        &mut self,
-        expr: &'e Expr,
-        out: &mut Vec<&'e Expr>,
-        depth: u32,
-    ) -> Option<()> {
+    fn union_members<'e>(&mut self, expr: &'e Expr, out: &mut Members<'e>, depth: u32) -> Option<()>
+    where
+        'a: 'e,
+    {
         if self.too_deep(expr, depth) {
             return None;
         }
+        let expr = self.expand(expr);
         match expr {
             Expr::BinOp(b) if b.op == Operator::BitOr => {
                 self.union_members(&b.left, out, depth + 1)?;
@@ -236,17 +322,21 @@ impl<'a, 'm> Mapper<'a, 'm> {
                         );
                         return None;
                     }
-                    out.extend(args);
-                    out.push(NONE_MARK);
+                    out.types.extend(args);
+                    out.none = true;
                     Some(())
                 }
                 _ => {
-                    out.push(expr);
+                    out.types.push(expr);
                     Some(())
                 }
             },
+            Expr::NoneLiteral(_) => {
+                out.none = true;
+                Some(())
+            }
             _ => {
-                out.push(expr);
+                out.types.push(expr);
                 Some(())
             }
         }
@@ -293,23 +383,24 @@ impl<'a, 'm> Mapper<'a, 'm> {
             return None;
         }
         match expr {
-            Expr::Constant(c) => match &c.value {
-                Constant::None => Some(json!({"type": "null"})),
-                Constant::Str(s) => self.forward_ref(expr, s, depth),
-                _ => {
-                    self.report(
-                        Code::InvalidAnnotation,
-                        expr,
-                        "a constant is not a type".into(),
-                        None,
-                    );
-                    None
-                }
-            },
-            Expr::Name(_) | Expr::Attribute(_) => self.name(expr),
+            Expr::NoneLiteral(_) => Some(json!({"type": "null"})),
+            Expr::StringLiteral(s) => self.forward_ref(expr, s.value.to_str(), depth),
+            Expr::BooleanLiteral(_)
+            | Expr::NumberLiteral(_)
+            | Expr::BytesLiteral(_)
+            | Expr::EllipsisLiteral(_) => {
+                self.report(
+                    Code::InvalidAnnotation,
+                    expr,
+                    "a constant is not a type".into(),
+                    None,
+                );
+                None
+            }
+            Expr::Name(_) | Expr::Attribute(_) => self.name(expr, depth),
             Expr::Subscript(sub) => self.generic(expr, sub, depth),
             Expr::BinOp(b) if b.op == Operator::BitOr => {
-                let mut members = Vec::new();
+                let mut members = Members::default();
                 self.union_members(expr, &mut members, depth)?;
                 self.members_nullable(&members, depth)
             }
@@ -325,16 +416,15 @@ impl<'a, 'm> Mapper<'a, 'm> {
         }
     }
 
-    fn members_nullable(&mut self, members: &[&Expr], depth: u32) -> Option<Value> {
-        let (nones, rest): (Vec<&Expr>, Vec<&Expr>) = members.iter().partition(|e| is_none(e));
-        if rest.is_empty() {
+    fn members_nullable(&mut self, members: &Members<'_>, depth: u32) -> Option<Value> {
+        if members.types.is_empty() {
             return Some(json!({"type": "null"}));
         }
-        let schema = self.union(&rest, depth)?;
-        Some(if nones.is_empty() {
-            schema
-        } else {
+        let schema = self.union(&members.types, depth)?;
+        Some(if members.none {
             nullable(schema)
+        } else {
+            schema
         })
     }
 
@@ -366,213 +456,26 @@ impl<'a, 'm> Mapper<'a, 'm> {
         self.span_override = saved;
         out
     }
-
-    fn name(&mut self, expr: &Expr) -> Option<Value> {
-        match self.module.resolve(expr) {
-            Some(Resolved::Local(class)) => self.local_class(expr, class),
-            Some(Resolved::Qualified(q)) => self.qualified_type(expr, &q),
-            Some(Resolved::Unimported(q)) => {
-                self.unimported(expr, &q);
-                self.qualified_type(expr, &q)
-            }
-            Some(Resolved::Unknown(n)) => {
-                self.report(
-                    Code::UnknownType,
-                    expr,
-                    format!("unknown type `{n}`"),
-                    Some("import it, or define it in this file as an Enum, TypedDict, dataclass or pydantic model"),
-                );
-                None
-            }
-            None => None,
-        }
-    }
-
-    fn unimported(&mut self, expr: &Expr, q: &str) {
-        let short = q.rsplit('.').next().unwrap_or(q);
-        self.warn(
-            Code::UnimportedName,
-            expr,
-            format!("`{short}` is used without an import; assuming `{q}`"),
-            Some(&format!("add `from typing import {short}`")),
-        );
-    }
-
-    fn qualified_type(&mut self, expr: &Expr, q: &str) -> Option<Value> {
-        if let Some(s) = simple_type(q) {
-            return Some(s);
-        }
-        let short = q.rsplit('.').next().unwrap_or(q);
-        let (code, message, hint) = match q {
-            "typing.Optional" | "typing.Union" | "typing.Literal" | "typing.Annotated" => (
-                Code::InvalidAnnotation,
-                format!("`{short}` needs type arguments"),
-                format!("write `{short}[...]`"),
-            ),
-            _ => (
-                Code::UnsupportedType,
-                format!("`{q}` has no JSON Schema mapping"),
-                "use str, int, float, bool, list, dict, Literal, an Enum, a TypedDict, a dataclass or a pydantic model defined in this file".to_string(),
-            ),
-        };
-        self.report(code, expr, message, Some(&hint));
-        None
-    }
-
-    /// A class defined in this file: its schema goes to `$defs` once.
-    fn local_class(&mut self, expr: &Expr, class: &'a ast::StmtClassDef) -> Option<Value> {
-        let name = class.name.to_string();
-        let reference = json!({ "$ref": format!("#/$defs/{name}") });
-        if self.defs.contains_key(&name) || self.building.contains(&name) {
-            return Some(reference);
-        }
-        let kind = self.module.class_kind(class);
-        if kind == super::source::ClassKind::Plain {
-            self.report(
-                Code::UnsupportedType,
-                expr,
-                format!("class `{name}` is not an Enum, TypedDict, dataclass or pydantic model"),
-                Some("derive it from `enum.Enum`, `typing.TypedDict` or `pydantic.BaseModel`, or decorate it with `@dataclass`"),
-            );
-            return None;
-        }
-        self.building.insert(name.clone());
-        self.defs.insert(name.clone(), Value::Null);
-        let built = models::build(self, class, kind);
-        self.building.remove(&name);
-        match built {
-            Some(schema) => {
-                self.defs.insert(name, schema);
-                Some(reference)
-            }
-            None => {
-                self.defs.remove(&name);
-                None
-            }
-        }
-    }
-
-    fn generic(&mut self, expr: &Expr, sub: &ast::ExprSubscript, depth: u32) -> Option<Value> {
-        let args = slice_args(&sub.slice);
-        let q = match self.module.resolve(&sub.value) {
-            Some(Resolved::Qualified(q)) => q,
-            Some(Resolved::Unimported(q)) => {
-                self.unimported(&sub.value, &q);
-                q
-            }
-            Some(Resolved::Unknown(n)) => {
-                self.report(
-                    Code::UnknownType,
-                    &sub.value,
-                    format!("unknown type `{n}`"),
-                    Some("import it from `typing`"),
-                );
-                return None;
-            }
-            _ => {
-                self.report(
-                    Code::UnsupportedType,
-                    expr,
-                    "generic classes defined in this file are not supported".into(),
-                    None,
-                );
-                return None;
-            }
-        };
-        let short = q.rsplit('.').next().unwrap_or(&q).to_string();
-        let arity = |this: &mut Self, n: usize| -> Option<()> {
-            if args.len() == n {
-                return Some(());
-            }
-            this.report(
-                Code::InvalidAnnotation,
-                expr,
-                format!("`{short}` takes {n} type argument(s), got {}", args.len()),
-                None,
-            );
-            None
-        };
-        match q.as_str() {
-            "typing.Optional" | "typing.Union" => {
-                let mut members = Vec::new();
-                self.union_members(expr, &mut members, depth)?;
-                self.members_nullable(&members, depth)
-            }
-            "typing.Annotated" => {
-                let (inner, desc, constraints) = self.unwrap_annotated(expr, depth)?;
-                let mut schema = self.map(inner, depth + 1)?;
-                models::apply_constraints(&mut schema, &constraints);
-                if let (Some(d), Value::Object(o)) = (desc, &mut schema) {
-                    o.insert("description".into(), Value::String(d));
-                }
-                Some(schema)
-            }
-            "typing.Literal" => self.literal(expr, &args),
-            "builtins.list"
-            | "typing.List"
-            | "typing.Sequence"
-            | "typing.MutableSequence"
-            | "typing.Iterable"
-            | "typing.Collection" => {
-                arity(self, 1)?;
-                let items = self.map(args[0], depth + 1)?;
-                Some(json!({"type": "array", "items": items}))
-            }
-            "builtins.set" | "builtins.frozenset" | "typing.Set" | "typing.FrozenSet"
-            | "typing.AbstractSet" | "typing.MutableSet" => {
-                arity(self, 1)?;
-                let items = self.map(args[0], depth + 1)?;
-                Some(json!({"type": "array", "items": items, "uniqueItems": true}))
-            }
-            "builtins.tuple" | "typing.Tuple" => self.tuple(expr, &args, depth),
-            "builtins.dict" | "typing.Dict" | "typing.Mapping" | "typing.MutableMapping" => {
-                arity(self, 2)?;
-                let key = self.map(args[0], depth + 1)?;
-                if key.get("type") != Some(&json!("string")) || key.get("enum").is_some() {
-                    self.report(
-                        Code::UnsupportedType,
-                        args[0],
-                        "dictionary keys must be `str`: JSON object keys are strings".into(),
-                        Some("use `dict[str, T]`, or a TypedDict / pydantic model for fixed keys"),
-                    );
-                    return None;
-                }
-                let value = self.map(args[1], depth + 1)?;
-                if value.as_object().is_some_and(|o| o.is_empty()) {
-                    Some(json!({"type": "object"}))
-                } else {
-                    Some(json!({"type": "object", "additionalProperties": value}))
-                }
-            }
-            "typing.Required" | "typing.NotRequired" | "typing.ReadOnly" => {
-                arity(self, 1)?;
-                self.map(args[0], depth + 1)
-            }
-            _ => {
-                self.report(
-                    Code::UnsupportedType,
-                    expr,
-                    format!("`{q}[...]` has no JSON Schema mapping"),
-                    Some("use list, set, tuple, dict, Optional, Union, Literal or Annotated"),
-                );
-                None
-            }
-        }
-    }
 }
 
-/// Stands for the `None` that `Optional[T]` adds.
-const NONE_MARK: &Expr = &Expr::Constant(ast::ExprConstant {
-    range: rustpython_parser::text_size::TextRange::new(
-        rustpython_parser::text_size::TextSize::new(0),
-        rustpython_parser::text_size::TextSize::new(0),
-    ),
-    value: Constant::None,
-    kind: None,
-});
+/// An annotation with its `Annotated[...]` metadata taken off.
+pub(crate) struct Unwrapped<'e> {
+    /// The type.
+    pub inner: &'e Expr,
+    /// From a string or `Field(description=...)`.
+    pub description: Option<String>,
+    /// From `Field(ge=..., ...)`, as JSON Schema keywords.
+    pub constraints: Map<String, Value>,
+    /// From `Field(default=...)` or `Field(default_factory=...)`: `Some(None)` when the
+    /// default is not a literal.
+    pub default: Option<Option<Value>>,
+}
 
-fn is_none(e: &Expr) -> bool {
-    matches!(e, Expr::Constant(c) if matches!(c.value, Constant::None))
+/// The members of a union: its types, and whether `None` is among them.
+#[derive(Default)]
+struct Members<'e> {
+    types: Vec<&'e Expr>,
+    none: bool,
 }
 
 /// The arguments of a subscript: `X[a, b]` -> `[a, b]`; `X[a]` -> `[a]`.

@@ -203,6 +203,7 @@ mod tests {
                 "required": ["a"]
             }),
             returns: None,
+            injected: Vec::new(),
         };
         let mut args = json!({"a": null, "top": null, "maybe": null})
             .as_object()

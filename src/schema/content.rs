@@ -4,9 +4,9 @@
 //! image, and lists or unions of them), whose return annotation gives no `outputSchema`
 //! (the result is content blocks, not structured data).
 
-use rustpython_parser::ast::{self, Expr};
+use ruff_python_ast::{self as ast, Expr};
 
-use super::source::{Module, Resolved};
+use super::module::{Module, Resolved};
 
 /// Where the MCP SDKs' and Warden's own names are importable from, in the guest.
 const HOMES: &[&str] = &[
@@ -19,13 +19,19 @@ const HOMES: &[&str] = &[
 ];
 
 /// Whether `annotation` names a FastMCP-style `Context` (imported from one of the SDKs'
-/// paths or `warden`, also as a string).
+/// paths or `warden`, also as a string, also generic: `Context[ServerSession, None]`).
 pub(crate) fn is_context(module: &Module<'_>, annotation: &Expr) -> bool {
+    // The generic form, `Context[ServerSession, None]`, is the same parameter.
+    let mut annotation = annotation;
+    while let Expr::Subscript(s) = annotation {
+        annotation = &s.value;
+    }
     match annotation {
-        Expr::Constant(c) => match &c.value {
-            ast::Constant::Str(s) => s.rsplit('.').next() == Some("Context"),
-            _ => false,
-        },
+        Expr::StringLiteral(s) => {
+            let text = s.value.to_str();
+            let head = text.split('[').next().unwrap_or(text).trim();
+            head.rsplit('.').next() == Some("Context")
+        }
         other => qualified(module, other).is_some_and(|q| {
             q.strip_suffix(".Context")
                 .is_some_and(|home| HOMES.contains(&home))
@@ -70,10 +76,7 @@ fn content_depth(module: &Module<'_>, annotation: &Expr, depth: u32) -> Option<b
         Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => {
             members_content(module, &[&*b.left, &*b.right], depth)
         }
-        Expr::Constant(c) => match &c.value {
-            ast::Constant::Ellipsis => Some(false),
-            _ => None,
-        },
+        Expr::EllipsisLiteral(_) => Some(false),
         other => {
             let q = qualified(module, other)?;
             if q == "builtins.str" {
@@ -101,6 +104,6 @@ fn members_content(module: &Module<'_>, members: &[&Expr], depth: u32) -> Option
 fn qualified(module: &Module<'_>, expr: &Expr) -> Option<String> {
     match module.resolve(expr)? {
         Resolved::Qualified(q) | Resolved::Unimported(q) => Some(q),
-        Resolved::Local(_) | Resolved::Unknown(_) => None,
+        Resolved::Local(_) | Resolved::Alias(_) | Resolved::Unknown(_) => None,
     }
 }

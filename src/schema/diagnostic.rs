@@ -42,7 +42,8 @@ pub enum Code {
     VariadicParameter,
     /// A positional-only parameter (before `/`) cannot be passed by name.
     PositionalOnlyParameter,
-    /// A parameter without a type annotation.
+    /// A parameter or return value without a type annotation (a warning: the type comes from
+    /// the docstring, else any JSON value).
     MissingAnnotation,
     /// A name in an annotation that is neither imported, built in nor defined in the file.
     UnknownType,

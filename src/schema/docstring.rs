@@ -5,7 +5,11 @@
 //! then a blank line and the rest of the text before the first section; a Google `Examples:`
 //! section is appended to it.
 
+mod types;
+
 use std::collections::HashMap;
+
+pub(crate) use types::type_expression;
 
 /// A documented parameter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +27,12 @@ pub(crate) struct Docstring {
     pub params: Vec<ParamDoc>,
     /// The `Returns` text.
     pub returns: Option<String>,
+    /// The type the docstring gives the return value (`Returns:` then `int: ...`,
+    /// `:rtype: int`, a NumPy `Returns` item), as written.
+    pub returns_type: Option<String>,
+    /// The type the docstring gives each parameter (`x (int): ...`, `x : int`,
+    /// `:type x: int`), as written; the first one wins.
+    types: HashMap<String, String>,
     /// Index in `params` of the first non-empty description of each name, so that looking up
     /// every parameter of a function (or field of a model) stays linear.
     described: HashMap<String, usize>,
@@ -33,6 +43,20 @@ impl Docstring {
     pub(crate) fn param(&self, name: &str) -> Option<&str> {
         let i = *self.described.get(name)?;
         self.params.get(i).map(|p| p.description.as_str())
+    }
+
+    /// The type the docstring gives parameter `name`, as written.
+    pub(crate) fn param_type(&self, name: &str) -> Option<&str> {
+        self.types.get(name).map(String::as_str)
+    }
+
+    fn typed(&mut self, name: &str, ty: &str) {
+        let ty = ty.trim();
+        if !ty.is_empty() {
+            self.types
+                .entry(name.trim_start_matches('*').to_string())
+                .or_insert_with(|| ty.to_string());
+        }
     }
 
     fn index(mut self) -> Self {
@@ -186,9 +210,14 @@ fn parse_google(lines: &[String]) -> Docstring {
         }
         let body = lines.get(start..end).unwrap_or(&[]);
         if GOOGLE_PARAMS.contains(&title) {
-            doc.params.extend(google_items(body));
+            for (param, ty) in google_items(body) {
+                if let Some(ty) = ty {
+                    doc.typed(&param.name, &ty);
+                }
+                doc.params.push(param);
+            }
         } else if GOOGLE_RETURNS.contains(&title) && doc.returns.is_none() {
-            doc.returns = google_returns(body);
+            (doc.returns, doc.returns_type) = google_returns(body);
         } else if GOOGLE_EXAMPLES.contains(&title) {
             examples = format!("{title}:\n{}", body.join("\n").trim_end());
         }
@@ -250,39 +279,64 @@ fn join_desc(first: &str, rest: &[String]) -> String {
     }
 }
 
-fn google_items(body: &[String]) -> Vec<ParamDoc> {
+/// The items of a Google section, with the type in parentheses (`x (int): ...`).
+fn google_items(body: &[String]) -> Vec<(ParamDoc, Option<String>)> {
     items(body)
         .into_iter()
         .filter_map(|(head, rest)| {
             let (left, desc) = split_colon(&head)?;
-            let name = left.split('(').next().unwrap_or("").trim();
-            let name = name.trim_start_matches('*');
-            (!name.is_empty() && !name.contains(' ')).then(|| ParamDoc {
-                name: name.to_string(),
-                description: join_desc(desc, &rest),
+            let (name, ty) = match left.split_once('(') {
+                Some((name, ty)) => (name, ty.rsplit_once(')').map(|(ty, _)| ty.to_string())),
+                None => (left, None),
+            };
+            let name = name.trim().trim_start_matches('*');
+            (!name.is_empty() && !name.contains(' ')).then(|| {
+                let doc = ParamDoc {
+                    name: name.to_string(),
+                    description: join_desc(desc, &rest),
+                };
+                (doc, ty)
             })
         })
         .collect()
 }
 
-fn google_returns(body: &[String]) -> Option<String> {
+/// The text and the type of a Google `Returns:` section (`int: the count`).
+fn google_returns(body: &[String]) -> (Option<String>, Option<String>) {
     let text = dedent_join(body);
     if text.is_empty() {
-        return None;
+        return (None, None);
     }
     let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
-    let first = match split_colon(first) {
-        Some((ty, desc)) if !ty.trim().contains(' ') || ty.contains('[') => desc.trim(),
-        _ => first.trim(),
+    let (first, ty) = match split_colon(first) {
+        Some((ty, desc)) if !ty.trim().contains(' ') || ty.contains('[') => {
+            (desc.trim(), Some(ty.trim().to_string()))
+        }
+        // A section of one word and nothing else (`Returns:` then `int`) names the type.
+        _ if rest.trim().is_empty() && looks_like_a_type(first) => {
+            (first.trim(), Some(first.trim().to_string()))
+        }
+        _ => (first.trim(), None),
     };
     let rest = rest.trim();
-    Some(if rest.is_empty() {
+    let text = if rest.is_empty() {
         first.to_string()
     } else if first.is_empty() {
         rest.to_string()
     } else {
         format!("{first}\n{rest}")
-    })
+    };
+    (Some(text), ty)
+}
+
+/// Whether a docstring's word reads as a type (`int`, `list[str]`, `Optional[int]`) rather
+/// than prose.
+fn looks_like_a_type(text: &str) -> bool {
+    let t = text.trim();
+    !t.is_empty()
+        && !t.ends_with('.')
+        && (!t.contains(' ') || t.contains('['))
+        && t.chars().next().is_some_and(|c| c.is_alphabetic())
 }
 
 fn is_underline(line: &str) -> bool {
@@ -310,10 +364,11 @@ fn parse_numpy(lines: &[String]) -> Docstring {
         match title.as_str() {
             "Parameters" | "Other Parameters" | "Attributes" => {
                 for (head, rest) in items(body) {
-                    let names = head.split(':').next().unwrap_or("");
+                    let (names, ty) = head.split_once(':').unwrap_or((&head, ""));
                     for name in names.split(',') {
                         let name = name.trim().trim_start_matches('*');
                         if !name.is_empty() && !name.contains(' ') {
+                            doc.typed(name, ty);
                             doc.params.push(ParamDoc {
                                 name: name.to_string(),
                                 description: dedent_join(&rest),
@@ -323,7 +378,15 @@ fn parse_numpy(lines: &[String]) -> Docstring {
                 }
             }
             "Returns" | "Yields" if doc.returns.is_none() => {
-                let texts: Vec<String> = items(body)
+                let listed = items(body);
+                // `int` alone, or `count : int`, names the type of the (first) value.
+                if let Some((head, _)) = listed.first() {
+                    let ty = head.split_once(':').map_or(head.as_str(), |(_, ty)| ty);
+                    if looks_like_a_type(ty) {
+                        doc.returns_type = Some(ty.trim().to_string());
+                    }
+                }
+                let texts: Vec<String> = listed
                     .into_iter()
                     .map(|(head, rest)| {
                         let desc = dedent_join(&rest);
@@ -405,10 +468,18 @@ fn parse_sphinx(lines: &[String]) -> Docstring {
                 ]
                 .contains(kind) =>
             {
+                // `:param int x:` gives the type inline.
+                if let [_, ty @ .., _] = words.as_slice() {
+                    doc.typed(name, &ty.join(" "));
+                }
                 doc.params.push(ParamDoc {
                     name: name.trim_start_matches('*').to_string(),
                     description,
                 });
+            }
+            ["type", name] => doc.typed(name, &description),
+            ["rtype"] if doc.returns_type.is_none() => {
+                doc.returns_type = Some(description.trim().to_string());
             }
             [kind]
                 if ["returns", "return", "yields", "yield"].contains(kind)
@@ -482,6 +553,10 @@ fn parse_epydoc(lines: &[String]) -> Docstring {
                 name: name.trim_start_matches('*').to_string(),
                 description,
             }),
+            ["type", name] => doc.typed(name, &description),
+            ["rtype"] if doc.returns_type.is_none() => {
+                doc.returns_type = Some(description.trim().to_string());
+            }
             [kind]
                 if EPYDOC_RETURNS.contains(kind)
                     && doc.returns.is_none()

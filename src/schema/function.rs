@@ -3,15 +3,16 @@
 use super::content;
 use std::collections::HashSet;
 
-use rustpython_parser::ast::{self, Constant, Expr};
+use ruff_python_ast as ast;
 use serde_json::{Map, Value, json};
 
-use super::annotation::Mapper;
+use super::annotation::{Mapper, ParamType};
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
 use super::guard;
-use super::source::{self, FunctionRef, Module, span};
-use super::{DeriveOptions, ToolSchema};
+use super::module::{FunctionRef, Module};
+use super::source::{self, span};
+use super::{DeriveOptions, Injected, InjectedKind, ToolSchema};
 
 /// Most candidate functions named in a diagnostic.
 const MAX_LISTED: usize = 20;
@@ -123,11 +124,26 @@ fn select<'a>(
                 )
             });
     }
-    if let Some(f) = module
+    let last_named = |name: &str| module.functions.iter().rev().find(|f| f.name == name);
+    if let Some(f) = last_named(&opts.file_stem) {
+        return Ok(*f);
+    }
+    // `__all__ = ["tool"]`: the one name the file exports.
+    if let Some([only]) = module.all.as_deref()
+        && let Some(f) = last_named(only)
+    {
+        return Ok(*f);
+    }
+    // The one function a framework's decorator marks as a tool (a FastMCP server's
+    // `@mcp.tool()` beside its helpers and `@mcp.resource`s).
+    let decorated: HashSet<&str> = module
         .functions
         .iter()
-        .rev()
-        .find(|f| f.name == opts.file_stem)
+        .filter(|f| f.is_decorated_as_tool())
+        .map(|f| f.name)
+        .collect();
+    if let [only] = decorated.iter().collect::<Vec<_>>().as_slice()
+        && let Some(f) = last_named(only)
     {
         return Ok(*f);
     }
@@ -150,7 +166,7 @@ fn select<'a>(
                 opts.file_stem,
                 names(&public)
             ),
-            Some("choose one with the `function` option, name the file after the tool, or make helpers private with a leading `_`".into()),
+            Some("choose one with the `function` option, name the file after the tool, list it alone in `__all__`, or make helpers private with a leading `_`".into()),
         )),
     }
 }
@@ -165,7 +181,7 @@ fn unreachable_diag(index: &LineIndex<'_>) -> Diagnostic {
     )
 }
 
-fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
+fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
     let doc_text = source::docstring(f.body);
     let doc: Docstring = doc_text.map(docstring::parse).unwrap_or_default();
     let name_at = (f.range.0, f.range.0 + 3);
@@ -182,31 +198,37 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
         );
         mapper.diags.push(d);
     }
-    let mut properties = Map::new();
-    let mut required = Vec::new();
-    let mut names = HashSet::new();
+    // `def f[T: int](x: T)`: the type parameters stand for their bound, constraints or
+    // default (PEP 696) in the parameters and the return type.
+    if let Some(params) = f.type_params {
+        mapper.function_params(params);
+    }
+    let mut params = Params::default();
     let args = f.args;
     for (i, a) in args.posonlyargs.iter().enumerate() {
-        if i == 0 && matches!(a.def.arg.as_str(), "self" | "cls") {
+        if i == 0 && matches!(a.parameter.name.as_str(), "self" | "cls") {
             continue;
         }
         let d = mapper.index.diag(
             Severity::Error,
             Code::PositionalOnlyParameter,
-            span(&a.def),
+            span(&a.parameter),
             format!(
                 "parameter `{}` is positional-only, but tool arguments are passed by name",
-                a.def.arg
+                a.parameter.name
             ),
             Some("remove the `/` from the signature".into()),
         );
         mapper.diags.push(d);
     }
     for (i, a) in args.args.iter().enumerate() {
-        if i == 0 && args.posonlyargs.is_empty() && matches!(a.def.arg.as_str(), "self" | "cls") {
+        if i == 0
+            && args.posonlyargs.is_empty()
+            && matches!(a.parameter.name.as_str(), "self" | "cls")
+        {
             continue;
         }
-        parameter(mapper, &doc, a, &mut properties, &mut required, &mut names);
+        parameter(mapper, &doc, a, &mut params);
     }
     for (arg, star) in [(&args.vararg, "*"), (&args.kwarg, "**")] {
         if let Some(arg) = arg {
@@ -214,18 +236,18 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
                 Severity::Error,
                 Code::VariadicParameter,
                 span(&**arg),
-                format!("`{star}{}` cannot be described by a JSON Schema of named arguments", arg.arg),
+                format!("`{star}{}` cannot be described by a JSON Schema of named arguments", arg.name),
                 Some("replace it with named parameters, or a `list[...]` / `dict[str, ...]` parameter".into()),
             );
             mapper.diags.push(d);
         }
     }
     for a in &args.kwonlyargs {
-        parameter(mapper, &doc, a, &mut properties, &mut required, &mut names);
+        parameter(mapper, &doc, a, &mut params);
     }
     if let Some(text_expr) = f.body.first() {
         for p in &doc.params {
-            if !names.contains(&p.name)
+            if !params.names.contains(&p.name)
                 && p.name != "agent_state"
                 && !matches!(p.name.as_str(), "self" | "cls")
             {
@@ -246,8 +268,8 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
     let returns = returns(mapper, f, &doc);
     let mut parameters = json!({
         "type": "object",
-        "properties": properties,
-        "required": required,
+        "properties": params.properties,
+        "required": params.required,
         "additionalProperties": false,
     });
     attach_defs(&mut parameters, &mapper.defs);
@@ -259,63 +281,86 @@ fn build(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>) -> ToolSchema {
             .unwrap_or_else(|| NO_DESCRIPTION.to_string()),
         parameters,
         returns,
+        injected: params.injected,
     }
+}
+
+/// What the parameters read so far add up to.
+#[derive(Default)]
+struct Params {
+    properties: Map<String, Value>,
+    required: Vec<String>,
+    /// Every parameter name, in or out of the schema.
+    names: HashSet<String>,
+    injected: Vec<Injected>,
 }
 
 fn parameter(
     mapper: &mut Mapper<'_, '_>,
     doc: &Docstring,
-    a: &ast::ArgWithDefault,
-    properties: &mut Map<String, Value>,
-    required: &mut Vec<String>,
-    names: &mut HashSet<String>,
+    a: &ast::ParameterWithDefault,
+    params: &mut Params,
 ) {
-    let name = a.def.arg.to_string();
-    names.insert(name.clone());
+    let name = a.parameter.name.to_string();
+    params.names.insert(name.clone());
     if name == "agent_state" {
         let d = mapper.index.diag(
             Severity::Warning,
             Code::ReservedParameter,
-            span(&a.def),
+            span(&a.parameter),
             "`agent_state` is injected by Letta and is left out of the schema".to_string(),
             Some(
-                "Warden passes nothing for it; give it a default of None if the tool must run here"
+                "Warden passes the agent state the caller sends (the request's `agent_state` field), else None"
                     .into(),
             ),
         );
         mapper.diags.push(d);
+        params.injected.push(Injected {
+            name,
+            kind: InjectedKind::AgentState,
+        });
         return;
     }
     // A FastMCP-style `ctx: Context` is the guest's to pass, not the caller's.
-    if a.def
+    if a.parameter
         .annotation
         .as_deref()
         .is_some_and(|t| content::is_context(mapper.module, t))
     {
+        params.injected.push(Injected {
+            name,
+            kind: InjectedKind::Context,
+        });
         return;
     }
-    let Some(annotation) = a.def.annotation.as_deref() else {
-        let d = mapper.index.diag(
-            Severity::Error,
-            Code::MissingAnnotation,
-            span(&a.def),
-            format!("parameter `{name}` has no type annotation"),
-            Some(format!("annotate it, e.g. `{name}: str`")),
+    let pt = match a.parameter.annotation.as_deref() {
+        Some(annotation) => {
+            mapper.severity = Severity::Error;
+            let Some(pt) = mapper.param(annotation) else {
+                return;
+            };
+            pt
+        }
+        None => untyped_parameter(mapper, doc, &name, span(&a.parameter)),
+    };
+    if pt.field_default
+        && a.default.is_none()
+        && let Some(annotation) = a.parameter.annotation.as_deref()
+    {
+        mapper.warn(
+            Code::UnsupportedFieldOption,
+            annotation,
+            format!("the `Field` default of `{name}` is inside `Annotated`, so a call without `{name}` gets no default"),
+            Some("write the default after the annotation: `x: Annotated[T, Field(...)] = value`"),
         );
-        mapper.diags.push(d);
-        return;
-    };
-    mapper.severity = Severity::Error;
-    let Some(pt) = mapper.param(annotation) else {
-        return;
-    };
+    }
     let mut schema = pt.schema;
     let description = doc.param(&name).map(str::to_string).or(pt.description);
     if description.is_none() {
         let d = mapper.index.diag(
             Severity::Warning,
             Code::UndocumentedParameter,
-            span(&a.def),
+            span(&a.parameter),
             format!("parameter `{name}` has no description"),
             Some(format!("document it in the docstring (`Args:` then `{name}: ...`) or with `Annotated[T, \"...\"]`")),
         );
@@ -343,14 +388,114 @@ fn parameter(
         }
     }
     if a.default.is_none() && !pt.optional {
-        required.push(name.clone());
+        params.required.push(name.clone());
     }
-    properties.insert(name, schema);
+    params.properties.insert(name, schema);
+}
+
+/// A parameter without an annotation: the type its docstring gives (`x (int): ...`,
+/// `x : int`, `:type x: int`), else any JSON value; a warning either way, as Letta, OpenAI
+/// Agents and hand-written tools allow such parameters.
+fn untyped_parameter(
+    mapper: &mut Mapper<'_, '_>,
+    doc: &Docstring,
+    name: &str,
+    at: (usize, usize),
+) -> ParamType {
+    let from_doc = doc
+        .param_type(name)
+        .and_then(|text| Some((text, mapper.map_doc_type(text, at, |m, e| m.param(e))?)));
+    let (message, hint, pt) = match from_doc {
+        Some((text, pt)) => (
+            format!(
+                "parameter `{name}` has no type annotation; its type is taken from the docstring (`{text}`)"
+            ),
+            format!(
+                "annotate it (`{name}: {}`) so that Python and the schema agree",
+                docstring::type_expression(text)
+            ),
+            pt,
+        ),
+        None => (
+            format!("parameter `{name}` has no type annotation, so it accepts any JSON value"),
+            format!(
+                "annotate it, e.g. `{name}: str`, or give its type in the docstring (`{name} (str): ...`)"
+            ),
+            ParamType {
+                schema: json!({}),
+                optional: false,
+                description: None,
+                field_default: false,
+            },
+        ),
+    };
+    let d = mapper.index.diag(
+        Severity::Warning,
+        Code::MissingAnnotation,
+        at,
+        message,
+        Some(hint),
+    );
+    mapper.diags.push(d);
+    pt
+}
+
+/// A function without a return annotation: the type its docstring gives (`Returns:` then
+/// `int: ...`, `:rtype: int`, a NumPy `Returns` item), else no return schema (any value);
+/// a warning either way.
+fn untyped_returns(
+    mapper: &mut Mapper<'_, '_>,
+    f: &FunctionRef<'_>,
+    doc: &Docstring,
+) -> Option<Value> {
+    let at = (f.range.0, f.range.0 + 3);
+    let mapped = doc
+        .returns_type
+        .as_deref()
+        .and_then(|text| Some((text, mapper.map_doc_type(text, at, |m, e| m.map(e, 0))?)));
+    let (message, hint, schema) = match mapped {
+        Some((text, schema)) => (
+            format!(
+                "function `{}` has no return annotation; its return type is taken from the docstring (`{text}`)",
+                f.name
+            ),
+            format!(
+                "annotate it (`-> {}`) so that Python and the schema agree",
+                docstring::type_expression(text)
+            ),
+            Some(schema),
+        ),
+        None => (
+            format!(
+                "function `{}` has no return annotation, so its result may be any JSON value",
+                f.name
+            ),
+            "annotate it, e.g. `-> str`, or `-> None` when it returns nothing".to_string(),
+            None,
+        ),
+    };
+    let d = mapper.index.diag(
+        Severity::Warning,
+        Code::MissingAnnotation,
+        at,
+        message,
+        Some(hint),
+    );
+    mapper.diags.push(d);
+    // `None` in the docstring: no result, as `-> None`.
+    let mut schema = schema.filter(|s| s.get("type") != Some(&json!("null")))?;
+    if let (Some(d), Value::Object(o)) = (&doc.returns, &mut schema) {
+        o.insert("description".into(), Value::String(d.clone()));
+    }
+    attach_defs(&mut schema, &mapper.defs);
+    Some(schema)
 }
 
 fn returns(mapper: &mut Mapper<'_, '_>, f: &FunctionRef<'_>, doc: &Docstring) -> Option<Value> {
-    let r = f.returns?;
-    if matches!(r, Expr::Constant(c) if matches!(c.value, Constant::None)) {
+    let Some(r) = f.returns else {
+        return untyped_returns(mapper, f, doc);
+    };
+    if r.is_none_literal_expr() {
         return None;
     }
     // Images, audio, files and links are content blocks, not structured data.

@@ -1,26 +1,30 @@
 //! What analysing one untrusted file may cost, and the checks that hold it to that.
 //!
-//! `rustpython-parser` is a table-driven (LALRPOP) parser, so parsing itself does not recurse
-//! with the input; but the syntax tree it builds is a chain of `Box`es as deep as the source
-//! nests (`-----x`, `1+1+1`, `f()()()`, `elif` chains, anything inside an f-string, which the
-//! parser re-parses from the string's text), and dropping such a tree recurses once per level.
-//! The parser drops partial trees itself on a syntax error, so no walk of ours can come first.
-//! Hence three layers:
+//! Ruff's parser is a recursive-descent parser: it recurses once per nested bracket, once per
+//! operator whose operand it reads by calling itself (`- - -x`, `not not x`, `lambda: lambda:
+//! 1`, `a if b else c if d else e`, `2 ** 2 ** 2`, `await`, `yield`, `*`), and once per
+//! compound statement it finds inside another (also the ones written on one line, which it
+//! reads to recover from the syntax error). The tree it builds is a chain of `Box`es as deep as
+//! the source nests (`1+1+1` and `f()()()` are built by loops, but as deep trees), and dropping
+//! such a tree recurses once per level. Hence three layers:
 //!
-//! 1. Before parsing: the size cap ([`MAX_SOURCE`]) and CPython's own tokenizer limits (200
-//!    nested brackets, also counted inside f-strings, and 100 indentation levels). Brackets
-//!    bound the only recursion that runs *while* parsing (assignment and comprehension targets
-//!    are re-tagged recursively, ~400 bytes of stack per nested bracket).
+//! 1. Before parsing, on the lexer's tokens (the very tokens the parser reads; f-strings are
+//!    tokens too, their `{` brackets among them): the size cap ([`MAX_SOURCE`]), CPython's own
+//!    tokenizer limits (200 nested brackets, 100 indentation levels), and at most
+//!    [`MAX_SYNTAX_DEPTH`] such operators and statement keywords open at once (see [`Open`]).
+//!    Together they bound the parser's recursion, so parsing an accepted file cannot overflow.
 //! 2. The whole analysis runs on a thread whose stack holds the deepest tree the size cap
-//!    allows (see [`ANALYSIS_STACK_BYTES`]), so parsing and dropping any accepted-size file
+//!    allows (see [`ANALYSIS_STACK_BYTES`]), so building and dropping any accepted-size tree
 //!    cannot overflow, whatever its spelling.
 //! 3. After parsing: [`syntax_depth`] measures the tree without recursing and refuses it past
 //!    [`MAX_SYNTAX_DEPTH`], so the analysis proper only ever sees trees of sane depth.
 
 use bytesize::ByteSize;
-use rustpython_parser::Tok;
-use rustpython_parser::ast::{self, Expr, Pattern, Ranged, Stmt};
-use rustpython_parser::lexer::LexResult;
+use ruff_python_ast::AnyNodeRef;
+use ruff_python_ast::token::TokenKind;
+use ruff_python_ast::visitor::source_order::{SourceOrderVisitor, TraversalSignal};
+use ruff_python_parser::{Mode, lexer};
+use ruff_text_size::Ranged;
 
 /// Largest tool source analysed: 1 MiB, the same cap as a stored tool version. A larger file
 /// gets a `source-too-complex` diagnostic and no schema.
@@ -104,384 +108,341 @@ pub(crate) fn on_analysis_stack<T: Send>(work: impl FnOnce() -> T + Send) -> Res
     })
 }
 
-/// Checks the lexer's tokens against CPython's bracket and indentation limits, counting the
-/// brackets inside f-strings too (the parser re-parses their text).
-pub(crate) fn lexical_nesting(tokens: &[LexResult]) -> Result<(), TooComplex> {
-    let (mut brackets, mut indents) = (0usize, 0usize);
-    for (tok, range) in tokens.iter().flatten() {
-        let offset = usize::from(range.start());
-        let inner = match tok {
-            Tok::Lpar | Tok::Lsqb | Tok::Lbrace => {
-                brackets += 1;
-                0
+/// Refuses `source` (to be parsed in `mode`) when its tokens pass a bound the parser's
+/// recursion depends on: brackets, indentation, or the operators and keywords of [`Open`].
+pub(crate) fn lexical_nesting(source: &str, mode: Mode) -> Result<(), TooComplex> {
+    match first_excess(source, mode) {
+        None => Ok(()),
+        Some(what) => Err(TooComplex {
+            offset: culprit(source, mode),
+            what,
+        }),
+    }
+}
+
+/// The first bound the tokens of `source` pass, as a phrase, or `None`.
+fn first_excess(source: &str, mode: Mode) -> Option<String> {
+    let mut lexer = lexer::lex(source, mode);
+    let mut open = Open::default();
+    // Every token but the few the lexer adds at line ends and at the end (newlines,
+    // dedents) consumes source text: this bounds the loop whatever the lexer does.
+    let mut budget = source
+        .len()
+        .saturating_mul(4)
+        .saturating_add(4 * MAX_INDENT + 64);
+    loop {
+        let kind = lexer.next_token();
+        if kind == TokenKind::EndOfFile {
+            return None;
+        }
+        if budget == 0 {
+            return Some("its tokens could not be read to the end".into());
+        }
+        budget -= 1;
+        if let Some(what) = open.push(kind) {
+            return Some(what);
+        }
+    }
+}
+
+/// Byte offset of the token at which [`first_excess`] fails. Ruff's public lexer gives token
+/// kinds without positions, so this bisects for the shortest prefix of `source` that fails
+/// (a prefix lexes to the same tokens up to its cut); it runs only for a refused file, about
+/// 20 passes of the lexer.
+fn culprit(source: &str, mode: Mode) -> usize {
+    // Invariant: the prefix up to `lo` passes, the one up to `hi` fails.
+    let (mut lo, mut hi) = (0, source.len());
+    loop {
+        let mut mid = lo + (hi - lo) / 2;
+        while !source.is_char_boundary(mid) {
+            mid += 1;
+        }
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        match source.get(..mid) {
+            Some(prefix) if first_excess(prefix, mode).is_some() => hi = mid,
+            _ => lo = mid,
+        }
+    }
+    // The culprit token ends at `hi`: point at its start (a keyword's first letter).
+    let head = source.get(..hi).unwrap_or(source);
+    let word = head.trim_end_matches(is_word).len();
+    if word < head.len() {
+        word
+    } else {
+        head.char_indices().next_back().map_or(0, |(i, _)| i)
+    }
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// What is open while the tokens are read: brackets, indented blocks, and the constructs the
+/// parser reads by recursion.
+///
+/// A construct opens at its token (a prefix `-`, `+`, `~`, `*` or `not`, any `**`, `await`,
+/// `if`, `:=`, `lambda`, `yield`, and the keywords that start a compound statement) and stays
+/// open until its operand must have ended: at a comma of its bracket level (but not the comma
+/// of a `lambda`'s parameters or of a `yield`'s tuple), when its bracket closes, or at the end
+/// of the logical line. A semicolon ends nothing: the parser may read `if a: pass; if b: ...`
+/// as nested. The count is an upper bound of the parser's recursion, never less; an honest
+/// file stays far below [`MAX_SYNTAX_DEPTH`] (a table of 10,000 negative numbers has one
+/// open at a time).
+#[derive(Debug, Default)]
+pub(crate) struct Open {
+    /// The levels of the enclosing brackets, outermost first.
+    outer: Vec<Level>,
+    /// The innermost level.
+    current: Level,
+    /// Constructs open at every level together.
+    total: usize,
+    indents: usize,
+    /// Whether the last token ends an operand, so that a `-` or `not` after it is binary.
+    after_operand: bool,
+}
+
+/// The constructs open at one bracket level: `open`, of which `kept` survive a comma.
+#[derive(Debug, Default, Clone, Copy)]
+struct Level {
+    open: usize,
+    kept: usize,
+}
+
+impl Open {
+    /// Takes the next token; a phrase for "too complex" when it passes a bound.
+    pub(crate) fn push(&mut self, kind: TokenKind) -> Option<String> {
+        use TokenKind as T;
+        let excess = match kind {
+            T::Lpar | T::Lsqb | T::Lbrace => {
+                self.outer.push(std::mem::take(&mut self.current));
+                (self.outer.len() > MAX_BRACKETS)
+                    .then(|| format!("it nests more than {MAX_BRACKETS} brackets deep"))
             }
-            Tok::Rpar | Tok::Rsqb | Tok::Rbrace => {
-                brackets = brackets.saturating_sub(1);
-                0
+            T::Rpar | T::Rsqb | T::Rbrace => {
+                if let Some(outer) = self.outer.pop() {
+                    self.total -= self.current.open;
+                    self.current = outer;
+                }
+                None
             }
-            Tok::Indent => {
-                indents += 1;
-                0
+            T::Comma => {
+                self.total -= self.current.open - self.current.kept;
+                self.current.open = self.current.kept;
+                None
             }
-            Tok::Dedent => {
-                indents = indents.saturating_sub(1);
-                0
+            T::Newline => {
+                self.outer.clear();
+                self.current = Level::default();
+                self.total = 0;
+                None
             }
-            Tok::String { value, kind, .. } if kind.is_any_fstring() => text_brackets(value),
-            _ => 0,
+            T::Indent => {
+                self.indents += 1;
+                (self.indents > MAX_INDENT)
+                    .then(|| format!("it nests more than {MAX_INDENT} indented blocks deep"))
+            }
+            T::Dedent => {
+                self.indents = self.indents.saturating_sub(1);
+                None
+            }
+            T::Minus | T::Plus | T::Tilde | T::Star | T::Not if !self.after_operand => {
+                self.open(false)
+            }
+            T::Lambda | T::Yield => self.open(true),
+            T::DoubleStar
+            | T::Await
+            | T::If
+            | T::ColonEqual
+            | T::Elif
+            | T::Else
+            | T::While
+            | T::For
+            | T::With
+            | T::Try
+            | T::Except
+            | T::Finally
+            | T::Def
+            | T::Class
+            | T::Match
+            | T::Case => self.open(false),
+            _ => None,
         };
-        if brackets + inner > MAX_BRACKETS {
-            return Err(TooComplex {
-                offset,
-                what: format!("it nests more than {MAX_BRACKETS} brackets deep"),
-            });
+        if !matches!(kind, T::Comment | T::NonLogicalNewline) {
+            self.after_operand = matches!(
+                kind,
+                T::Name
+                    | T::Int
+                    | T::Float
+                    | T::Complex
+                    | T::String
+                    | T::FStringEnd
+                    | T::TStringEnd
+                    | T::Rpar
+                    | T::Rsqb
+                    | T::Rbrace
+                    | T::True
+                    | T::False
+                    | T::None
+                    | T::Ellipsis
+            );
         }
-        if indents > MAX_INDENT {
-            return Err(TooComplex {
-                offset,
-                what: format!("it nests more than {MAX_INDENT} indented blocks deep"),
-            });
-        }
+        excess
     }
-    Ok(())
-}
 
-/// Deepest bracket nesting in raw text (an f-string's), an upper bound of what its
-/// expressions nest: brackets inside nested string literals count too.
-fn text_brackets(text: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    for c in text.chars() {
-        match c {
-            '(' | '[' | '{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
-            _ => {}
+    /// Opens one construct; `kept` when a comma does not end it.
+    fn open(&mut self, kept: bool) -> Option<String> {
+        self.current.open += 1;
+        self.total += 1;
+        if kept {
+            self.current.kept = self.current.open;
         }
-    }
-    deepest
-}
-
-/// A node of the syntax tree that counts as one level.
-#[derive(Clone, Copy)]
-enum Node<'a> {
-    Stmt(&'a Stmt),
-    Expr(&'a Expr),
-    Pattern(&'a Pattern),
-}
-
-impl Node<'_> {
-    fn offset(self) -> usize {
-        let range = match self {
-            Node::Stmt(s) => s.range(),
-            Node::Expr(e) => e.range(),
-            Node::Pattern(p) => p.range(),
-        };
-        usize::from(range.start())
+        (self.total > MAX_SYNTAX_DEPTH)
+            .then(|| format!("it nests more than {MAX_SYNTAX_DEPTH} levels deep"))
     }
 }
 
-/// Refuses a module whose tree nests deeper than [`MAX_SYNTAX_DEPTH`].
-pub(crate) fn module_depth(body: &[Stmt]) -> Result<(), TooComplex> {
-    syntax_depth(body.iter().map(Node::Stmt).collect())
-}
-
-/// Refuses an expression (a string annotation) that nests deeper than [`MAX_SYNTAX_DEPTH`].
-pub(crate) fn expression_depth(expr: &Expr) -> Result<(), TooComplex> {
-    syntax_depth(vec![Node::Expr(expr)])
-}
-
-/// Depth-first walk with an explicit stack, so that measuring a tree of any depth cannot
-/// overflow; it stops at the first node past the bound.
-fn syntax_depth(roots: Vec<Node<'_>>) -> Result<(), TooComplex> {
-    let mut pending: Vec<(Node<'_>, usize)> = roots.into_iter().map(|n| (n, 1)).collect();
-    let mut children = Vec::new();
-    while let Some((node, depth)) = pending.pop() {
+/// Refuses a tree (a module's statements, or a string annotation's expression) that nests
+/// deeper than [`MAX_SYNTAX_DEPTH`] statements, expressions and patterns.
+pub(crate) fn syntax_depth<'a>(
+    roots: impl IntoIterator<Item = AnyNodeRef<'a>>,
+) -> Result<(), TooComplex> {
+    // Depth-first with an explicit stack, so that measuring a tree of any depth cannot
+    // overflow; it stops at the first node past the bound.
+    let mut pending: Vec<(AnyNodeRef<'a>, usize)> = roots.into_iter().map(|n| (n, 0)).collect();
+    let mut children = Children(Vec::new());
+    while let Some((node, above)) = pending.pop() {
+        let depth = above + usize::from(counts(node));
         if depth > MAX_SYNTAX_DEPTH {
             return Err(TooComplex {
-                offset: node.offset(),
+                offset: node.start().to_usize(),
                 what: format!("it nests more than {MAX_SYNTAX_DEPTH} levels deep"),
             });
         }
-        children_of(node, &mut children);
-        pending.extend(children.drain(..).map(|c| (c, depth + 1)));
+        node.visit_source_order(&mut children);
+        pending.extend(children.0.drain(..).map(|c| (c, depth)));
     }
     Ok(())
 }
 
-/// Every statement, expression and pattern directly below `node` (through the helper nodes
-/// that do not count as a level: arguments, keywords, comprehensions, handlers, ...).
-fn children_of<'a>(node: Node<'a>, out: &mut Vec<Node<'a>>) {
-    match node {
-        Node::Stmt(s) => stmt_children(s, out),
-        Node::Expr(e) => expr_children(e, out),
-        Node::Pattern(p) => pattern_children(p, out),
+/// Whether a node counts as a level: statements, expressions and patterns do; the helper
+/// nodes between them (arguments, keywords, comprehensions, handlers, ...) do not.
+fn counts(node: AnyNodeRef<'_>) -> bool {
+    node.is_statement() || node.is_expression() || node.is_pattern()
+}
+
+/// Collects the direct children of one node: Ruff's visitor calls `enter_node` for each, and
+/// `Skip` keeps it from descending.
+struct Children<'a>(Vec<AnyNodeRef<'a>>);
+
+impl<'a> SourceOrderVisitor<'a> for Children<'a> {
+    fn enter_node(&mut self, node: AnyNodeRef<'a>) -> TraversalSignal {
+        self.0.push(node);
+        TraversalSignal::Skip
     }
 }
 
-fn exprs<'a>(es: &'a [Expr], out: &mut Vec<Node<'a>>) {
-    out.extend(es.iter().map(Node::Expr));
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn stmts<'a>(ss: &'a [Stmt], out: &mut Vec<Node<'a>>) {
-    out.extend(ss.iter().map(Node::Stmt));
-}
-
-fn opt<'a>(e: &'a Option<Box<Expr>>, out: &mut Vec<Node<'a>>) {
-    if let Some(e) = e {
-        out.push(Node::Expr(e));
+    fn refusal(source: &str) -> Option<TooComplex> {
+        lexical_nesting(source, Mode::Module).err()
     }
-}
 
-fn arguments<'a>(a: &'a ast::Arguments, out: &mut Vec<Node<'a>>) {
-    for arg in a.posonlyargs.iter().chain(&a.args).chain(&a.kwonlyargs) {
-        opt(&arg.def.annotation, out);
-        opt(&arg.default, out);
+    #[test]
+    fn a_prefix_chain_past_the_bound_is_refused_at_the_first_operator_past_it() {
+        let head = "x = 1\ny = ";
+        let source = format!("{head}{}x\n", "-".repeat(MAX_SYNTAX_DEPTH + 10));
+        let refused = refusal(&source).expect("refused");
+        assert_eq!(refused.offset, head.len() + MAX_SYNTAX_DEPTH);
+        assert!(refused.what.contains("levels deep"), "{}", refused.what);
+        assert!(refusal(&format!("{head}{}x\n", "-".repeat(MAX_SYNTAX_DEPTH))).is_none());
     }
-    for arg in [&a.vararg, &a.kwarg].into_iter().flatten() {
-        opt(&arg.annotation, out);
-    }
-}
 
-fn type_params<'a>(ps: &'a [ast::TypeParam], out: &mut Vec<Node<'a>>) {
-    for p in ps {
-        if let ast::TypeParam::TypeVar(v) = p {
-            opt(&v.bound, out);
-        }
+    #[test]
+    fn a_keyword_culprit_is_pointed_at_by_its_first_letter() {
+        let source = format!("y = {}1\n", "lambda: ".repeat(MAX_SYNTAX_DEPTH + 1));
+        let refused = refusal(&source).expect("refused");
+        assert_eq!(refused.offset, "y = ".len() + 8 * MAX_SYNTAX_DEPTH);
     }
-}
 
-fn handlers<'a>(hs: &'a [ast::ExceptHandler], out: &mut Vec<Node<'a>>) {
-    for ast::ExceptHandler::ExceptHandler(h) in hs {
-        opt(&h.type_, out);
-        stmts(&h.body, out);
+    #[test]
+    fn a_comma_ends_what_is_open_but_not_a_lambdas_parameters() {
+        let table = format!("y = [{}]\n", "-1, ".repeat(3 * MAX_SYNTAX_DEPTH));
+        assert!(refusal(&table).is_none());
+        let lambdas = format!("y = {}1\n", "lambda a, b: ".repeat(MAX_SYNTAX_DEPTH + 1));
+        assert!(refusal(&lambdas).is_some());
+        let yields = format!(
+            "def f():\n    yield {}1\n",
+            "-1, yield ".repeat(MAX_SYNTAX_DEPTH)
+        );
+        assert!(refusal(&yields).is_some());
     }
-}
 
-fn with_items<'a>(items: &'a [ast::WithItem], out: &mut Vec<Node<'a>>) {
-    for item in items {
-        out.push(Node::Expr(&item.context_expr));
-        opt(&item.optional_vars, out);
+    #[test]
+    fn binary_operators_are_not_prefix_operators() {
+        let sum = format!("y = x{}\n", " - x".repeat(3 * MAX_SYNTAX_DEPTH));
+        assert!(refusal(&sum).is_none());
+        let membership = format!("y = a{}\n", " not in a".repeat(3 * MAX_SYNTAX_DEPTH));
+        assert!(refusal(&membership).is_none());
     }
-}
 
-fn generators<'a>(gs: &'a [ast::Comprehension], out: &mut Vec<Node<'a>>) {
-    for g in gs {
-        out.push(Node::Expr(&g.target));
-        out.push(Node::Expr(&g.iter));
-        exprs(&g.ifs, out);
+    #[test]
+    fn a_new_logical_line_closes_everything() {
+        let lines = "y = not -x if z else ~w\n".repeat(3 * MAX_SYNTAX_DEPTH);
+        assert!(refusal(&lines).is_none());
+        // Inside brackets a line break is not the end of a logical line.
+        let open = format!("y = ({}x)\n", "-\n".repeat(MAX_SYNTAX_DEPTH + 1));
+        assert!(refusal(&open).is_some());
     }
-}
 
-fn stmt_children<'a>(s: &'a Stmt, out: &mut Vec<Node<'a>>) {
-    match s {
-        Stmt::FunctionDef(f) => {
-            arguments(&f.args, out);
-            stmts(&f.body, out);
-            exprs(&f.decorator_list, out);
-            opt(&f.returns, out);
-            type_params(&f.type_params, out);
-        }
-        Stmt::AsyncFunctionDef(f) => {
-            arguments(&f.args, out);
-            stmts(&f.body, out);
-            exprs(&f.decorator_list, out);
-            opt(&f.returns, out);
-            type_params(&f.type_params, out);
-        }
-        Stmt::ClassDef(c) => {
-            exprs(&c.bases, out);
-            out.extend(c.keywords.iter().map(|k| Node::Expr(&k.value)));
-            stmts(&c.body, out);
-            exprs(&c.decorator_list, out);
-            type_params(&c.type_params, out);
-        }
-        Stmt::Return(r) => opt(&r.value, out),
-        Stmt::Delete(d) => exprs(&d.targets, out),
-        Stmt::Assign(a) => {
-            exprs(&a.targets, out);
-            out.push(Node::Expr(&a.value));
-        }
-        Stmt::TypeAlias(t) => {
-            out.push(Node::Expr(&t.name));
-            type_params(&t.type_params, out);
-            out.push(Node::Expr(&t.value));
-        }
-        Stmt::AugAssign(a) => {
-            out.push(Node::Expr(&a.target));
-            out.push(Node::Expr(&a.value));
-        }
-        Stmt::AnnAssign(a) => {
-            out.push(Node::Expr(&a.target));
-            out.push(Node::Expr(&a.annotation));
-            opt(&a.value, out);
-        }
-        Stmt::For(f) => {
-            out.push(Node::Expr(&f.target));
-            out.push(Node::Expr(&f.iter));
-            stmts(&f.body, out);
-            stmts(&f.orelse, out);
-        }
-        Stmt::AsyncFor(f) => {
-            out.push(Node::Expr(&f.target));
-            out.push(Node::Expr(&f.iter));
-            stmts(&f.body, out);
-            stmts(&f.orelse, out);
-        }
-        Stmt::While(w) => {
-            out.push(Node::Expr(&w.test));
-            stmts(&w.body, out);
-            stmts(&w.orelse, out);
-        }
-        Stmt::If(i) => {
-            out.push(Node::Expr(&i.test));
-            stmts(&i.body, out);
-            stmts(&i.orelse, out);
-        }
-        Stmt::With(w) => {
-            with_items(&w.items, out);
-            stmts(&w.body, out);
-        }
-        Stmt::AsyncWith(w) => {
-            with_items(&w.items, out);
-            stmts(&w.body, out);
-        }
-        Stmt::Match(m) => {
-            out.push(Node::Expr(&m.subject));
-            for case in &m.cases {
-                out.push(Node::Pattern(&case.pattern));
-                opt(&case.guard, out);
-                stmts(&case.body, out);
-            }
-        }
-        Stmt::Raise(r) => {
-            opt(&r.exc, out);
-            opt(&r.cause, out);
-        }
-        Stmt::Try(t) => {
-            stmts(&t.body, out);
-            handlers(&t.handlers, out);
-            stmts(&t.orelse, out);
-            stmts(&t.finalbody, out);
-        }
-        Stmt::TryStar(t) => {
-            stmts(&t.body, out);
-            handlers(&t.handlers, out);
-            stmts(&t.orelse, out);
-            stmts(&t.finalbody, out);
-        }
-        Stmt::Assert(a) => {
-            out.push(Node::Expr(&a.test));
-            opt(&a.msg, out);
-        }
-        Stmt::Expr(e) => out.push(Node::Expr(&e.value)),
-        Stmt::Import(_)
-        | Stmt::ImportFrom(_)
-        | Stmt::Global(_)
-        | Stmt::Nonlocal(_)
-        | Stmt::Pass(_)
-        | Stmt::Break(_)
-        | Stmt::Continue(_) => {}
+    #[test]
+    fn statements_written_on_one_line_count() {
+        let nested = format!("{}pass\n", "if x: ".repeat(MAX_SYNTAX_DEPTH + 1));
+        assert!(refusal(&nested).is_some());
+        let classes = format!("{}pass\n", "class C: ".repeat(MAX_SYNTAX_DEPTH + 1));
+        assert!(refusal(&classes).is_some());
     }
-}
 
-fn expr_children<'a>(e: &'a Expr, out: &mut Vec<Node<'a>>) {
-    match e {
-        Expr::BoolOp(b) => exprs(&b.values, out),
-        Expr::NamedExpr(n) => {
-            out.push(Node::Expr(&n.target));
-            out.push(Node::Expr(&n.value));
-        }
-        Expr::BinOp(b) => {
-            out.push(Node::Expr(&b.left));
-            out.push(Node::Expr(&b.right));
-        }
-        Expr::UnaryOp(u) => out.push(Node::Expr(&u.operand)),
-        Expr::Lambda(l) => {
-            arguments(&l.args, out);
-            out.push(Node::Expr(&l.body));
-        }
-        Expr::IfExp(i) => {
-            out.push(Node::Expr(&i.test));
-            out.push(Node::Expr(&i.body));
-            out.push(Node::Expr(&i.orelse));
-        }
-        Expr::Dict(d) => {
-            out.extend(d.keys.iter().flatten().map(Node::Expr));
-            exprs(&d.values, out);
-        }
-        Expr::Set(s) => exprs(&s.elts, out),
-        Expr::ListComp(c) => {
-            out.push(Node::Expr(&c.elt));
-            generators(&c.generators, out);
-        }
-        Expr::SetComp(c) => {
-            out.push(Node::Expr(&c.elt));
-            generators(&c.generators, out);
-        }
-        Expr::DictComp(c) => {
-            out.push(Node::Expr(&c.key));
-            out.push(Node::Expr(&c.value));
-            generators(&c.generators, out);
-        }
-        Expr::GeneratorExp(c) => {
-            out.push(Node::Expr(&c.elt));
-            generators(&c.generators, out);
-        }
-        Expr::Await(a) => out.push(Node::Expr(&a.value)),
-        Expr::Yield(y) => opt(&y.value, out),
-        Expr::YieldFrom(y) => out.push(Node::Expr(&y.value)),
-        Expr::Compare(c) => {
-            out.push(Node::Expr(&c.left));
-            exprs(&c.comparators, out);
-        }
-        Expr::Call(c) => {
-            out.push(Node::Expr(&c.func));
-            exprs(&c.args, out);
-            out.extend(c.keywords.iter().map(|k| Node::Expr(&k.value)));
-        }
-        Expr::FormattedValue(f) => {
-            out.push(Node::Expr(&f.value));
-            opt(&f.format_spec, out);
-        }
-        Expr::JoinedStr(j) => exprs(&j.values, out),
-        Expr::Attribute(a) => out.push(Node::Expr(&a.value)),
-        Expr::Subscript(s) => {
-            out.push(Node::Expr(&s.value));
-            out.push(Node::Expr(&s.slice));
-        }
-        Expr::Starred(s) => out.push(Node::Expr(&s.value)),
-        Expr::List(l) => exprs(&l.elts, out),
-        Expr::Tuple(t) => exprs(&t.elts, out),
-        Expr::Slice(s) => {
-            opt(&s.lower, out);
-            opt(&s.upper, out);
-            opt(&s.step, out);
-        }
-        Expr::Constant(_) | Expr::Name(_) => {}
+    #[test]
+    fn brackets_count_inside_f_strings() {
+        let deep = format!(
+            "y = f'{{{}1{}}}'\n",
+            "(".repeat(MAX_BRACKETS),
+            ")".repeat(MAX_BRACKETS)
+        );
+        let refused = refusal(&deep).expect("refused");
+        assert!(refused.what.contains("brackets"), "{}", refused.what);
+        assert_eq!(refused.offset, "y = f'{".len() + MAX_BRACKETS - 1);
+        let sane = format!("y = f'{{{}1{}}}'\n", "(".repeat(50), ")".repeat(50));
+        assert!(refusal(&sane).is_none());
     }
-}
 
-fn pattern_children<'a>(p: &'a Pattern, out: &mut Vec<Node<'a>>) {
-    match p {
-        Pattern::MatchValue(v) => out.push(Node::Expr(&v.value)),
-        Pattern::MatchSingleton(_) | Pattern::MatchStar(_) => {}
-        Pattern::MatchSequence(s) => out.extend(s.patterns.iter().map(Node::Pattern)),
-        Pattern::MatchMapping(m) => {
-            exprs(&m.keys, out);
-            out.extend(m.patterns.iter().map(Node::Pattern));
-        }
-        Pattern::MatchClass(c) => {
-            out.push(Node::Expr(&c.cls));
-            out.extend(c.patterns.iter().map(Node::Pattern));
-            out.extend(c.kwd_patterns.iter().map(Node::Pattern));
-        }
-        Pattern::MatchAs(a) => {
-            if let Some(p) = &a.pattern {
-                out.push(Node::Pattern(p));
-            }
-        }
-        Pattern::MatchOr(o) => out.extend(o.patterns.iter().map(Node::Pattern)),
+    #[test]
+    fn indentation_past_the_bound_is_refused() {
+        let deep: String = (0..=MAX_INDENT)
+            .map(|i| format!("{}if x:\n", " ".repeat(i)))
+            .collect::<String>()
+            + &" ".repeat(MAX_INDENT + 1)
+            + "pass\n";
+        let refused = refusal(&deep).expect("refused");
+        assert!(refused.what.contains("indented"), "{}", refused.what);
+    }
+
+    #[test]
+    fn tree_depth_counts_statements_expressions_and_patterns() {
+        let parse = |source: &str| {
+            ruff_python_parser::parse_module(source)
+                .expect("valid")
+                .into_syntax()
+                .body
+        };
+        // A sum is built by a loop, left-nested: one level per term, plus the statement.
+        let deep = parse(&format!("y = 1{}\n", "+1".repeat(MAX_SYNTAX_DEPTH)));
+        assert!(syntax_depth(deep.iter().map(AnyNodeRef::from)).is_err());
+        let sane = parse(&format!("y = 1{}\n", "+1".repeat(MAX_SYNTAX_DEPTH - 2)));
+        assert!(syntax_depth(sane.iter().map(AnyNodeRef::from)).is_ok());
     }
 }

@@ -1,7 +1,7 @@
 //! Python literals (defaults, `Literal[...]` values, enum members) as JSON values.
 
-use rustpython_parser::ast::{Constant, Expr, UnaryOp};
-use serde_json::{Map, Number, Value};
+use ruff_python_ast::{Expr, Number, UnaryOp};
+use serde_json::{Map, Number as JsonNumber, Value};
 
 /// The JSON value of a literal expression, or `None` when it is not a plain literal
 /// (a call, a name, bytes, a non-finite float, a dict with non-string keys, ...).
@@ -14,12 +14,8 @@ fn literal_depth(expr: &Expr, depth: u32) -> Option<Value> {
         return None;
     }
     match expr {
-        Expr::Constant(c) => constant(&c.value),
-        Expr::UnaryOp(u) if u.op == UnaryOp::USub => match &*u.operand {
-            Expr::Constant(c) => match constant(&c.value)? {
-                Value::Number(n) => negate(&n),
-                _ => None,
-            },
+        Expr::UnaryOp(u) if u.op == UnaryOp::USub => match scalar(&u.operand)? {
+            Value::Number(n) => negate(&n),
             _ => None,
         },
         Expr::List(l) => items(&l.elts, depth),
@@ -27,16 +23,17 @@ fn literal_depth(expr: &Expr, depth: u32) -> Option<Value> {
         Expr::Set(s) => items(&s.elts, depth),
         Expr::Dict(d) => {
             let mut map = Map::new();
-            for (k, v) in d.keys.iter().zip(&d.values) {
-                let Some(Value::String(key)) = k.as_ref().and_then(|k| literal_depth(k, depth + 1))
+            for item in &d.items {
+                let Some(Value::String(key)) =
+                    item.key.as_ref().and_then(|k| literal_depth(k, depth + 1))
                 else {
                     return None;
                 };
-                map.insert(key, literal_depth(v, depth + 1)?);
+                map.insert(key, literal_depth(&item.value, depth + 1)?);
             }
             Some(Value::Object(map))
         }
-        _ => None,
+        other => scalar(other),
     }
 }
 
@@ -47,31 +44,26 @@ fn items(elts: &[Expr], depth: u32) -> Option<Value> {
         .map(Value::Array)
 }
 
-/// A constant as JSON (`None` -> null); bytes, complex and `...` have no JSON form.
-pub(crate) fn constant(c: &Constant) -> Option<Value> {
-    match c {
-        Constant::None => Some(Value::Null),
-        Constant::Bool(b) => Some(Value::Bool(*b)),
-        Constant::Str(s) => Some(Value::String(s.clone())),
-        Constant::Int(i) => {
-            let text = i.to_string();
-            if let Ok(n) = text.parse::<i64>() {
-                Some(Value::Number(n.into()))
-            } else {
-                text.parse::<u64>().ok().map(|n| Value::Number(n.into()))
-            }
-        }
-        Constant::Float(f) => Number::from_f64(*f).map(Value::Number),
-        Constant::Tuple(items) => items
-            .iter()
-            .map(constant)
-            .collect::<Option<Vec<_>>>()
-            .map(Value::Array),
-        Constant::Bytes(_) | Constant::Complex { .. } | Constant::Ellipsis => None,
+/// A single constant as JSON (`None` -> null); bytes, complex numbers, `...` and f-strings
+/// have no JSON form.
+pub(crate) fn scalar(expr: &Expr) -> Option<Value> {
+    match expr {
+        Expr::NoneLiteral(_) => Some(Value::Null),
+        Expr::BooleanLiteral(b) => Some(Value::Bool(b.value)),
+        Expr::StringLiteral(s) => Some(Value::String(s.value.to_str().to_string())),
+        Expr::NumberLiteral(n) => match &n.value {
+            Number::Int(i) => i
+                .as_i64()
+                .map(|v| Value::Number(v.into()))
+                .or_else(|| i.as_u64().map(|v| Value::Number(v.into()))),
+            Number::Float(f) => JsonNumber::from_f64(*f).map(Value::Number),
+            Number::Complex { .. } => None,
+        },
+        _ => None,
     }
 }
 
-fn negate(n: &Number) -> Option<Value> {
+fn negate(n: &JsonNumber) -> Option<Value> {
     if let Some(i) = n.as_i64() {
         return i.checked_neg().map(|v| Value::Number(v.into()));
     }
@@ -79,7 +71,7 @@ fn negate(n: &Number) -> Option<Value> {
         return None;
     }
     n.as_f64()
-        .and_then(|f| Number::from_f64(-f))
+        .and_then(|f| JsonNumber::from_f64(-f))
         .map(Value::Number)
 }
 

@@ -6,14 +6,15 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rustpython_parser::ast::{self, Constant, Expr, Stmt};
+use ruff_python_ast::{self as ast, Expr, Stmt};
 use serde_json::{Map, Value, json};
 
 use super::annotation::{Mapper, slice_args};
 use super::diagnostic::Code;
 use super::docstring;
 use super::literal::{literal, values_enum};
-use super::source::{ClassKind, Resolved, docstring as body_docstring};
+use super::module::{ClassKind, Resolved};
+use super::source::docstring as body_docstring;
 
 /// What a `Field(...)` / `field(...)` call says.
 #[derive(Debug, Default)]
@@ -28,10 +29,10 @@ pub(crate) struct FieldCall {
 /// Reads `Field(default, *, description=..., ge=..., ...)` or `dataclasses.field(...)`.
 pub(crate) fn field_call(mapper: &mut Mapper<'_, '_>, call: &ast::ExprCall) -> FieldCall {
     let mut out = FieldCall::default();
-    if let Some(first) = call.args.first() {
+    if let Some(first) = call.arguments.args.first() {
         set_default(mapper, &mut out, first);
     }
-    for kw in &call.keywords {
+    for kw in &call.arguments.keywords {
         let Some(name) = kw.arg.as_ref().map(|a| a.as_str()) else {
             continue;
         };
@@ -70,7 +71,7 @@ fn put(out: &mut FieldCall, key: &str, v: Value) {
 }
 
 fn set_default(mapper: &mut Mapper<'_, '_>, out: &mut FieldCall, expr: &Expr) {
-    if matches!(expr, Expr::Constant(c) if matches!(c.value, Constant::Ellipsis)) {
+    if expr.is_ellipsis_literal_expr() {
         return;
     }
     out.has_default = true;
@@ -247,9 +248,9 @@ fn collect_fields(
             .unwrap_or_default();
         collect_fields(mapper, base, kind, &base_doc, fields, ok, depth + 1);
     }
-    let total = !class.keywords.iter().any(|k| {
+    let total = !class.keywords().iter().any(|k| {
         k.arg.as_ref().is_some_and(|a| a.as_str() == "total")
-            && matches!(&k.value, Expr::Constant(c) if matches!(c.value, Constant::Bool(false)))
+            && matches!(&k.value, Expr::BooleanLiteral(b) if !b.value)
     });
     for stmt in &class.body {
         let Stmt::AnnAssign(ann) = stmt else { continue };
@@ -309,13 +310,24 @@ fn field(
     {
         return Some(None);
     }
-    let (inner, ann_desc, mut constraints) = mapper.unwrap_annotated(annotation, 0)?;
+    let unwrapped = mapper.unwrap_annotated(annotation, 0)?;
+    let (inner, ann_desc, mut constraints) = (
+        unwrapped.inner,
+        unwrapped.description,
+        unwrapped.constraints,
+    );
     let mut schema = mapper.map(inner, 1)?;
     let mut call = FieldCall::default();
     match value {
         Some(Expr::Call(c)) if is_field_call(mapper, &c.func) => call = field_call(mapper, c),
         Some(v) => set_default(mapper, &mut call, v),
-        None => {}
+        // `x: Annotated[int, Field(default=3)]`: Pydantic applies that default.
+        None => {
+            if let Some(default) = unwrapped.default {
+                call.has_default = true;
+                call.default = default;
+            }
+        }
     }
     constraints.extend(std::mem::take(&mut call.constraints));
     apply_constraints(&mut schema, &constraints);

@@ -237,7 +237,7 @@ fn schema_exports_every_format() {
 #[test]
 fn validate_reports_problems_in_compiler_style() {
     let bad = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/schema/err_missing_annotation.py");
+        .join("tests/fixtures/schema/err_unknown_type.py");
     let o = warden(&["validate", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);

@@ -2,25 +2,20 @@
 
 use std::collections::HashSet;
 
-use rustpython_parser::ast::{Constant, Expr};
+use ruff_python_ast::Expr;
 use serde_json::{Value, json};
 
 use super::{Mapper, slice_args};
 use crate::schema::diagnostic::Code;
-use crate::schema::literal::{constant, values_enum};
+use crate::schema::literal::{literal, values_enum};
 
 impl Mapper<'_, '_> {
     pub(crate) fn tuple(&mut self, expr: &Expr, args: &[&Expr], depth: u32) -> Option<Value> {
-        if let [item, Expr::Constant(c)] = args
-            && matches!(c.value, Constant::Ellipsis)
-        {
+        if let [item, Expr::EllipsisLiteral(_)] = args {
             let items = self.map(item, depth + 1)?;
             return Some(json!({"type": "array", "items": items}));
         }
-        if args
-            .iter()
-            .any(|a| matches!(a, Expr::Constant(c) if matches!(c.value, Constant::Ellipsis)))
-        {
+        if args.iter().any(|a| a.is_ellipsis_literal_expr()) {
             self.report(
                 Code::InvalidAnnotation,
                 expr,
@@ -43,8 +38,11 @@ impl Mapper<'_, '_> {
         let mut seen = HashSet::new();
         for a in args {
             let v = match a {
-                Expr::Constant(c) if !matches!(c.value, Constant::Bytes(_)) => constant(&c.value),
-                Expr::UnaryOp(_) => crate::schema::literal::literal(a),
+                Expr::NoneLiteral(_)
+                | Expr::BooleanLiteral(_)
+                | Expr::StringLiteral(_)
+                | Expr::NumberLiteral(_)
+                | Expr::UnaryOp(_) => literal(a),
                 Expr::Subscript(s)
                     if self.qualified(&s.value).as_deref() == Some("typing.Literal") =>
                 {

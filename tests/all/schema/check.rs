@@ -19,7 +19,8 @@ fn check_reports_all_problems_at_once() {
 
 #[test]
 fn check_warns_when_schema_is_not_strict_compliant() {
-    let src = "def tool(a: int = 1):\n    \"\"\"Go.\n\n    Args:\n        a: A.\n    \"\"\"\n";
+    let src =
+        "def tool(a: int = 1) -> int:\n    \"\"\"Go.\n\n    Args:\n        a: A.\n    \"\"\"\n";
     let diags = check(src, &opts("tool"));
     assert_eq!(diags.len(), 1, "{diags:?}");
     assert_eq!(diags[0].code, Code::NotStrictCompliant);
@@ -35,8 +36,35 @@ fn check_warns_when_schema_is_not_strict_compliant() {
 
 #[test]
 fn clean_tool_has_no_diagnostics() {
-    let src = "def tool(a: int):\n    \"\"\"Go.\n\n    Args:\n        a: A.\n    \"\"\"\n";
+    let src = "def tool(a: int) -> int:\n    \"\"\"Go.\n\n    Args:\n        a: A.\n    \"\"\"\n";
     assert!(check(src, &opts("tool")).is_empty());
+}
+
+#[test]
+fn missing_annotations_are_warnings_that_say_what_the_schema_assumed() {
+    let src = "def tool(a, b):\n    \"\"\"Go.\n\n    Args:\n        a (int): A.\n        b: B.\n    \"\"\"\n";
+    let diags = check(src, &opts("tool"));
+    let missing: Vec<&str> = diags
+        .iter()
+        .filter(|d| d.code == Code::MissingAnnotation)
+        .map(|d| d.message.as_str())
+        .collect();
+    assert!(
+        diags.iter().all(|d| d.severity == Severity::Warning),
+        "{diags:?}"
+    );
+    assert_eq!(missing.len(), 3, "{missing:?}");
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.contains("`a`") && m.contains("docstring (`int`)"))
+    );
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.contains("`b`") && m.contains("any JSON value"))
+    );
+    assert!(missing.iter().any(|m| m.contains("no return annotation")));
 }
 
 #[test]

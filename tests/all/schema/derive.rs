@@ -92,7 +92,7 @@ fn deeply_nested_source_is_rejected_without_crashing() {
 
 #[test]
 fn error_message_is_lower_case_and_says_what_to_do() {
-    let err = derive("def tool(x):\n    pass\n", &opts("tool")).unwrap_err();
+    let err = derive("def tool(x: Frobnicator):\n    pass\n", &opts("tool")).unwrap_err();
     let text = err.to_string();
     assert!(text.starts_with("no schema can be derived"), "{text}");
     assert!(text.contains("fix the reported errors"), "{text}");

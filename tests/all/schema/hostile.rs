@@ -84,6 +84,7 @@ fn hostile(n: usize) -> Vec<(&'static str, String, Expect)> {
             format!("{TOOL}async def g():\n    {}x\n", "await ".repeat(n)),
             AnyError,
         ),
+        // Past the size cap (within it, a chain is flat: the parser keeps `elif`s in a list).
         (
             "elif chain",
             format!("{TOOL}if x:\n    pass\n{}", "elif x:\n    pass\n".repeat(n)),
@@ -272,6 +273,16 @@ fn hostile_sources_at_the_size_cap_get_diagnostics_not_crashes() {
         (
             "elif chain",
             format!("{TOOL}if x:\n pass\n{}", "elif x:pass\n".repeat(room / 12)),
+            Expect::Schema,
+        ),
+        (
+            "binary sum",
+            format!("{TOOL}y = 1{}\n", "+1".repeat(room / 2)),
+            Expect::TooComplex,
+        ),
+        (
+            "lambda chain with parameters",
+            format!("{TOOL}y = {}1\n", "lambda a, b: ".repeat(room / 13)),
             Expect::TooComplex,
         ),
     ];
@@ -315,6 +326,15 @@ fn deep_but_sane_code_still_derives() {
         format!("{TOOL}y = a{}\n", ".b".repeat(1000)),
         format!("{TOOL}y = {}x\n", "not ".repeat(1000)),
         format!("{TOOL}y = f\"{{{}x}}\"\n", "-".repeat(1000)),
+        // Operators end at a comma: a table of negative numbers has one open at a time.
+        format!("{TOOL}TABLE = [{}]\n", "-1.5, ".repeat(10_000)),
+        format!(
+            "{TOOL}HANDLERS = {{{}}}\n",
+            (0..1000)
+                .map(|i| format!("'k{i}': lambda v: -v, "))
+                .collect::<String>()
+        ),
+        format!("{TOOL}y = {}0\n", "1 if x else ".repeat(300)),
         (0..90)
             .map(|i| format!("{}if x:\n", "    ".repeat(i)))
             .collect::<String>()
@@ -324,6 +344,95 @@ fn deep_but_sane_code_still_derives() {
     ];
     for source in &sane {
         assert_eq!(derive_ok(source).schema.name, "tool");
+    }
+}
+
+/// Every spelling the parser might read by recursion, and some it reads by loops, each
+/// repeated to fill the size cap, as a statement and as an operand.
+const REPEATED: &[&str] = &[
+    "-",
+    "+",
+    "~",
+    "not ",
+    "*",
+    "**",
+    "await ",
+    "yield ",
+    "yield from ",
+    "lambda: ",
+    "lambda a, b=1: ",
+    "lambda *a: ",
+    "x if y else ",
+    "2 ** ",
+    "-x ** ",
+    "x := ",
+    "(",
+    "[",
+    "{",
+    "f'{",
+    "f\"{x:{",
+    "t'{",
+    "rb'{",
+    "@",
+    "@d\n",
+    "if x: ",
+    "while x: ",
+    "for x in y: ",
+    "with x: ",
+    "try: ",
+    "class C: ",
+    "def f(): ",
+    "async def f(): ",
+    "match x:\n case 1: ",
+    "case 1: ",
+    "else: ",
+    "elif x: ",
+    "except: ",
+    "finally: ",
+    "x.",
+    "x[0]",
+    "x()",
+    "1 + ",
+    "a and ",
+    "a < ",
+    "return ",
+    "del ",
+    "assert ",
+    "raise ",
+    "global x; ",
+    "pass; ",
+    "x = ",
+    "x += ",
+    "*a, ",
+    "a, ",
+    "print(x) if x else ",
+    "\\\n",
+    "import ",
+    "from ",
+    " ",
+    "\t",
+    "#",
+    "'",
+    "\"\"\"",
+    "a not in ",
+    "a is not ",
+    "type X = ",
+    "def f[T](): ",
+    "\n ",
+];
+
+#[test]
+fn any_spelling_repeated_to_the_size_cap_gets_a_schema_or_diagnostics() {
+    let room = usize::try_from(MAX_SOURCE.as_u64()).unwrap() - TOOL.len() - 32;
+    for piece in REPEATED {
+        let many = piece.repeat(room / piece.len() - 8);
+        for source in [format!("{TOOL}{many}x\n"), format!("{TOOL}y = {many}x\n")] {
+            // A crash (a stack overflow) would end the whole test binary here.
+            let derived = derive(&source, &opts("tool"));
+            if let Err(e) = &derived {
+                assert!(!e.diagnostics().is_empty(), "{piece:?}");
+            }
+        }
     }
 }
 
