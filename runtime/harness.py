@@ -192,7 +192,8 @@ def _warden_call():
     try:
         for parameter, annotation in function.__annotations__.items():
             if annotation is _CONTEXT or (
-                type(annotation) is str and annotation.rsplit(".", 1)[-1] == "Context"
+                type(annotation) is str
+                and annotation.split("[", 1)[0].rsplit(".", 1)[-1].strip() == "Context"
             ):
                 if parameter != "return":
                     arguments[parameter] = _CONTEXT()

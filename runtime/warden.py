@@ -369,6 +369,10 @@ class Context:
     request_id = None
     client_id = None
 
+    def __class_getitem__(cls, item):
+        # `Context[ServerSession, None]`, the SDK's generic form, is the same context.
+        return cls
+
     def report_progress(self, progress_value=None, total=None, message=None, **kw):
         progress(kw.get("progress", progress_value), total, message)
         return _DONE
@@ -459,6 +463,12 @@ def _install_compat(sys):
     sys.modules["fastmcp.utilities.types"] = utilities
     mcp, server = make("mcp"), make("mcp.server")
     mcp.__path__, server.__path__ = [], []
+    # For annotations only (`Context[ServerSession, None]`): Warden's context has no
+    # session to hand out.
+    session = make("mcp.server.session")
+    session.ServerSession = type("ServerSession", (), {"__module__": "mcp.server.session"})
+    server.session = session
+    sys.modules.setdefault("mcp.server.session", session)
     mcp.server = server
     server.fastmcp = sys.modules["mcp.server.fastmcp"]
     server.mcpserver = sys.modules["mcp.server.mcpserver"]

@@ -641,3 +641,29 @@ async fn as_many_concurrent_calls_as_instances_all_run() {
         assert_eq!(result.status, Status::Ok, "{result:?}");
     }
 }
+
+/// The MCP SDK's generic context, `ctx: Context[ServerSession, None]` (also written as a
+/// string), is the guest's to pass: the tool runs and reports progress through it.
+#[tokio::test]
+async fn a_generic_fastmcp_context_is_passed_by_the_guest() {
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/schema/fastmcp_generic_context.py"),
+    )
+    .unwrap();
+    let quoted = source.replace(
+        "ctx: Context[ServerSession, None]",
+        "ctx: \"Context[ServerSession, None]\"",
+    );
+    for source in [source, quoted] {
+        let r = Run::new(
+            "fastmcp_generic_context.py",
+            "fastmcp_generic_context",
+            json!({"urls": ["a", "bb"]}),
+        )
+        .source(source)
+        .call()
+        .await;
+        assert_eq!(ok_value(&r), &json!({"a": 2, "bb": 4}));
+    }
+}
