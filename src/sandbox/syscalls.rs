@@ -370,12 +370,10 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
             Box::new(async move {
                 with_guest(&mut caller, async |ctx, ledger, mem| {
                     let target = GuestPtr::<str>::new((path as u32, path_len as u32));
-                    let freed = freed_by_removing(ctx, ledger, mem, dirfd, target).await;
-                    let code = p1::path_unlink_file(ctx, mem, dirfd, path, path_len).await?;
-                    if code == 0 {
-                        ledger.freed(freed);
-                    }
-                    Ok(code)
+                    removing(ctx, ledger, mem, dirfd, target, async |ctx, mem| {
+                        p1::path_unlink_file(ctx, mem, dirfd, path, path_len).await
+                    })
+                    .await
                 })
                 .await
             })
@@ -394,14 +392,10 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     }
                     // A file renamed over another frees what the other held.
                     let target = GuestPtr::<str>::new((new as u32, new_len as u32));
-                    let freed = freed_by_removing(ctx, ledger, mem, new_fd, target).await;
-                    let code =
-                        p1::path_rename(ctx, mem, old_fd, old, old_len, new_fd, new, new_len)
-                            .await?;
-                    if code == 0 {
-                        ledger.freed(freed);
-                    }
-                    Ok(code)
+                    removing(ctx, ledger, mem, new_fd, target, async |ctx, mem| {
+                        p1::path_rename(ctx, mem, old_fd, old, old_len, new_fd, new, new_len).await
+                    })
+                    .await
                 })
                 .await
             })
@@ -575,6 +569,24 @@ async fn resize(
     let code = change(ctx, mem).await?;
     if code == 0 {
         ledger.wrote(id, growth, size, end);
+    }
+    Ok(code)
+}
+
+/// Runs `remove` (an unlink, or a rename over `path`), giving back to the scratch folder
+/// what the file at `path` beneath `dirfd` held, once it is gone.
+async fn removing(
+    ctx: &mut WasiP1Ctx,
+    ledger: &mut FileLedger,
+    mem: &mut GuestMemory<'_>,
+    dirfd: i32,
+    path: GuestPtr<str>,
+    remove: impl AsyncFnOnce(&mut WasiP1Ctx, &mut GuestMemory<'_>) -> wasmtime::Result<i32>,
+) -> wasmtime::Result<i32> {
+    let freed = freed_by_removing(ctx, ledger, mem, dirfd, path).await;
+    let code = remove(ctx, mem).await?;
+    if code == 0 {
+        ledger.freed(freed);
     }
     Ok(code)
 }

@@ -429,6 +429,17 @@ fn untyped_parameter(
             },
         ),
     };
+    missing_annotation(mapper, at, message, hint);
+    pt
+}
+
+/// The `missing-annotation` warning at `at`.
+fn missing_annotation(
+    mapper: &mut Mapper<'_, '_>,
+    at: (usize, usize),
+    message: String,
+    hint: String,
+) {
     let d = mapper.index.diag(
         Severity::Warning,
         Code::MissingAnnotation,
@@ -437,7 +448,6 @@ fn untyped_parameter(
         Some(hint),
     );
     mapper.diags.push(d);
-    pt
 }
 
 /// A function without a return annotation: the type its docstring gives (`Returns:` then
@@ -474,14 +484,7 @@ fn untyped_returns(
             None,
         ),
     };
-    let d = mapper.index.diag(
-        Severity::Warning,
-        Code::MissingAnnotation,
-        at,
-        message,
-        Some(hint),
-    );
-    mapper.diags.push(d);
+    missing_annotation(mapper, at, message, hint);
     // `None` in the docstring: no result, as `-> None`.
     let mut schema = schema.filter(|s| s.get("type") != Some(&json!("null")))?;
     if let (Some(d), Value::Object(o)) = (&doc.returns, &mut schema) {
