@@ -3,7 +3,8 @@
 # importing it costs a call nothing. It also defines thin stand-ins for the import paths
 # of the MCP Python SDKs (`mcp.server.fastmcp`, `mcp.server.mcpserver`, `fastmcp`), so
 # FastMCP-style tools run unchanged (the real packages need Pydantic, which cannot load
-# in the guest).
+# in the guest), and for agent frameworks' tool decorators (LangChain, smolagents,
+# CrewAI, Strands, OpenAI Agents, Google ADK), used when a tool's packages lack them.
 #
 # Nothing here is trusted by the host: a progress report or a log record is one frame
 # through the runtime's door (`_host.call`), which the host checks, orders, rate-limits
@@ -441,8 +442,82 @@ class FastMCP:
         return None
 
 
+def _framework_tool(*args, **kwargs):
+    """An agent framework's tool decorator, as the guest needs it: the function itself.
+    `@tool`, `@tool("name", ...)`, `@tool(parse_docstring=True)`, `tool(func)`; the
+    name, description and schema come from the source, read by the host."""
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return args[0]
+
+    def decorate(function):
+        return function
+
+    return decorate
+
+
+class _FrameworkTool:
+    """A framework's tool class (`BaseTool`, `StructuredTool`, `FunctionTool`, ...): a
+    base to subclass, or a wrapper of a function (the function stays callable by name)."""
+
+    def __init__(self, *args, **kwargs):
+        self.func = kwargs.get("func") or (args[0] if args and callable(args[0]) else None)
+
+    @classmethod
+    def from_function(cls, func=None, *args, **kwargs):
+        return cls(func=func)
+
+    def __call__(self, *args, **kwargs):
+        if self.func is None:
+            raise TypeError("this tool wraps no function")
+        return self.func(*args, **kwargs)
+
+
+# Modules of agent frameworks whose tool decorators tools import (the packages
+# themselves need Pydantic 2 and more, which cannot load in the guest): module name,
+# then what it holds. Used only when the tool's own packages do not have the module.
+_FRAMEWORKS = {
+    "langchain_core": {},
+    "langchain_core.tools": {"tool": _framework_tool, "BaseTool": _FrameworkTool,
+                             "StructuredTool": _FrameworkTool},
+    "langchain": {},
+    "langchain.tools": {"tool": _framework_tool, "BaseTool": _FrameworkTool,
+                        "StructuredTool": _FrameworkTool},
+    "langchain.agents": {"tool": _framework_tool},
+    "smolagents": {"tool": _framework_tool},
+    "crewai": {},
+    "crewai.tools": {"tool": _framework_tool, "BaseTool": _FrameworkTool},
+    "strands": {"tool": _framework_tool},
+    "agents": {"function_tool": _framework_tool},
+    "google": {},
+    "google.adk": {},
+    "google.adk.tools": {"FunctionTool": _FrameworkTool},
+}
+
+
+class _FrameworkFinder:
+    """The last finder on `sys.meta_path`: a framework module the tool imports and its
+    packages lack becomes a stand-in holding its tool decorator."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _FRAMEWORKS:
+            return None
+        import importlib.machinery
+
+        is_package = any(other.startswith(name + ".") for other in _FRAMEWORKS)
+        return importlib.machinery.ModuleSpec(name, self, is_package=is_package)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__dict__.update(_FRAMEWORKS[module.__name__])
+        module.__warden_compat__ = True
+
+
 def _install_compat(sys):
     """The SDKs' import paths, as modules holding the stand-ins above."""
+    # After every real finder: a framework installed for the tool is used as it is.
+    sys.meta_path.append(_FrameworkFinder())
     make = type(sys)
     this = sys.modules[__name__]
     exceptions = make("mcp.server.fastmcp.exceptions")

@@ -776,3 +776,63 @@ fn a_call_running_when_its_server_is_killed_is_on_disk_and_recorded_as_interrupt
         ChainCheck::Intact { .. }
     ));
 }
+
+/// Agent frameworks' tools as written, each file importing its framework's decorator
+/// (none of them installed): the decorated function is the tool, found with no
+/// `--function`, and runs.
+#[test]
+fn framework_decorated_tools_run_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("from langchain_core.tools import tool\n\n\n@tool\n", "lc"),
+        (
+            "from langchain.tools import tool\n\n\n@tool(\"multiplier\", return_direct=True)\n",
+            "lc2",
+        ),
+        ("from smolagents import tool\n\n\n@tool\n", "smol"),
+        (
+            "from crewai.tools import tool\n\n\n@tool(\"Multiplier\")\n",
+            "crew",
+        ),
+        ("from strands import tool\n\n\n@tool\n", "strands"),
+        (
+            "from agents import function_tool\n\n\n@function_tool\n",
+            "openai",
+        ),
+    ];
+    for (head, stem) in cases {
+        let tool = dir.path().join(format!("{stem}.py"));
+        let source = format!(
+            "{head}def multiply(a: int, b: int) -> int:\n    \"\"\"Multiplies two numbers.\n\n    \
+             Args:\n        a: the first\n        b: the second\n    \"\"\"\n    return a * b\n\n\n\
+             def helper(x: int) -> int:\n    \"\"\"Not the tool.\"\"\"\n    return x\n"
+        );
+        std::fs::write(&tool, source).unwrap();
+        let o = warden(&[
+            "run",
+            tool.to_str().unwrap(),
+            "--args",
+            r#"{"a": 6, "b": 7}"#,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{stem}: {}", stderr(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "42", "{stem}");
+    }
+    // Google ADK wraps the function instead: the function stays the tool.
+    let adk = dir.path().join("weather.py");
+    std::fs::write(
+        &adk,
+        "from google.adk.tools import FunctionTool\n\n\n\
+         def weather(city: str) -> str:\n    \"\"\"The weather in a city.\n\n    \
+         Args:\n        city: where\n    \"\"\"\n    return f'sunny in {city}'\n\n\n\
+         weather_tool = FunctionTool(func=weather)\n",
+    )
+    .unwrap();
+    let o = warden(&[
+        "run",
+        adk.to_str().unwrap(),
+        "--args",
+        r#"{"city": "Oslo"}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "sunny in Oslo");
+}
