@@ -55,6 +55,7 @@ try:
 except (ImportError, AttributeError):
     _DOOR = None
 _CONTENT = _warden_api._content
+_UNWRAP = _warden_api._unwrap
 _TOOL_ERROR = _warden_api.ToolError
 _CONTEXT = _warden_api.Context
 
@@ -264,6 +265,7 @@ def _warden_call():
         def b64(data):
             return binascii.b2a_base64(data, newline=False).decode("ascii")
 
+        result = _UNWRAP(result)
         parts = _CONTENT(result, dumps, b64)
     except BaseException as exc:
         return tool_error(exc, "UnserializableResult")

@@ -256,7 +256,71 @@ class Link:
         return 0
 
 
-_RICH = (Image, Audio, File, Link)
+class _McpContent:
+    """The MCP SDK's content classes (`mcp.types.TextContent`, `ImageContent`,
+    `AudioContent`, `EmbeddedResource`, `ResourceLink`), as tools build them: keyword
+    arguments, the wire's names. Each is one part of a rich result."""
+
+    _type = None
+
+    def __init__(self, **fields):
+        fields.setdefault("type", self._type)
+        fields.pop("annotations", None)
+        fields.pop("meta", None)
+        fields.pop("_meta", None)
+        self.__dict__.update(fields)
+
+    def _part(self, b64):
+        part = {}
+        for key, value in self.__dict__.items():
+            if isinstance(value, _McpContent):
+                value = value._part(b64)
+            if value is not None:
+                part["mimeType" if key == "mime_type" else key] = value
+        return part
+
+    def model_dump(self, **kw):
+        return self._part(None)
+
+
+def _mcp_class(name, kind):
+    return type(name, (_McpContent,), {"_type": kind, "__module__": "mcp.types"})
+
+
+_MCP_TYPES = {
+    "TextContent": _mcp_class("TextContent", "text"),
+    "ImageContent": _mcp_class("ImageContent", "image"),
+    "AudioContent": _mcp_class("AudioContent", "audio"),
+    "EmbeddedResource": _mcp_class("EmbeddedResource", "resource"),
+    "ResourceLink": _mcp_class("ResourceLink", "resource_link"),
+    "TextResourceContents": _mcp_class("TextResourceContents", None),
+    "BlobResourceContents": _mcp_class("BlobResourceContents", None),
+}
+
+
+class ToolResult:
+    """FastMCP's `ToolResult(content=..., structured_content=...)`: its content as the
+    result's parts (a string is a text part), else its structured content as data."""
+
+    def __init__(self, content=None, structured_content=None, meta=None):
+        if isinstance(content, (str, _McpContent)) or _is_rich(content):
+            content = [content]
+        self.content = list(content or [])
+        self.structured_content = structured_content
+
+    def _part(self, b64):
+        raise TypeError("a ToolResult is a whole result, not a part of one")
+
+
+def _unwrap(result):
+    """What a tool's result stands for: a `ToolResult` without content, its structured
+    content."""
+    if isinstance(result, ToolResult) and not result.content:
+        return result.structured_content
+    return result
+
+
+_RICH = (Image, Audio, File, Link, _McpContent)
 
 
 def _is_figure(value):
@@ -272,7 +336,16 @@ def _is_rich(value):
 
 def _content(result, dumps, b64):
     """The content parts of a rich result, or None when `result` is plain JSON data (a
-    str, a dict, a model, ...). A list holding any rich item is one part per item."""
+    str, a dict, a model, ...). A list holding any rich item is one part per item, as is
+    a `ToolResult`'s content."""
+    if isinstance(result, ToolResult):
+        items = result.content
+        if not any(_is_rich(item) for item in items):
+            return [
+                {"type": "text", "text": item if isinstance(item, str) else dumps(item, ensure_ascii=False, allow_nan=False)}
+                for item in items
+            ]
+        result = items
     if isinstance(result, (list, tuple)):
         if not any(_is_rich(item) for item in result):
             return None
@@ -430,10 +503,13 @@ class FastMCP:
         )
 
     def resource(self, *a, **kw):
-        self._missing("@mcp.resource", "return the data from a tool (warden.File) instead")
+        # Accepted, so that the file's tools run; not served (yet): a call reaches tools.
+        return lambda fn: fn
 
     def prompt(self, *a, **kw):
-        self._missing("@mcp.prompt", "keep prompts in your client")
+        if a and callable(a[0]):
+            return a[0]
+        return lambda fn: fn
 
     def add_tool(self, fn, *a, **kw):
         return fn
@@ -536,8 +612,20 @@ def _install_compat(sys):
     utilities.Image, utilities.Audio, utilities.File = Image, Audio, File
     sys.modules["fastmcp.utilities"] = make("fastmcp.utilities")
     sys.modules["fastmcp.utilities.types"] = utilities
+    tools, tool = make("fastmcp.tools"), make("fastmcp.tools.tool")
+    tools.__path__ = []
+    tools.Tool = tool.Tool = _FrameworkTool
+    tools.tool = tool
+    tool.ToolResult = ToolResult
+    sys.modules["fastmcp"].tools = tools
+    sys.modules["fastmcp.tools"], sys.modules["fastmcp.tools.tool"] = tools, tool
+    sys.modules["fastmcp"].__path__ = []
     mcp, server = make("mcp"), make("mcp.server")
     mcp.__path__, server.__path__ = [], []
+    types = make("mcp.types")
+    types.__dict__.update(_MCP_TYPES)
+    mcp.types = types
+    sys.modules.setdefault("mcp.types", types)
     # For annotations only (`Context[ServerSession, None]`): Warden's context has no
     # session to hand out.
     session = make("mcp.server.session")

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{fixture, home, sandbox};
 
@@ -835,4 +835,83 @@ fn framework_decorated_tools_run_as_written() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "sunny in Oslo");
+}
+
+/// A FastMCP server file with a resource and a prompt beside its tools imports whole,
+/// and its tools may return FastMCP's `ToolResult` or the MCP SDK's content classes.
+#[test]
+fn a_fastmcp_file_with_resources_runs_its_tools_and_their_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("server.py");
+    std::fs::write(
+        &tool,
+        r##"from fastmcp import FastMCP
+from fastmcp.tools.tool import ToolResult
+from mcp.types import EmbeddedResource, ImageContent, TextContent, TextResourceContents
+
+mcp = FastMCP("Notes")
+
+
+@mcp.resource("notes://{name}")
+def note(name: str) -> str:
+    return "a note"
+
+
+@mcp.prompt()
+def summarize(text: str) -> str:
+    return f"Summarize: {text}"
+
+
+@mcp.tool()
+def report(title: str) -> ToolResult:
+    """A report with a heading and a file."""
+    return ToolResult(content=[
+        TextContent(type="text", text=f"# {title}"),
+        ImageContent(type="image", data="iVBORw0KGgo=", mimeType="image/png"),
+        EmbeddedResource(type="resource", resource=TextResourceContents(
+            uri="file:///r.csv", mimeType="text/csv", text="a,b\n")),
+    ])
+
+
+@mcp.tool()
+def stats(values: list[float]) -> ToolResult:
+    """Only structured content."""
+    return ToolResult(structured_content={"n": len(values)})
+"##,
+    )
+    .unwrap();
+    let o = warden(&[
+        "run",
+        tool.to_str().unwrap(),
+        "--function",
+        "report",
+        "--args",
+        r#"{"title": "Q3"}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kinds: Vec<&str> = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["text", "image", "resource"], "{result}");
+    assert_eq!(
+        result["content"][2]["resource"]["text"], "a,b\n",
+        "{result}"
+    );
+    let o = warden(&[
+        "run",
+        tool.to_str().unwrap(),
+        "--function",
+        "stats",
+        "--args",
+        r#"{"values": [1, 2]}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(result["value"], json!({"n": 2}), "{result}");
 }
