@@ -13,7 +13,7 @@
 //!   guest opened count the bytes they add against [`Limits::disk_write`] in a grant, or
 //!   what the file grows by against [`Limits::scratch`] in the scratch folder;
 //!   `path_unlink_file`, `path_rename` over a file and `path_open` with `O_TRUNC` give
-//!   a scratch file's bytes back ([`ledger`] says how each is counted);
+//!   a scratch file's bytes back (`ledger.rs` says how each is counted);
 //! - `path_create_directory`, `path_link` and `path_symlink` count against
 //!   [`Limits::files_created`]; `path_link` and `path_rename` between the scratch
 //!   folder and anywhere else are refused with `EXDEV`; `path_symlink` also refuses a
