@@ -225,8 +225,9 @@ mod tests {
         let within = std::fs::canonicalize(root.path()).unwrap();
         let resolved = ResolvedMount::resolve(&mount(&sub), &within).unwrap();
         resolved.open().unwrap();
-        // Removed and made again: another folder at the same path.
-        std::fs::remove_dir(&sub).unwrap();
+        // Moved away and made again: another folder at the same path (the old one kept,
+        // so the new one cannot reuse its inode number).
+        std::fs::rename(&sub, root.path().join("old")).unwrap();
         std::fs::create_dir(&sub).unwrap();
         assert_eq!(
             resolved.open().unwrap_err(),
