@@ -46,11 +46,13 @@ runtime: build
 runtime-pydantic-proof:
 	bash runtime/pydantic/build.sh
 
-## Fuzz the schema deriver for FUZZ_SECS seconds (default 30 minutes); see README.
+## Fuzz the schema deriver, then the server's side of the worker wire, for FUZZ_SECS
+## seconds each (default 30 minutes); see README.
 ## The case being run is kept in target/fuzz-schema-case.py, in case the process dies on it.
 FUZZ_SECS ?= 1800
 fuzz:
 	WARDEN_FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --test all schema::fuzz -- --nocapture
+	WARDEN_FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --lib worker::fuzz -- --nocapture
 
 ## Latency and throughput figures for the README.
 bench:

@@ -128,6 +128,7 @@ fn pydantic_site(sandbox: &Arc<Sandbox>, home: &std::path::Path) -> anyhow::Resu
         &WorkersConfig {
             sandbox: SandboxConfig::new(home.to_owned()),
             binary: PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+            frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
         },
     )?)));
     let lock = store.lock(warden::packages::script::read(&source)?.dependencies)?;

@@ -103,6 +103,29 @@ pub const WASMTIME_VERSION: &str = "48.0.8";
 /// own stdout cap: error text and framing.
 const FRAME_OVERHEAD: u64 = 256 * 1024;
 
+/// Room on the guest's stdout for the harness's response frame: the result may take up
+/// to 6 bytes a character once JSON-escaped, and its binary parts a third more than
+/// their bytes (base64).
+fn frame_room(limits: &Limits) -> u64 {
+    u64::from(limits.return_chars.0)
+        .saturating_mul(6)
+        .saturating_add(limits.return_bytes.as_u64().saturating_mul(4) / 3)
+        .saturating_add(FRAME_OVERHEAD)
+}
+
+/// The most a call's guest can write, stdout (its response frame included) and stderr
+/// together: everything a [`CallResult`](crate::outcome::CallResult) holds comes from
+/// there, so this bounds the result as well (each byte at most 6 once JSON-escaped).
+pub fn max_output(limits: &Limits) -> ByteSize {
+    ByteSize(
+        limits
+            .stdout
+            .as_u64()
+            .saturating_add(frame_room(limits))
+            .saturating_add(limits.stderr.as_u64()),
+    )
+}
+
 /// Default of [`SandboxConfig::max_instances`]: 32.
 pub const DEFAULT_MAX_INSTANCES: u32 = 32;
 
@@ -461,12 +484,7 @@ impl Sandbox {
             .map_err(|e| SandboxError::Instantiate(wasmtime::Error::new(e)))?;
 
         let stdout_cap = limits.stdout.as_u64();
-        // Room for the response frame: the result may take up to 6 bytes a character
-        // once JSON-escaped, and its binary parts a third more than their bytes (base64).
-        let frame_room = u64::from(limits.return_chars.0) * 6
-            + limits.return_bytes.as_u64().saturating_mul(4) / 3
-            + FRAME_OVERHEAD;
-        let stdout = CappedPipe::new("stdout", to_usize(stdout_cap + frame_room));
+        let stdout = CappedPipe::new("stdout", to_usize(stdout_cap + frame_room(limits)));
         let stderr = CappedPipe::new("stderr", to_usize(limits.stderr.as_u64()));
         let scratch = self.scratch.as_ref().map(ScratchRoot::folder).transpose()?;
         let folders = wasi::RuntimeFolders {

@@ -27,6 +27,8 @@ mod child;
 mod confinement;
 #[cfg(feature = "escape-hatch")]
 mod escape;
+#[cfg(test)]
+mod fuzz;
 pub mod pool;
 mod process;
 pub mod wire;

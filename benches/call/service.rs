@@ -128,6 +128,7 @@ impl Service {
         let workers = Arc::new(Workers::open(&WorkersConfig {
             sandbox: SandboxConfig::new(home.to_owned()),
             binary: std::path::PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+            frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
         })?);
         let app = App::new(
             registry,

@@ -52,7 +52,7 @@ const WORKER_ALLOWED: &[&[c_long]] = &[
         SYS_preadv, SYS_pwritev, SYS_preadv2, SYS_pwritev2, SYS_lseek, SYS_openat,
         SYS_openat2, SYS_close,
         SYS_close_range, SYS_fstat, SYS_newfstatat, SYS_statx, SYS_fstatfs,
-        SYS_getdents64, SYS_fcntl, SYS_dup, SYS_dup3, SYS_readlinkat, SYS_fsync,
+        SYS_getdents64, SYS_dup, SYS_dup3, SYS_readlinkat, SYS_fsync,
         SYS_fdatasync, SYS_fadvise64, SYS_fallocate, SYS_mkdirat, SYS_unlinkat,
         SYS_renameat2, SYS_linkat, SYS_symlinkat, SYS_utimensat, SYS_faccessat,
         SYS_faccessat2,
@@ -119,6 +119,26 @@ fn worker_conditional(pid: u32) -> Result<Vec<(c_long, Vec<SeccompRule>)>, Confi
                 rule(&[eq(0, PR_SET_NAME as u64)?])?,
                 rule(&[eq(0, PR_GET_NAME as u64)?])?,
             ],
+        ),
+        // Descriptor flags, duplicates, and seals on its own memfds; nothing that
+        // reaches beyond the process: no lease (whose break would stall whoever opens
+        // the file next, the server included), no directory notification, no signal
+        // sent to another process on I/O, no pipe resizing, no lock.
+        (
+            SYS_fcntl,
+            [
+                F_GETFD,
+                F_SETFD,
+                F_GETFL,
+                F_SETFL,
+                F_DUPFD,
+                F_DUPFD_CLOEXEC,
+                F_ADD_SEALS,
+                F_GET_SEALS,
+            ]
+            .iter()
+            .map(|command| rule(&[eq(1, *command as u64)?]))
+            .collect::<Result<_, _>>()?,
         ),
         // Reading its own limits (glibc's getrlimit): pid 0, no new limit.
         (SYS_prlimit64, vec![rule(&[eq(0, 0)?, eq64(2, 0)?])?]),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::process::Worker;
-use super::wire::{ToServer, ToWorker, WireError};
+use super::wire::{Expect, ToServer, ToWorker, WireError};
 use crate::outbound::Exchange;
 use crate::outcome::{CallResult, Start, Status, ToolError};
 use crate::sandbox::CoreSeat;
@@ -21,11 +21,13 @@ pub(super) async fn converse(
     exchange: &Exchange,
     seat: &Arc<Seat>,
     deadline: Instant,
+    expect: &Expect,
 ) -> Result<Result<CallResult, String>, WireError> {
     worker.send(run, &[]).await?;
     loop {
-        let (message, payload) = worker.receive().await?;
-        match message {
+        let frame = worker.receive(expect).await?;
+        let payload = &frame.payload;
+        match frame.message {
             ToServer::Acquire => {
                 // By the deadline at the latest: the guest then stops at its next tick.
                 let _ = tokio::time::timeout_at(deadline.into(), seat.acquire()).await;
@@ -43,7 +45,7 @@ pub(super) async fn converse(
                 let answer = if len > exchange.max_frame() || payload.len() as u64 != len {
                     exchange.oversized(len)
                 } else {
-                    exchange.answer(&payload).await
+                    exchange.answer(payload).await
                 };
                 worker.send(&ToWorker::DoorAnswer, &answer).await?;
             }
@@ -55,6 +57,37 @@ pub(super) async fn converse(
             }
         }
     }
+}
+
+/// Checks the figures a worker reports against what its call can have used: fuel within
+/// the call's budget, memory within its cap, wall time within what the server itself
+/// measured from sending the call. A worker that reports more is lying (its tool broke
+/// out of WebAssembly): its figures must not reach the audit trail or the tenant's
+/// usage.
+pub(super) fn check_figures(
+    result: &CallResult,
+    limits: &crate::limits::Limits,
+    measured: std::time::Duration,
+) -> Result<(), String> {
+    if result.fuel_used > limits.fuel {
+        return Err(format!(
+            "it reported {} fuel used, above the call's budget of {}",
+            result.fuel_used, limits.fuel
+        ));
+    }
+    if result.peak_memory_bytes > limits.memory.as_u64() {
+        return Err(format!(
+            "it reported a peak memory of {} bytes, above the call's cap of {}",
+            result.peak_memory_bytes, limits.memory
+        ));
+    }
+    if result.wall_time > measured {
+        return Err(format!(
+            "it reported a wall time of {:?}, longer than the {measured:?} the server saw",
+            result.wall_time
+        ));
+    }
+    Ok(())
 }
 
 /// The result of a call whose worker died under it.

@@ -8,13 +8,13 @@
 //! a time, and the server answers every question by the call's deadline.
 
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytesize::ByteSize;
 
 use super::confinement;
-use super::wire::{self, ToServer, ToWorker, WireError};
+use super::wire::{self, CallId, ToServer, ToWorker, WireError};
 use crate::sandbox::{
     CoreSeat, Door, Progress, Sandbox, SandboxConfig, ToolFolder, share::SeatFuture,
 };
@@ -26,22 +26,33 @@ pub const SOCKET_FD: i32 = 3;
 pub const NICENESS: i32 = 10;
 
 /// The worker's socket, shared by the loop and the guest's door and seat.
-struct Channel(Mutex<UnixStream>);
+struct Channel {
+    stream: Mutex<UnixStream>,
+}
+
+/// The call under way, whose number every frame the worker sends carries (one socket,
+/// one call at a time, per process).
+static CALL: AtomicU64 = AtomicU64::new(CallId::NONE.0);
+
+/// The call under way.
+pub(super) fn current_call() -> CallId {
+    CallId(CALL.load(Ordering::Acquire))
+}
 
 impl Channel {
     fn lock(&self) -> std::sync::MutexGuard<'_, UnixStream> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.stream.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sends a question and waits for its answer.
     fn ask(&self, message: &ToServer, payload: &[u8]) -> Result<(ToWorker, Vec<u8>), WireError> {
         let stream = self.lock();
-        wire::send(&*stream, message, payload)?;
-        wire::receive(&*stream)
+        wire::send(&*stream, message, payload, current_call())?;
+        wire::receive(&*stream).map(|(message, payload, _)| (message, payload))
     }
 
     fn tell(&self, message: &ToServer, payload: &[u8]) -> Result<(), WireError> {
-        wire::send(&*self.lock(), message, payload)
+        wire::send(&*self.lock(), message, payload, current_call())
     }
 }
 
@@ -58,7 +69,9 @@ pub fn main() -> u8 {
         );
         return 2;
     };
-    let channel = Arc::new(Channel(Mutex::new(stream)));
+    let channel = Arc::new(Channel {
+        stream: Mutex::new(stream),
+    });
     match serve(&channel) {
         Ok(()) => 0,
         Err(reason) => {
@@ -92,7 +105,11 @@ fn socket() -> Option<UnixStream> {
 
 fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     let stream = channel.lock().try_clone().map_err(|e| e.to_string())?;
-    let receive = || wire::receive::<ToWorker>(&stream).map_err(|e| e.to_string());
+    let receive = || {
+        wire::receive::<ToWorker>(&stream)
+            .map(|(message, payload, _)| (message, payload))
+            .map_err(|e| e.to_string())
+    };
     let (
         ToWorker::Load {
             home,
@@ -167,7 +184,12 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
 
     loop {
         let message = match wire::receive::<ToWorker>(&stream) {
-            Ok((message, _)) => message,
+            Ok((message, _, call)) => {
+                // A call or a preparation: every frame until its answer carries its
+                // number.
+                CALL.store(call.0, Ordering::Release);
+                message
+            }
             // The server hung up: the worker's work is done.
             Err(WireError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                 return Ok(());

@@ -48,6 +48,33 @@ enum Operation {
         /// Its new path.
         to: String,
     },
+    /// Take a read lease on a file (whoever opens it for writing then waits).
+    Lease(String),
+    /// Write a line to the worker's stderr.
+    Stderr(String),
+    /// Write a frame of the worker's own making on its socket to the server.
+    Forge(Forged),
+}
+
+/// A frame a breached worker writes to the server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Forged {
+    /// The header, any JSON (a `done` with a result of its choosing, say).
+    header: Value,
+    /// Payload bytes sent after the header.
+    #[serde(default)]
+    payload: usize,
+    /// The payload length the prefix announces, if not the bytes sent.
+    #[serde(default)]
+    announce: Option<u64>,
+    /// The call number stamped on it (default: the call under way).
+    #[serde(default)]
+    call: Option<u64>,
+    /// Milliseconds to wait first, on a thread of its own: the call is answered and
+    /// the worker idle by the time the frame is written.
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 /// The answer to an escape frame, or `None` for any other frame.
@@ -118,6 +145,18 @@ fn run(op: &Operation) -> Result<Value, String> {
             Ok(json!("signalled"))
         }
         Operation::Ptrace(pid) => ptrace(server(*pid)),
+        Operation::Lease(path) => {
+            let file = std::fs::File::open(path).map_err(e)?;
+            lease(&file)?;
+            // Held while the process lives.
+            std::mem::forget(file);
+            Ok(json!("leased"))
+        }
+        Operation::Stderr(text) => {
+            eprintln!("{text}");
+            Ok(json!("written"))
+        }
+        Operation::Forge(forged) => forge(forged),
         // The `*at` calls, as the worker's filter allows them (it forbids the old
         // `symlink` and `rename`, which nothing in a worker uses).
         Operation::Symlink { target, link } => {
@@ -151,4 +190,58 @@ fn ptrace(pid: i32) -> Result<Value, String> {
         return Err(std::io::Error::last_os_error().to_string());
     }
     Ok(json!("attached"))
+}
+
+#[expect(
+    unsafe_code,
+    reason = "F_SETLEASE has no safe wrapper; this is the test hatch"
+)]
+fn lease(file: &std::fs::File) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor this function borrows, with an integer argument.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    Ok(())
+}
+
+fn forge(forged: &Forged) -> Result<Value, String> {
+    let header = serde_json::to_vec(&forged.header).map_err(|e| e.to_string())?;
+    let call = forged.call.unwrap_or(super::child::current_call().0);
+    let announce = forged.announce.unwrap_or(forged.payload as u64);
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&announce.to_le_bytes());
+    frame.extend_from_slice(&call.to_le_bytes());
+    frame.extend_from_slice(&header);
+    frame.resize(frame.len() + forged.payload, b'x');
+    let delay = std::time::Duration::from_millis(forged.delay_ms);
+    let write = move || {
+        std::thread::sleep(delay);
+        write_socket(&frame);
+    };
+    if delay.is_zero() {
+        write();
+    } else {
+        std::thread::spawn(write);
+    }
+    Ok(json!("forged"))
+}
+
+#[expect(
+    unsafe_code,
+    reason = "writing on the worker's socket behind its channel's back; this is the test hatch"
+)]
+fn write_socket(bytes: &[u8]) {
+    // SAFETY: the socket the server placed stays open for the worker's life; it is
+    // borrowed for this write only.
+    let socket = unsafe { rustix::fd::BorrowedFd::borrow_raw(super::child::SOCKET_FD) };
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        match rustix::io::write(socket, rest) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => rest = &rest[n..],
+        }
+    }
 }

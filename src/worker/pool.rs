@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use bytesize::ByteSize;
 
-use super::call::{converse, crashed, timed_out};
+use super::call::{check_figures, converse, crashed, timed_out};
 use super::process::{ScratchDir, Worker, worker_failed};
-use super::wire::{ToServer, ToWorker};
+use super::wire::{CallId, Expect, FrameBudget, ToServer, ToWorker, said};
 use crate::events::Events;
 use crate::grants::ResolvedMount;
 use crate::grants::folder::refuse_warden_folders;
@@ -93,6 +93,9 @@ pub struct WorkersConfig {
     pub sandbox: SandboxConfig,
     /// The `warden` binary workers are started from. Default: this process's own.
     pub binary: PathBuf,
+    /// Bytes the server holds at most for frames read from workers, all together
+    /// ([`super::wire::DEFAULT_FRAME_BUDGET`]).
+    pub frame_budget: ByteSize,
 }
 
 impl WorkersConfig {
@@ -102,7 +105,11 @@ impl WorkersConfig {
             what: "worker (cannot find Warden's own binary)",
             source,
         })?;
-        Ok(WorkersConfig { sandbox, binary })
+        Ok(WorkersConfig {
+            sandbox,
+            binary,
+            frame_budget: super::wire::DEFAULT_FRAME_BUDGET,
+        })
     }
 }
 
@@ -148,6 +155,8 @@ struct Pool {
     started: std::sync::atomic::AtomicU64,
     /// Workers assigned so far: each gets a scratch root of its own, named by it.
     assigned: std::sync::atomic::AtomicU64,
+    /// What frames read from workers may hold of the server's memory.
+    budget: FrameBudget,
 }
 
 impl std::fmt::Debug for Workers {
@@ -243,6 +252,7 @@ impl Workers {
             preparing: tokio::sync::Mutex::new(()),
             started: std::sync::atomic::AtomicU64::new(0),
             assigned: std::sync::atomic::AtomicU64::new(0),
+            budget: FrameBudget::new(config.frame_budget),
         };
         Ok(Workers {
             pool: Arc::new(pool),
@@ -435,11 +445,14 @@ impl Pool {
             file_name: tool.file_name().to_owned(),
             packages: packages.map(ToOwned::to_owned),
         };
+        worker.call = CallId::draw();
+        let expect = Expect::prepare(worker.call);
         let answered = tokio::time::timeout(PREPARE_DEADLINE + GRACE, async {
             worker.send(&asked, &[]).await?;
-            worker.receive().await
+            worker.receive(&expect).await
         })
-        .await;
+        .await
+        .map(|frame| frame.map(|f| (f.message, f.payload)));
         let (prepared, image) = match answered {
             Ok(Ok((ToServer::Prepared { prepared }, image))) => (prepared, image),
             Ok(Ok((other, _))) => {
@@ -462,7 +475,7 @@ impl Pool {
         };
         self.give_back(worker_key, worker);
         let mut prepared =
-            prepared.map_err(|reason| SandboxError::Warm(wasmtime::Error::msg(reason)))?;
+            prepared.map_err(|reason| SandboxError::Warm(wasmtime::Error::msg(said(&reason))))?;
         prepared.payload = Some(image);
         self.warm.store(&key, prepared)
     }
@@ -477,6 +490,7 @@ impl Pool {
         events: Option<Arc<Events>>,
     ) -> Result<CallResult, SandboxError> {
         let key = WorkerKey::of(&share, &job.tool_dir, job.packages.as_deref(), Some(&job));
+        let limits = job.limits;
         let _slot = self.slots.acquire().await;
         let started = Instant::now();
         let deadline = started + job.limits.deadline;
@@ -499,7 +513,9 @@ impl Pool {
         // prepares the state again.
         let warm = warm.filter(|state| self.warm.present(state));
         if let Some(state) = &warm {
-            self.warm.touch(state);
+            // Off the async runtime: file work for a worker never stalls the server.
+            let (store, state) = (self.warm.clone(), state.clone());
+            drop(tokio::task::spawn_blocking(move || store.touch(&state)));
         }
         let sent_warm = warm.as_ref().map(|s| s.key().to_owned());
         let run = ToWorker::Run {
@@ -507,12 +523,22 @@ impl Pool {
             warm,
             budget_us: u64::try_from(budget.as_micros()).unwrap_or(u64::MAX),
         };
+        worker.call = CallId::draw();
+        let expect = Expect::call(worker.call, &limits);
+        let sent = Instant::now();
         let conversed = tokio::time::timeout_at(
             (deadline + GRACE).into(),
-            converse(&mut worker, &run, &exchange, &seat, deadline),
+            converse(&mut worker, &run, &exchange, &seat, deadline, &expect),
         )
         .await;
         seat.release();
+        let conversed = match conversed {
+            Ok(Ok(Ok(result))) => match check_figures(&result, &limits, sent.elapsed()) {
+                Ok(()) => Ok(Ok(Ok(result))),
+                Err(lie) => Ok(Err(super::wire::WireError::Io(std::io::Error::other(lie)))),
+            },
+            other => other,
+        };
         let mut result = match conversed {
             Ok(Ok(Ok(result))) => {
                 self.give_back(key, worker);
@@ -529,7 +555,7 @@ impl Pool {
             }
             Ok(Ok(Err(reason))) => {
                 self.give_back(key, worker);
-                return Err(SandboxError::Harness(reason));
+                return Err(SandboxError::Harness(said(&reason)));
             }
             Ok(Err(e)) => {
                 let why = worker.end().await;
@@ -548,15 +574,22 @@ impl Pool {
     /// A worker for `key`: an idle one of that key, else (on the pool's runtime) the
     /// spare assigned to it (a new spare then starts in the background) or a new one.
     async fn checkout(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
-        let found = {
-            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-            idle.iter()
-                .rposition(|(k, _)| k == key)
-                .and_then(|i| idle.remove(i))
-                .map(|(_, w)| w)
-        };
-        if let Some(worker) = found {
-            return Ok(worker);
+        loop {
+            let found = {
+                let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+                idle.iter()
+                    .rposition(|(k, _)| k == key)
+                    .and_then(|i| idle.remove(i))
+                    .map(|(_, w)| w)
+            };
+            match found {
+                Some(worker) if worker.quiet() => return Ok(worker),
+                // Dropped, and so killed.
+                Some(_) => tracing::warn!(
+                    "an idle worker wrote to its socket or died while it waited; it is ended"
+                ),
+                None => break,
+            }
         }
         let (pool, key) = (Arc::clone(self), key.clone());
         on_runtime(&self.runtime, async move {
@@ -612,7 +645,7 @@ impl Pool {
 
     /// Starts a worker and has it load the runtime.
     async fn spawn(&self) -> Result<Worker, SandboxError> {
-        let worker = Worker::start(&self.binary).await?;
+        let worker = Worker::start(&self.binary, self.budget.clone()).await?;
         self.started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         worker

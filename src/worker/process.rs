@@ -12,7 +12,7 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
 use super::child::SOCKET_FD;
-use super::wire::{self, ToServer, ToWorker, WireError};
+use super::wire::{self, CallId, Expect, Frame, FrameBudget, ToServer, ToWorker, WireError, said};
 use crate::sandbox::{SandboxError, ScratchRoot};
 
 /// How long a worker may take to load the runtime and confine itself.
@@ -26,6 +26,10 @@ pub(super) struct Worker {
     pub(super) calls: u32,
     /// Its scratch root, once assigned: removed when the worker is dropped.
     pub(super) scratch: Option<ScratchDir>,
+    /// The call under way (its frames carry its number), or [`CallId::NONE`].
+    pub(super) call: CallId,
+    /// What its frames may take of the server's memory, with every other worker's.
+    budget: FrameBudget,
 }
 
 /// A worker's scratch root, removed (off the async runtime, where there is one) when
@@ -53,8 +57,9 @@ enum Socket {
 }
 
 impl Worker {
-    /// Starts a worker process from `binary`, its socket at [`SOCKET_FD`].
-    pub(super) async fn start(binary: &Path) -> Result<Worker, SandboxError> {
+    /// Starts a worker process from `binary`, its socket at [`SOCKET_FD`], its frames
+    /// read within `budget`, what it writes to stderr logged by the server.
+    pub(super) async fn start(binary: &Path, budget: FrameBudget) -> Result<Worker, SandboxError> {
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Start {
                 what: "worker's socket",
@@ -66,17 +71,20 @@ impl Worker {
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         if let Some(log) = std::env::var_os("WARDEN_LOG") {
             command.env("WARDEN_LOG", log);
         }
         place_socket(&mut command, theirs.as_raw_fd());
-        let child = command.spawn().map_err(|source| SandboxError::Start {
+        let mut child = command.spawn().map_err(|source| SandboxError::Start {
             what: "worker process",
             source,
         })?;
         drop(theirs);
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(relay_stderr(stderr, child.id().unwrap_or(0)));
+        }
         ours.set_nonblocking(true)
             .map_err(|source| SandboxError::Start {
                 what: "worker's socket",
@@ -87,7 +95,33 @@ impl Worker {
                 socket: Socket::Detached(ours),
                 calls: 0,
                 scratch: None,
+                call: CallId::NONE,
+                budget,
             })
+    }
+
+    /// A worker whose far end of the socket is `stream`'s peer, held by the test
+    /// itself (the process is a stand-in that has exited).
+    #[cfg(test)]
+    pub(super) async fn over(
+        stream: std::os::unix::net::UnixStream,
+        budget: FrameBudget,
+    ) -> Worker {
+        let child = Command::new("true")
+            .kill_on_drop(true)
+            .spawn()
+            .expect("`true` starts");
+        stream
+            .set_nonblocking(true)
+            .expect("a socket goes non-blocking");
+        Worker {
+            child,
+            socket: Socket::Detached(stream),
+            calls: 0,
+            scratch: None,
+            call: CallId::NONE,
+            budget,
+        }
     }
 
     /// The socket, registered with the current runtime if it is not yet.
@@ -118,16 +152,34 @@ impl Worker {
         }
     }
 
+    /// Whether the worker, idle, has written nothing and is alive: a worker writes only
+    /// during a call, so a frame written while it waited (to answer the next call
+    /// before it is asked) is a breached worker's, and it is not lent again.
+    pub(super) fn quiet(&self) -> bool {
+        let Socket::Detached(stream) = &self.socket else {
+            return false;
+        };
+        let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+        matches!(
+            rustix::net::recv(stream, &mut [0u8; 1], flags),
+            Err(rustix::io::Errno::AGAIN)
+        )
+    }
+
     pub(super) async fn send(
         &mut self,
         message: &ToWorker,
         payload: &[u8],
     ) -> Result<(), WireError> {
-        wire::send_async(self.stream()?, message, payload).await
+        let call = self.call;
+        wire::send_async(self.stream()?, message, payload, call).await
     }
 
-    pub(super) async fn receive(&mut self) -> Result<(ToServer, Vec<u8>), WireError> {
-        wire::receive_async(self.stream()?).await
+    /// The worker's next frame, as `expect` allows (its call is the worker's).
+    pub(super) async fn receive(&mut self, expect: &Expect) -> Result<Frame, WireError> {
+        debug_assert_eq!(expect.call, self.call);
+        let budget = self.budget.clone();
+        wire::receive_async(self.stream()?, expect, &budget).await
     }
 
     /// Why the process ended, once it has (killing it first if it has not).
@@ -205,20 +257,22 @@ impl Worker {
         what: &str,
         done: impl Fn(&ToServer) -> bool,
     ) -> Result<Worker, SandboxError> {
+        self.call = CallId::NONE;
         let answered = tokio::time::timeout(START_TIMEOUT, async {
             self.send(message, &[]).await?;
-            self.receive().await
+            self.receive(&Expect::start()).await
         })
-        .await;
+        .await
+        .map(|frame| frame.map(|f| f.message));
         let failed = match answered {
-            Ok(Ok((answer, _))) if done(&answer) => return Ok(self),
-            Ok(Ok((ToServer::Unusable { reason }, _))) => {
+            Ok(Ok(answer)) if done(&answer) => return Ok(self),
+            Ok(Ok(ToServer::Unusable { reason })) => {
                 // It said why; the SIGKILL that ends it now is the server's own, not a
                 // cause (it read "out of memory, or killed by an operator").
                 self.end().await;
-                return Err(worker_failed(reason));
+                return Err(worker_failed(said(&reason)));
             }
-            Ok(Ok((other, _))) => format!("it answered `{what}` with {other:?}"),
+            Ok(Ok(other)) => format!("it answered `{what}` with {other:?}"),
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!(
                 "it did not answer `{what}` within {}",
@@ -227,6 +281,74 @@ impl Worker {
         };
         let why = self.end().await;
         Err(worker_failed(format!("{failed}; {why}")))
+    }
+}
+
+/// Most bytes the server logs of a worker's stderr (its own log lines: a reason it
+/// stops, a warning), prefixes included; past them, one line says the rest was dropped.
+const STDERR_LOGGED: usize = 64 << 10;
+/// Most characters of one line logged.
+const STDERR_LINE: u64 = 1_000;
+
+/// Reads what a worker writes to stderr and logs it as the server's own lines, each
+/// prefixed with the worker's process id and escaped: a breached worker cannot forge a
+/// line of the server's log or flood it.
+async fn relay_stderr(stderr: tokio::process::ChildStderr, pid: u32) {
+    relay(stderr, pid, |line| tracing::warn!(worker = pid, "{line}")).await;
+}
+
+/// [`relay_stderr`]'s work, each line given to `log`.
+async fn relay(from: impl tokio::io::AsyncRead + Unpin, pid: u32, mut log: impl FnMut(String)) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+    let mut lines = BufReader::new(from);
+    let mut logged = 0usize;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // At most a line's worth is kept; the rest of a longer line is read and dropped.
+        let mut kept = (&mut lines).take(STDERR_LINE);
+        match kept.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if !line.ends_with(b"\n") && !skip_line(&mut lines).await {
+            return;
+        }
+        if logged >= STDERR_LOGGED {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let shown = format!("worker {pid} says: {}", said(text.trim_end()));
+        logged += shown.len();
+        log(shown);
+        if logged >= STDERR_LOGGED {
+            log(format!(
+                "worker {pid} wrote more to stderr; the rest is dropped"
+            ));
+        }
+    }
+}
+
+/// Reads up to the end of the line, keeping nothing; false at the end of the stream.
+async fn skip_line(from: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> bool {
+    use tokio::io::AsyncBufReadExt;
+    loop {
+        let Ok(buffered) = from.fill_buf().await else {
+            return false;
+        };
+        if buffered.is_empty() {
+            return false;
+        }
+        match buffered.iter().position(|b| *b == b'\n') {
+            Some(end) => {
+                from.consume(end + 1);
+                return true;
+            }
+            None => {
+                let all = buffered.len();
+                from.consume(all);
+            }
+        }
     }
 }
 
@@ -254,5 +376,37 @@ fn place_socket(command: &mut Command, fd: i32) {
             }
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_workers_stderr_is_logged_escaped_cut_and_capped() {
+        let mut written = b"starting\n2026-01-01T00:00:00Z  INFO warden: forged\x1b[2J\n".to_vec();
+        written.extend(std::iter::repeat_n(b'y', 1 << 20));
+        written.push(b'\n');
+        for n in 0..10_000 {
+            written.extend(format!("line {n}\n").bytes());
+        }
+        let mut logged = Vec::new();
+        relay(&written[..], 42, |line| logged.push(line)).await;
+        assert_eq!(logged[0], "worker 42 says: starting");
+        // The forged line is one of the worker's, prefixed, its escape shown as text.
+        assert!(
+            logged[1].starts_with("worker 42 says: 2026"),
+            "{}",
+            logged[1]
+        );
+        assert!(!logged[1].contains('\x1b'), "{}", logged[1]);
+        // A megabyte line is cut to its first thousand bytes.
+        assert!(logged[2].len() < 1_100, "{}", logged[2].len());
+        // The lines after the cap are dropped, and it says so once.
+        let total: usize = logged.iter().map(String::len).sum();
+        assert!(total < 2 * STDERR_LOGGED, "{total}");
+        assert!(logged.last().unwrap().contains("the rest is dropped"));
+        assert!(!logged.iter().any(|l| l.contains("line 9999")));
     }
 }

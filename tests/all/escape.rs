@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::http::Service;
 
 /// A tool that asks its worker to carry out native operations, one reply each.
-const ESCAPE: &str = r#"
+pub(crate) const ESCAPE: &str = r#"
 import _host
 import json
 
@@ -22,7 +22,7 @@ def escape(ops: list) -> list:
     return out
 "#;
 
-fn ok(reply: &Value) -> bool {
+pub(crate) fn ok(reply: &Value) -> bool {
     reply["ok"] == json!(true)
 }
 

@@ -13,13 +13,15 @@
 
 /// `warden audit` and `warden tenant policy`: exports checked offline, policies changed.
 mod audit;
+/// The second wall: an escaped tool, confined by its worker process.
+#[cfg(feature = "escape-hatch")]
+mod breach;
 /// The review console in headless Chromium: sign in, review, approve; screenshots.
 mod browser;
 /// Edge bundles: made, verified, installed, and run offline with nothing compiled.
 mod bundle;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
-/// The second wall: an escaped tool, confined by its worker process.
 #[cfg(feature = "escape-hatch")]
 mod escape;
 /// A hostile guest: blocking calls, file ceilings, special files, forged answers.

@@ -82,6 +82,7 @@ pub fn workers(config: SandboxConfig) -> Workers {
     let config = WorkersConfig {
         sandbox: config,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_warden")),
+        frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
     };
     Workers::open(&config).unwrap_or_else(|e| panic!("cannot open the worker pool: {e}"))
 }

@@ -277,6 +277,7 @@ async fn a_call_the_host_cannot_run_is_audited_as_failed() {
     let workers = warden::worker::Workers::open(&warden::worker::WorkersConfig {
         sandbox: warden::sandbox::SandboxConfig::new(crate::support::home()),
         binary: missing.clone(),
+        frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
     })
     .unwrap();
     let s = Service::on(std::sync::Arc::new(workers));
