@@ -10,7 +10,7 @@
 //! - stdin: the call's JSON request; stdout and stderr: capped in-memory pipes;
 //! - the WASI calls checked in `syscalls.rs` (special files, file ceilings, timers);
 //! - a private scratch folder, read-write, at `/tmp` (`scratch.rs`: empty at the call's
-//!   start, removed at its end, bounded by the `scratch` limit), unless a grant is
+//!   start, emptied at its end, bounded by the `scratch` limit), unless a grant is
 //!   mounted at `/tmp` itself;
 //! - read-only folders: an empty folder at `/` (so every path outside the grants is
 //!   simply absent), the standard library at `/usr/local/lib`, matplotlib's data where
