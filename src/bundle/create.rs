@@ -330,9 +330,11 @@ fn ship_warm_states(
         match workers.warm_state_blocking(&folder, site.as_deref(), &owner)? {
             Warmth::Warm(_) => {
                 let key = store.key(&folder, site.as_deref(), &owner)?;
+                // The key names the owner's folder too (`o.../<digest>`).
                 let to = into.join(format!("{key}.warm"));
                 if !to.exists() {
-                    fs::create_dir_all(into).map_err(|e| io_error(into, e))?;
+                    let folder = to.parent().unwrap_or(into);
+                    fs::create_dir_all(folder).map_err(|e| io_error(folder, e))?;
                     let from = store.file(&key);
                     fs::copy(&from, &to).map_err(|e| io_error(&from, e))?;
                     shipped += 1;

@@ -45,20 +45,49 @@ pub fn apply(
 ///   a tenant's data), no `ptrace` or `/proc/PID/mem` by processes of the same user;
 ///   `RLIMIT_CORE` 0 as well;
 /// - every descriptor closed but stdin, stdout, stderr and its socket (`fd`), whatever
-///   the server's process let through by mistake.
+///   the server's process let through by mistake;
+/// - the first the kernel kills when memory runs out (`oom_score_adj` 1000), never the
+///   server;
+/// - limits it cannot raise again: no locked memory, no real-time or raised priority,
+///   no POSIX message queue, and at most [`MAX_DESCRIPTORS`] descriptors (each pipe it
+///   could make holds kernel memory).
+///
+/// Threads, processes and memory by the process are a cgroup's to bound
+/// (`RLIMIT_NPROC` counts every process of the user, the server's own threads
+/// included, and `RLIMIT_AS` would refuse the address space wasmtime reserves).
 pub fn harden(socket_fd: u32) -> Result<(), String> {
     use rustix::process::{Resource, Rlimit};
     use rustix::thread::{CapabilitySet, CapabilitySets};
 
     close_from(socket_fd + 1)?;
-    rustix::process::setrlimit(
-        Resource::Core,
-        Rlimit {
-            current: Some(0),
-            maximum: Some(0),
-        },
-    )
-    .map_err(|e| format!("cannot disable core dumps: {e}"))?;
+    let fixed = |resource: Resource, value: u64, what: &str| {
+        rustix::process::setrlimit(
+            resource,
+            Rlimit {
+                current: Some(value),
+                maximum: Some(value),
+            },
+        )
+        .map_err(|e| format!("cannot limit {what}: {e}"))
+    };
+    fixed(Resource::Core, 0, "core dumps")?;
+    fixed(Resource::Memlock, 0, "locked memory")?;
+    fixed(Resource::Rtprio, 0, "real-time priority")?;
+    fixed(Resource::Nice, 0, "priority")?;
+    fixed(Resource::Msgqueue, 0, "message queues")?;
+    let descriptors = rustix::process::getrlimit(Resource::Nofile);
+    let most = descriptors
+        .maximum
+        .map_or(MAX_DESCRIPTORS, |hard| hard.min(MAX_DESCRIPTORS));
+    fixed(Resource::Nofile, most, "descriptors")?;
+    // Lowering its own score needs no privilege; raising it is what a worker does.
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", "1000")
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(format!(
+            "cannot make the worker the first to go when memory runs out: {e}"
+        ));
+    }
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| format!("cannot make the worker undumpable: {e}"))?;
     for number in 0..64 {
@@ -82,6 +111,10 @@ pub fn harden(socket_fd: u32) -> Result<(), String> {
     rustix::thread::set_capabilities(None, none)
         .map_err(|e| format!("cannot drop the worker's capabilities: {e}"))
 }
+
+/// Descriptors a worker may hold: the runtime's, its calls' files (each call at most
+/// its `open_files` limit), its mounts and the event loop's, with room to spare.
+pub const MAX_DESCRIPTORS: u64 = 8192;
 
 /// Closes every descriptor from `first` up.
 #[expect(

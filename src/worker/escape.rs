@@ -54,6 +54,15 @@ enum Operation {
     Stderr(String),
     /// Write a frame of the worker's own making on its socket to the server.
     Forge(Forged),
+    /// The worker's process id.
+    Pid,
+    /// Burn CPU on threads of its own, beside the guest's.
+    Spin {
+        /// Threads started.
+        threads: u32,
+        /// How long each spins, in milliseconds (the operation waits for them).
+        ms: u64,
+    },
 }
 
 /// A frame a breached worker writes to the server.
@@ -157,6 +166,23 @@ fn run(op: &Operation) -> Result<Value, String> {
             Ok(json!("written"))
         }
         Operation::Forge(forged) => forge(forged),
+        Operation::Pid => Ok(json!(std::process::id())),
+        Operation::Spin { threads, ms } => {
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(*ms);
+            let spinning: Vec<_> = (0..*threads)
+                .map(|_| {
+                    std::thread::spawn(move || {
+                        let mut n = 0u64;
+                        while std::time::Instant::now() < until {
+                            n = std::hint::black_box(n.wrapping_add(1));
+                        }
+                        n
+                    })
+                })
+                .collect();
+            let turns: u64 = spinning.into_iter().filter_map(|t| t.join().ok()).sum();
+            Ok(json!(turns > 0))
+        }
         // The `*at` calls, as the worker's filter allows them (it forbids the old
         // `symlink` and `rename`, which nothing in a worker uses).
         Operation::Symlink { target, link } => {

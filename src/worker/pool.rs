@@ -31,6 +31,14 @@ const GRACE: Duration = Duration::from_secs(2);
 const DOOR_MARGIN: Duration = Duration::from_millis(100);
 /// Calls a worker runs before it is replaced (bounds what one process accumulates).
 const MAX_CALLS_PER_WORKER: u32 = 10_000;
+/// How long an idle worker runs before it is stopped (SIGSTOP) until its next call:
+/// long enough for the instance of its last call to be reset, short enough that a
+/// breached worker's own threads get nowhere between calls.
+const STOP_AFTER: Duration = Duration::from_secs(1);
+/// How long a worker may wait idle before it is ended.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(10 * 60);
+/// How often idle workers are looked at.
+const REAP_EVERY: Duration = Duration::from_millis(500);
 
 /// What a worker is confined to, and so which calls it may run: one share key's (a
 /// tenant's) calls of one tool with one set of folders. A worker never serves two keys.
@@ -136,7 +144,7 @@ struct Pool {
     /// Warden's own folders (home, an installed runtime), which no mount may overlap.
     own_folders: Vec<PathBuf>,
     max_memory: ByteSize,
-    /// Folders every worker may read: the runtime, warm states, package sites.
+    /// Folders every worker may read: the runtime's.
     base_read_only: Vec<PathBuf>,
     warm: WarmStore,
     files: RuntimeFiles,
@@ -213,13 +221,14 @@ impl Workers {
             files.stdlib_dir(),
             files.matplotlib_data_dir(),
         ];
-        let mut base_read_only = runtime_dirs;
+        // Warm states and package sites are granted per key (its tenant's states, its
+        // tool's site), never the folders that hold every tenant's.
+        let base_read_only = runtime_dirs;
         for dir in [warm.dir().to_owned(), sandbox_config.home.join("packages")] {
             std::fs::create_dir_all(&dir).map_err(|source| SandboxError::Io {
                 path: dir.clone(),
                 source,
             })?;
-            base_read_only.push(dir);
         }
         let max = sandbox_config.max_instances as usize;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -254,8 +263,10 @@ impl Workers {
             assigned: std::sync::atomic::AtomicU64::new(0),
             budget: FrameBudget::new(config.frame_budget),
         };
+        let pool = Arc::new(pool);
+        runtime.spawn(reap(Arc::downgrade(&pool)));
         Ok(Workers {
-            pool: Arc::new(pool),
+            pool,
             runtime: Some(runtime),
         })
     }
@@ -439,7 +450,9 @@ impl Pool {
         let key = self.warm.key(tool, packages, share)?;
         let worker_key = WorkerKey::of(share, tool.host_dir(), packages, None);
         let _slot = self.slots.acquire().await;
-        let mut worker = self.checkout(&worker_key).await?;
+        // A worker that has run nothing yet: a breached one, which has served calls of
+        // the key before, could otherwise make the state every later call starts from.
+        let mut worker = self.fresh(&worker_key).await?;
         let asked = ToWorker::Prepare {
             tool_dir: tool.host_dir().to_owned(),
             file_name: tool.file_name().to_owned(),
@@ -477,7 +490,11 @@ impl Pool {
         let mut prepared =
             prepared.map_err(|reason| SandboxError::Warm(wasmtime::Error::msg(said(&reason))))?;
         prepared.payload = Some(image);
-        self.warm.store(&key, prepared)
+        // Written and synced to disk off the pool's thread, which serves every worker.
+        let warm = self.warm.clone();
+        tokio::task::spawn_blocking(move || warm.store(&key, prepared))
+            .await
+            .map_err(|e| worker_failed(format!("storing a warm state failed: {e}")))?
     }
 
     async fn call(
@@ -583,7 +600,12 @@ impl Pool {
                     .map(|(_, w)| w)
             };
             match found {
-                Some(worker) if worker.quiet() => return Ok(worker),
+                Some(mut worker) if worker.quiet() => {
+                    worker.idle_since = None;
+                    worker.resume();
+                    worker.watch_cpu();
+                    return Ok(worker);
+                }
                 // Dropped, and so killed.
                 Some(_) => tracing::warn!(
                     "an idle worker wrote to its socket or died while it waited; it is ended"
@@ -591,10 +613,15 @@ impl Pool {
                 None => break,
             }
         }
+        self.fresh(key).await
+    }
+
+    /// A worker for `key` that has run no call: the spare assigned to it, or a new one.
+    async fn fresh(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
         let (pool, key) = (Arc::clone(self), key.clone());
         on_runtime(&self.runtime, async move {
             let mut worker = pool.start_for(&key).await?;
-            // For the caller's runtime.
+            worker.watch_cpu();
             worker
                 .detach()
                 .map_err(|e| worker_failed(format!("its socket failed: {e}")))?;
@@ -626,6 +653,7 @@ impl Pool {
 
     async fn assign(&self, mut worker: Worker, key: &WorkerKey) -> Result<Worker, SandboxError> {
         let mut read_only = self.base_read_only.clone();
+        read_only.push(self.warm.owner_dir(&key.share)?);
         read_only.push(key.tool_dir.clone());
         read_only.extend(key.packages.iter().cloned());
         let number = self
@@ -660,6 +688,11 @@ impl Pool {
         if worker.calls >= MAX_CALLS_PER_WORKER {
             return;
         }
+        if let Some(why) = worker.overspent() {
+            tracing::warn!("a worker is ended: {why}");
+            return;
+        }
+        worker.idle_since = Some(Instant::now());
         if let Err(e) = worker.detach() {
             tracing::warn!("a worker is ended: {e}");
             return;
@@ -671,11 +704,40 @@ impl Pool {
         }
     }
 
+    /// Stops the workers idle for [`STOP_AFTER`], ends those idle for [`IDLE_LIMIT`].
+    fn reap_idle(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        idle.retain_mut(|(_, worker)| {
+            let waited = worker.idle_since.map_or(Duration::ZERO, |at| at.elapsed());
+            if waited >= IDLE_LIMIT {
+                // Dropped, and so killed.
+                return false;
+            }
+            if waited >= STOP_AFTER {
+                worker.pause();
+            }
+            true
+        });
+    }
+
     async fn keep_spare(&self) -> Result<(), SandboxError> {
         let mut spare = self.spare.lock().await;
         if spare.is_none() {
             *spare = Some(self.spawn().await?);
         }
         Ok(())
+    }
+}
+
+/// Looks at the idle workers every [`REAP_EVERY`] while the pool lives.
+async fn reap(pool: std::sync::Weak<Pool>) {
+    let mut every = tokio::time::interval(REAP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(pool) = pool.upgrade() else {
+            return;
+        };
+        pool.reap_idle();
     }
 }

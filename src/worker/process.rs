@@ -5,7 +5,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytesize::ByteSize;
 use tokio::net::UnixStream;
@@ -28,6 +28,14 @@ pub(super) struct Worker {
     pub(super) scratch: Option<ScratchDir>,
     /// The call under way (its frames carry its number), or [`CallId::NONE`].
     pub(super) call: CallId,
+    /// Its process id (0 if unknown).
+    pid: u32,
+    /// Since when it has waited among the idle workers, if it does.
+    pub(super) idle_since: Option<Instant>,
+    /// Whether it is stopped (SIGSTOP) while it waits.
+    stopped: bool,
+    /// The CPU time it had used when last looked at, and when that was.
+    cpu_seen: Option<(Duration, Instant)>,
     /// What its frames may take of the server's memory, with every other worker's.
     budget: FrameBudget,
 }
@@ -82,8 +90,9 @@ impl Worker {
             source,
         })?;
         drop(theirs);
+        let pid = child.id().unwrap_or(0);
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(relay_stderr(stderr, child.id().unwrap_or(0)));
+            tokio::spawn(relay_stderr(stderr, pid));
         }
         ours.set_nonblocking(true)
             .map_err(|source| SandboxError::Start {
@@ -96,6 +105,10 @@ impl Worker {
                 calls: 0,
                 scratch: None,
                 call: CallId::NONE,
+                pid,
+                idle_since: None,
+                stopped: false,
+                cpu_seen: None,
                 budget,
             })
     }
@@ -120,6 +133,10 @@ impl Worker {
             calls: 0,
             scratch: None,
             call: CallId::NONE,
+            pid: 0,
+            idle_since: None,
+            stopped: false,
+            cpu_seen: None,
             budget,
         }
     }
@@ -150,6 +167,77 @@ impl Worker {
             Socket::Gone => Err(lost()),
             _ => Ok(()),
         }
+    }
+
+    /// Stops the worker while it waits: a breached worker spends no CPU between its
+    /// calls.
+    pub(super) fn pause(&mut self) {
+        if !self.stopped && self.signal(rustix::process::Signal::STOP) {
+            self.stopped = true;
+        }
+    }
+
+    /// Lets a stopped worker go on, for a call.
+    pub(super) fn resume(&mut self) {
+        if self.stopped {
+            self.signal(rustix::process::Signal::CONT);
+            self.stopped = false;
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) -> bool {
+        // Only while the child is not reaped: its pid cannot have been reused.
+        let Some(pid) = self
+            .child
+            .id()
+            .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+        else {
+            return false;
+        };
+        rustix::process::kill_process(pid, signal).is_ok()
+    }
+
+    /// The CPU time the worker process has used, all its threads together, as the
+    /// kernel counts it (`/proc/PID/stat`), not as the worker says.
+    fn cpu_time(&self) -> Option<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        // After the command name, which may hold anything but ends at the last ')':
+        // state, then 10 fields up to utime and stime (fields 14 and 15 in proc(5)).
+        let mut fields = stat
+            .get(stat.rfind(')')? + 1..)?
+            .split_whitespace()
+            .skip(11);
+        let ticks: u64 =
+            fields.next()?.parse::<u64>().ok()? + fields.next()?.parse::<u64>().ok()?;
+        let per_second = rustix::param::clock_ticks_per_second().max(1);
+        Some(Duration::from_nanos(
+            ticks.saturating_mul(1_000_000_000) / per_second,
+        ))
+    }
+
+    /// Takes the first look at the worker's CPU time, if none was taken yet.
+    pub(super) fn watch_cpu(&mut self) {
+        if self.cpu_seen.is_none() {
+            self.cpu_seen = self.cpu_time().map(|cpu| (cpu, Instant::now()));
+        }
+    }
+
+    /// Why the worker must not serve again if, since the last look, it used more CPU
+    /// than one core could give it in that time (with [`CPU_SLACK`]): a worker runs one
+    /// guest on one thread at a time, so more means threads of its own making, at cores
+    /// the server never gave it.
+    pub(super) fn overspent(&mut self) -> Option<String> {
+        let (before, since) = self.cpu_seen?;
+        let now = self.cpu_time()?;
+        let wall = since.elapsed();
+        self.cpu_seen = Some((now, Instant::now()));
+        let used = now.saturating_sub(before);
+        (used > wall.mul_f64(CPU_SLACK.0) + CPU_SLACK.1).then(|| {
+            format!(
+                "it used {used:?} of CPU in {wall:?}, more than one core gives: it runs \
+                 threads of its own"
+            )
+        })
     }
 
     /// Whether the worker, idle, has written nothing and is alive: a worker writes only
@@ -214,6 +302,11 @@ fn lost() -> WireError {
         "the worker's socket was lost when it moved between runtimes",
     ))
 }
+
+/// How much more CPU than wall time a worker may use between two looks (its event
+/// loop's and the runtime's helper threads run beside the guest now and then): 1.5
+/// times, plus 250 ms.
+const CPU_SLACK: (f64, Duration) = (1.5, Duration::from_millis(250));
 
 /// How long [`Worker::end`] waits for a worker dying on its own before ending it: 50 ms.
 const EXIT_GRACE: Duration = Duration::from_millis(50);

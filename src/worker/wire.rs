@@ -54,8 +54,8 @@ pub enum ToWorker {
     },
     /// The second: confine yourself to these folders, for calls of one tenant only.
     Assign {
-        /// Trees the worker may read: the runtime, warm states, package sites and the
-        /// tool's folder (Warden's own folders, never a tenant's).
+        /// Trees the worker may read: the runtime, its tenant's warm states, its tool's
+        /// folder and package site (Warden's own folders, never a tenant's grants).
         read_only: Vec<PathBuf>,
         /// The folders its calls are granted, as admitted: the worker opens each without
         /// following a link (refusing one that is no longer the folder admitted),

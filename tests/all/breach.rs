@@ -99,17 +99,9 @@ async fn figures_a_call_cannot_have_never_reach_the_audit_trail() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_on_a_warm_state_is_refused() {
     let s = Service::start_warm();
-    let key = s.tenant(json!({})).await;
+    let (key, tenant) = s.tenant_with_id(json!({})).await;
     let tool = s.register(&key, json!({"source": ESCAPE})).await;
-    let warm = s.run(&key, &tool, json!({"ops": []})).await;
-    assert_eq!(warm.json["status"], "ok", "{}", warm.json);
-    // The shared pool's states: this tool's among them.
-    let state = std::fs::read_dir(crate::support::home().join("warm"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "warm"))
-        .expect("a warm state on disk");
+    let state = warm_state_of(&s, &key, &tool, tenant.as_str(), json!({"ops": []})).await;
     let r = s
         .run(
             &key,
@@ -146,4 +138,117 @@ async fn a_worker_writing_to_stderr_is_only_logged() {
         "{}",
         r.json
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_using_cores_it_was_not_given_is_ended() {
+    let workers = crate::support::workers_with_cores(2);
+    let s = Service::on(std::sync::Arc::clone(&workers));
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ESCAPE})).await;
+    let first = s.run(&key, &tool, json!({"ops": []})).await;
+    assert_eq!(first.json["status"], "ok", "{}", first.json);
+    let started = workers.started();
+    // Two threads of its own at full speed for a second: two seconds of CPU in one.
+    let spun = s
+        .run(
+            &key,
+            &tool,
+            json!({"ops": [{"spin": {"threads": 2, "ms": 1000}}]}),
+        )
+        .await;
+    assert_eq!(spun.json["status"], "ok", "{}", spun.json);
+    let next = s.run(&key, &tool, json!({"ops": []})).await;
+    assert_eq!(next.json["status"], "ok", "{}", next.json);
+    assert!(
+        workers.started() > started,
+        "the worker that spun was lent again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_workers_are_stopped_until_their_next_call() {
+    let workers = crate::support::workers_with_cores(2);
+    let s = Service::on(workers);
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ESCAPE})).await;
+    let r = s.run(&key, &tool, json!({"ops": ["pid"]})).await;
+    assert_eq!(r.json["status"], "ok", "{}", r.json);
+    let pid = r.json["value"][0]["detail"]
+        .as_u64()
+        .expect("the worker's pid");
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = stat.rsplit(')').next().unwrap().trim_start().to_owned();
+        after.chars().next().unwrap()
+    };
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(state(), 'T', "an idle worker runs");
+    let again = s.run(&key, &tool, json!({"ops": ["pid"]})).await;
+    assert_eq!(again.json["status"], "ok", "{}", again.json);
+    assert_eq!(
+        again.json["value"][0]["detail"],
+        json!(pid),
+        "{}",
+        again.json
+    );
+    assert_ne!(state(), 'T', "a worker lent to a call stays stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_reads_no_other_tenants_warm_states_or_package_sites() {
+    let s = Service::start_warm();
+    let (a, tenant_a) = s.tenant_with_id(json!({})).await;
+    let (b, tenant_b) = s.tenant_with_id(json!({})).await;
+    let add = "def add(x: int, y: int) -> int:\n    return x + y\n";
+    let theirs = s.register(&b, json!({"source": add})).await;
+    let mine = s.register(&a, json!({"source": ESCAPE})).await;
+    let other = warm_state_of(&s, &b, &theirs, tenant_b.as_str(), json!({"x": 1, "y": 2})).await;
+    let own = warm_state_of(&s, &a, &mine, tenant_a.as_str(), json!({"ops": []})).await;
+    let home = crate::support::home();
+    let ops = json!([
+        {"read": own},
+        {"read": other},
+        {"list": home.join("warm")},
+        {"list": home.join("packages")},
+    ]);
+    let r = s.run(&a, &mine, json!({ "ops": ops })).await;
+    assert_eq!(r.json["status"], "ok", "{}", r.json);
+    let replies = r.json["value"].as_array().unwrap();
+    assert!(ok(&replies[0]), "its own tenant's state: {}", r.json);
+    for reply in &replies[1..] {
+        assert!(!ok(reply), "{}", r.json);
+    }
+}
+
+/// The warm state of `tenant`'s `tool`, once its calls have had it prepared (a call
+/// runs cold until then).
+async fn warm_state_of(
+    s: &Service,
+    key: &str,
+    tool: &str,
+    tenant: &str,
+    arguments: Value,
+) -> std::path::PathBuf {
+    use warden::sandbox::{ShareKey, WarmStore};
+    let store = WarmStore::new(
+        &crate::support::home(),
+        String::new(),
+        warden::limits::ByteSize::gib(1),
+    );
+    let dir = store.owner_dir(&ShareKey::new(tenant)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = s.run(key, tool, arguments.clone()).await;
+        assert_eq!(r.json["status"], "ok", "{}", r.json);
+        if let Some(state) = crate::support::warm_files(&dir).into_iter().next() {
+            return state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no warm state in {}",
+            dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

@@ -186,20 +186,14 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
     assert!(logs.contains("using the bundled runtime"), "{logs}");
     // The bundle ships a warm state for each of its tools (add.py and greet.py), and
     // this add.py is the same file: its state comes from the bundle.
-    let shipped = std::fs::read_dir(dir.path().join("warden/runtime/warm"))
-        .unwrap()
-        .count();
+    let shipped = crate::support::warm_files(&dir.path().join("warden/runtime/warm")).len();
     assert_eq!(shipped, 2);
     assert!(logs.contains("using the warm state shipped in"), "{logs}");
 
     // The shipped tool with a package: its lock and wheels come from the bundle, with
     // no pip and no python3 to run it.
     let greet = dir.path().join("warden/tools/greet.py");
-    let warm_states = || {
-        std::fs::read_dir(home.path().join("warm"))
-            .map(|d| d.count())
-            .unwrap_or(0)
-    };
+    let warm_states = || crate::support::warm_files(&home.path().join("warm")).len();
     let warm_before = warm_states();
     let (v, logs) = offline_run(dir.path(), home.path(), &log, &greet, r#"{"name": "ed"}"#);
     assert_eq!(v["value"], "HELLO ED!", "{v}");

@@ -284,3 +284,19 @@ pub async fn work_beside_a_wait<T>(
     );
     (waited, ended, worked)
 }
+
+/// The warm states in a warm folder (`HOME/warm`, or a bundle's `runtime/warm`): one
+/// folder per owner, its states inside.
+pub fn warm_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(warm_files(&path));
+        } else if path.extension().is_some_and(|x| x == "warm") {
+            found.push(path);
+        }
+    }
+    found.sort();
+    found
+}

@@ -282,15 +282,7 @@ fn runtime_prune_removes_states_unused_for_long_and_keeps_the_others() {
         std::fs::write(&tool, format!("def {name}() -> int:\n    return 1\n")).unwrap();
         warden(&["run", tool.to_str().unwrap(), "--json"]);
     }
-    let records = || -> Vec<std::path::PathBuf> {
-        let mut found: Vec<_> = std::fs::read_dir(dir.path().join("warm"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "warm"))
-            .collect();
-        found.sort();
-        found
-    };
+    let records = || crate::support::warm_files(&dir.path().join("warm"));
     assert_eq!(records().len(), 2);
     let said = warden(&["runtime", "prune", "--unused-for", "1h"]);
     assert!(said.contains("removed 0 warm state(s)"), "{said}");

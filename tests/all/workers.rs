@@ -411,5 +411,40 @@ async fn workers_hold_no_capability_and_dump_no_core() {
             core.is_none_or(|l| l.split_whitespace().nth(4) == Some("0")),
             "worker {pid}: {core:?}"
         );
+        // Limits it cannot raise again: soft and hard values, as /proc shows them.
+        for (name, value) in [
+            ("Max locked memory", "0"),
+            ("Max realtime priority", "0"),
+            ("Max nice priority", "0"),
+            ("Max msgqueue size", "0"),
+        ] {
+            let line = limits.lines().find(|l| l.starts_with(name));
+            let values: Vec<&str> = line
+                .map(|l| l[name.len()..].split_whitespace().take(2).collect())
+                .unwrap_or_default();
+            assert!(
+                values.is_empty() || values == [value, value],
+                "worker {pid}: {line:?}"
+            );
+        }
+        let files = limits.lines().find(|l| l.starts_with("Max open files"));
+        let files: Vec<u64> = files
+            .map(|l| {
+                l["Max open files".len()..]
+                    .split_whitespace()
+                    .take(2)
+                    .filter_map(|v| v.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            files.len() == 2 && files[0] == files[1] && files[0] <= 8192,
+            "worker {pid}: open files {files:?}"
+        );
+        let oom = std::fs::read_to_string(format!("/proc/{pid}/oom_score_adj")).unwrap_or_default();
+        assert!(
+            oom.is_empty() || oom.trim() == "1000",
+            "worker {pid}: oom_score_adj {oom}"
+        );
     }
 }

@@ -1,5 +1,10 @@
 //! Warm states on disk: one file per state under `$WARDEN_HOME/warm`, within a budget.
 //!
+//! Each owner (a tenant's share key; the host's own for calls on no tenant's behalf)
+//! has a folder of its own, `o<16 hex digits>/`, named by a digest of the owner: a
+//! state's key is `o.../<64 hex digits>`. A worker may read only its own tenant's
+//! folder (a state's memory image holds the tenant's constants and bytecode).
+//!
 //! `<key>.warm` holds a header and, for a warm state, its delta ([`super::delta`]):
 //!
 //! ```text
@@ -13,7 +18,8 @@
 //!
 //! The folder keeps within a budget: storing a state evicts the least recently used
 //! others (a file's modification time marks its last use, set at most once a
-//! minute per state by the process that sends calls to it). A state larger than the
+//! minute per state by the process that sends calls to it), first the owner's own
+//! beyond half the budget, so that no tenant's states evict all the others'. A state larger than the
 //! whole budget is not stored: its tool runs from Warden's snapshot, and is prepared
 //! again after a restart. An evicted state is prepared again on its tool's next call.
 //!
@@ -53,6 +59,8 @@ const EXTENSION: &str = "warm";
 const TEMPORARY: &str = ".tmp-";
 /// Most bytes a header may take (a record with its globals is about 2 KiB).
 const MAX_HEADER: u32 = 1 << 20;
+/// The share of the budget one tenant's states may take: a half.
+const OWNER_SHARE: u64 = 2;
 
 /// The warm states on disk under Warden's home: keys, files and the budget. Needs no
 /// engine: the server of worker processes uses it to know which state a call starts
@@ -158,7 +166,18 @@ impl WarmStore {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part);
         }
-        Ok(hex::encode(h.finalize()))
+        Ok(format!(
+            "{}/{}",
+            owner_folder(&owner),
+            hex::encode(h.finalize())
+        ))
+    }
+
+    /// The folder of `owner`'s states, made if missing: what its workers may read.
+    pub fn owner_dir(&self, owner: &ShareKey) -> Result<PathBuf, SandboxError> {
+        let dir = self.dir.join(owner_folder(&owner.to_string()));
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        Ok(dir)
     }
 
     /// The tool's warm state if `owner`'s workers prepared it before (and it was not
@@ -211,12 +230,13 @@ impl WarmStore {
             tracing::info!("tool runs cold: {reason}");
             return Ok(Warmth::Cold(reason));
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| io_error(&self.dir, e))?;
         let path = self.path(key);
+        let folder = path.parent().unwrap_or(&self.dir).to_owned();
+        std::fs::create_dir_all(&folder).map_err(|e| io_error(&folder, e))?;
         let mut tmp = tempfile::Builder::new()
             .prefix(TEMPORARY)
-            .tempfile_in(&self.dir)
-            .map_err(|e| io_error(&self.dir, e))?;
+            .tempfile_in(&folder)
+            .map_err(|e| io_error(&folder, e))?;
         // Held until the file is renamed into place (or dropped): a sweep at another
         // process's start leaves a file being written alone.
         rustix::fs::flock(tmp.as_file(), rustix::fs::FlockOperation::LockExclusive)
@@ -285,15 +305,11 @@ impl WarmStore {
     /// used states until the folder is within its budget (which may have been lowered).
     pub fn sweep(&self) -> Result<Swept, SandboxError> {
         let mut swept = Swept::default();
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(swept),
-            Err(e) => return Err(io_error(&self.dir, e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let path = entry.path();
+        for path in self.files()? {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let leftover = if name.starts_with(TEMPORARY) {
                 abandoned(&path)
             } else {
@@ -327,30 +343,60 @@ impl WarmStore {
     /// its budget. Returns how many went.
     fn evict(&self, keep: Option<&Path>) -> Result<usize, SandboxError> {
         let mut states = self.states()?;
-        let mut total: u64 = states.iter().map(|s| s.bytes).sum();
-        if total <= self.budget.as_u64() {
-            return Ok(0);
-        }
         states.sort_by_key(|s| s.used);
         let mut evicted = 0;
+        // The owner of the state just stored, within its share of the budget first (the
+        // host's own states, at the folder's top, have none).
+        if let Some(owner) = keep
+            .and_then(Path::parent)
+            .filter(|folder| *folder != self.dir)
+        {
+            let share = self.budget.as_u64() / OWNER_SHARE;
+            let (mine, others): (Vec<OnDisk>, Vec<OnDisk>) = states
+                .into_iter()
+                .partition(|s| s.path.parent() == Some(owner));
+            let kept = self.evict_from(mine, share, keep, &mut evicted, "its owner's share")?;
+            states = others.into_iter().chain(kept).collect();
+            states.sort_by_key(|s| s.used);
+        }
+        self.evict_from(
+            states,
+            self.budget.as_u64(),
+            keep,
+            &mut evicted,
+            "its budget",
+        )?;
+        Ok(evicted)
+    }
+
+    /// Removes the least recently used of `states` (sorted so), never `keep`, until
+    /// they take at most `budget`; returns those left.
+    fn evict_from(
+        &self,
+        states: Vec<OnDisk>,
+        budget: u64,
+        keep: Option<&Path>,
+        evicted: &mut usize,
+        within: &str,
+    ) -> Result<Vec<OnDisk>, SandboxError> {
+        let mut total: u64 = states.iter().map(|s| s.bytes).sum();
+        let mut left = Vec::new();
         for state in states {
-            if total <= self.budget.as_u64() {
-                break;
-            }
-            if Some(state.path.as_path()) == keep {
+            if total <= budget || Some(state.path.as_path()) == keep {
+                left.push(state);
                 continue;
             }
             match std::fs::remove_file(&state.path) {
                 Ok(()) => {
                     total = total.saturating_sub(state.bytes);
-                    evicted += 1;
+                    *evicted += 1;
                     tracing::info!(
                         "evicted the warm state {} ({}, the least recently used) to keep {} \
-                         within its budget of {}",
+                         within {within} of {}",
                         state.path.display(),
                         ByteSize(state.bytes),
                         self.dir.display(),
-                        self.budget
+                        ByteSize(budget)
                     );
                 }
                 // Evicted by another process meanwhile.
@@ -360,25 +406,47 @@ impl WarmStore {
                 Err(e) => return Err(io_error(&state.path, e)),
             }
         }
-        Ok(evicted)
+        Ok(left)
+    }
+
+    /// Every file in the folder and in its owners' folders.
+    fn files(&self) -> Result<Vec<PathBuf>, SandboxError> {
+        let list = |dir: &Path| -> Result<Vec<std::fs::DirEntry>, SandboxError> {
+            match std::fs::read_dir(dir) {
+                Ok(entries) => entries.map(|e| e.map_err(|e| io_error(dir, e))).collect(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(e) => Err(io_error(dir, e)),
+            }
+        };
+        let mut files = Vec::new();
+        for entry in list(&self.dir)? {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => {
+                    files.extend(list(&path)?.into_iter().map(|e| e.path()));
+                }
+                Ok(_) => files.push(path),
+                // Gone since the listing.
+                Err(_) => {}
+            }
+        }
+        Ok(files)
     }
 
     /// Every state's file, with its last use and the disk it takes.
     fn states(&self) -> Result<Vec<OnDisk>, SandboxError> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_error(&self.dir, e)),
-        };
         let mut states = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
-            let path = entry.path();
+        for path in self.files()? {
             if path.extension().is_none_or(|x| x != EXTENSION) {
                 continue;
             }
             // Gone since the listing: evicted or replaced by another process.
-            let Ok(meta) = entry.metadata() else { continue };
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
             states.push(OnDisk {
                 used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 bytes: meta.blocks() * 512,
@@ -432,11 +500,12 @@ impl WarmStore {
             return None;
         }
         let path = self.path(key);
+        let folder = path.parent().unwrap_or(&self.dir).to_owned();
         let copied = (|| -> std::io::Result<()> {
-            std::fs::create_dir_all(&self.dir)?;
+            std::fs::create_dir_all(&folder)?;
             let mut tmp = tempfile::Builder::new()
                 .prefix(TEMPORARY)
-                .tempfile_in(&self.dir)?;
+                .tempfile_in(&folder)?;
             rustix::fs::flock(tmp.as_file(), rustix::fs::FlockOperation::LockExclusive)?;
             std::io::copy(&mut File::open(&shipped)?, tmp.as_file_mut())?;
             tmp.as_file().sync_all()?;
@@ -464,6 +533,12 @@ impl WarmStore {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// The folder of `owner`'s states, under the store's: `o` and 16 hex digits of a digest.
+fn owner_folder(owner: &str) -> String {
+    let digest = Sha256::digest(owner.as_bytes());
+    format!("o{}", &hex::encode(digest)[..16])
 }
 
 /// A state's record and, when asked, its delta, checked against the header.

@@ -205,3 +205,41 @@ fn touching_a_state_marks_it_used_at_most_once_a_minute() {
     store.touch(&state);
     assert!(age() < Duration::from_secs(60));
 }
+
+#[test]
+fn each_owner_has_a_folder_and_evicts_its_own_states_past_half_the_budget() {
+    // Room for six states of ~40 KiB; an owner may take half: three.
+    let (_home, store) = store(250 * 1024);
+    let (a, b) = (
+        store.owner_dir(&ShareKey::new("tenant_a")).unwrap(),
+        store.owner_dir(&ShareKey::new("tenant_b")).unwrap(),
+    );
+    assert_ne!(a, b);
+    assert_eq!(a.parent(), Some(store.dir()));
+    let key = |dir: &Path, n: &str| format!("{}/{n}", dir.file_name().unwrap().to_string_lossy());
+    store.store(&key(&b, "b1"), prepared(40_000)).unwrap();
+    used(&store, &key(&b, "b1"), 1000);
+    for n in ["a1", "a2", "a3"] {
+        store.store(&key(&a, n), prepared(40_000)).unwrap();
+    }
+    used(&store, &key(&a, "a2"), 500);
+    // A fourth of a's evicts a's least recently used, not b's older one.
+    store.store(&key(&a, "a4"), prepared(40_000)).unwrap();
+    assert_eq!(keys(&store), ["a1", "a3", "a4", "b1"]);
+    assert!(store.path(&key(&a, "a4")).starts_with(&a));
+}
+
+#[test]
+fn a_tools_key_names_its_owners_folder() {
+    let (_home, store) = store(1 << 20);
+    let tool = crate::sandbox::ToolFolder::temporary("t.py", "def t():\n    return 1\n").unwrap();
+    let owner = ShareKey::new("tenant_a");
+    let key = store.key(&tool, None, &owner).unwrap();
+    let folder = store.owner_dir(&owner).unwrap();
+    assert!(store.path(&key).starts_with(&folder), "{key}");
+    let other = store.key(&tool, None, &ShareKey::new("tenant_b")).unwrap();
+    assert_ne!(
+        std::path::Path::new(&key).parent(),
+        std::path::Path::new(&other).parent()
+    );
+}
