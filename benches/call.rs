@@ -129,6 +129,7 @@ fn pydantic_site(sandbox: &Arc<Sandbox>, home: &std::path::Path) -> anyhow::Resu
             sandbox: SandboxConfig::new(home.to_owned()),
             binary: PathBuf::from(env!("CARGO_BIN_EXE_warden")),
             frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
+            namespaces: warden::worker::NamespacePolicy::Auto,
         },
     )?)));
     let lock = store.lock(warden::packages::script::read(&source)?.dependencies)?;

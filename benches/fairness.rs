@@ -155,6 +155,7 @@ async fn tenant_switch() -> anyhow::Result<(Duration, Duration)> {
         sandbox: SandboxConfig::new(home),
         binary: env!("CARGO_BIN_EXE_warden").into(),
         frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
+        namespaces: warden::worker::NamespacePolicy::Auto,
     };
     let workers = tokio::task::spawn_blocking(move || Workers::open(&config)).await??;
     let tool = ToolFolder::temporary("add.py", ADD)?;

@@ -314,6 +314,11 @@ impl App {
         }
     }
 
+    /// The walls around guest code in force on this node ([`Workers::layers`]).
+    pub fn layers(&self) -> Vec<&'static str> {
+        self.inner.workers.layers()
+    }
+
     /// Marks this node as draining (on SIGTERM): `/readyz` answers 503 from now on,
     /// while the calls in flight finish.
     pub fn drain(&self) {

@@ -167,6 +167,11 @@ pub struct Runtime {
     pub stdlib_sha256: String,
     /// Warden's version.
     pub warden: String,
+    /// The walls around the guest on the node that answered, outermost last
+    /// (`webassembly`, `worker_process`, `landlock`, `seccomp`, `namespaces`); absent
+    /// where no worker pool runs (`warden capabilities` on a local file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<String>,
 }
 
 impl Runtime {
@@ -192,6 +197,7 @@ impl Runtime {
             snapshot_sha256: sha(Role::Snapshot),
             stdlib_sha256: sha(Role::Stdlib),
             warden: env!("CARGO_PKG_VERSION").to_owned(),
+            layers: Vec::new(),
         }
     }
 }

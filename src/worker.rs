@@ -14,6 +14,8 @@
 //! - `child.rs`: the worker's side: load, confine, then run calls until the server hangs
 //!   up. A guest's outbound requests and its turns at the cores become questions to
 //!   the server, which checks and answers them exactly as for a call in its own process.
+//! - [`namespaces`]: the third layer, namespaces of the worker's own where the kernel
+//!   allows them.
 //! - `process.rs`: a worker process as the server sees it (start, `load`, `assign`,
 //!   end); `call.rs`: one call served (the worker's questions answered, its death
 //!   turned into the call's `crashed` or `timeout` result).
@@ -29,9 +31,11 @@ mod confinement;
 mod escape;
 #[cfg(test)]
 mod fuzz;
+pub mod namespaces;
 pub mod pool;
 mod process;
 pub mod wire;
 
 pub use child::main;
+pub use namespaces::NamespacePolicy;
 pub use pool::{Workers, WorkersConfig};

@@ -129,6 +129,7 @@ impl Service {
             sandbox: SandboxConfig::new(home.to_owned()),
             binary: std::path::PathBuf::from(env!("CARGO_BIN_EXE_warden")),
             frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
+            namespaces: warden::worker::NamespacePolicy::Auto,
         })?);
         let app = App::new(
             registry,

@@ -101,8 +101,11 @@ impl App {
         version: Option<String>,
     ) -> Result<Capabilities, AppError> {
         let (t, id) = (tenant.clone(), tool.clone());
-        self.blocking(move |r| version_capabilities(r, &t, &id, version.as_deref()))
-            .await
+        let mut document = self
+            .blocking(move |r| version_capabilities(r, &t, &id, version.as_deref()))
+            .await?;
+        document.runtime.layers = self.layers().into_iter().map(String::from).collect();
+        Ok(document)
     }
 
     /// See [`version_diff`].

@@ -75,6 +75,12 @@ pub struct ServeArgs {
     /// many calls it has in flight. Default: the machine's available parallelism.
     #[arg(long, value_name = "N")]
     pub cores: Option<NonZeroUsize>,
+    /// Refuse to start unless workers can run in namespaces of their own (user,
+    /// network, IPC, UTS, mount). Without it, where the kernel does not allow
+    /// unprivileged user namespaces, workers run without that layer (Landlock and
+    /// seccomp still hold) and /readyz's `layers` leaves `namespaces` out.
+    #[arg(long)]
+    pub require_namespaces: bool,
     /// Run every call from Warden's snapshot: do not prepare tool versions' warm states
     /// (by default each version's imports are done once, in the background, at
     /// registration or first call; see the README's "Warm start").
@@ -213,7 +219,12 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
     if let Some(cores) = args.cores {
         sandbox_config.cores = cores;
     }
-    let workers = Arc::new(Workers::open(&WorkersConfig::new(sandbox_config)?)?);
+    let mut workers_config = WorkersConfig::new(sandbox_config)?;
+    if args.require_namespaces {
+        workers_config.namespaces = warden::worker::NamespacePolicy::Required;
+    }
+    let workers = Arc::new(Workers::open(&workers_config)?);
+    tracing::info!("walls around guest code: {}", workers.layers().join(", "));
     let packages = args.pip.store(config, &workers)?;
     let app = App::new(
         registry,

@@ -64,6 +64,11 @@ pub(super) struct Readiness {
     /// Why not, when not ready: draining, or the database unreachable.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    /// The walls around guest code in force on this node, outermost last:
+    /// `webassembly`, `worker_process`, `landlock`, `seccomp`, and `namespaces` where
+    /// the kernel allows them.
+    #[schema(example = json!(["webassembly", "worker_process", "landlock", "seccomp", "namespaces"]))]
+    layers: Vec<&'static str>,
 }
 
 /// Readiness: this node should get requests (its database answers, its runtime is
@@ -73,12 +78,14 @@ pub(super) struct Readiness {
         (status = 200, description = "Ready.", body = Readiness),
         (status = 503, description = "Not ready, and why.", body = Readiness)))]
 pub(super) async fn readyz(State(app): State<App>) -> (StatusCode, Json<Readiness>) {
+    let layers = app.layers();
     match app.readiness().await {
         Ok(()) => (
             StatusCode::OK,
             Json(Readiness {
                 status: "ready",
                 reason: None,
+                layers,
             }),
         ),
         Err(reason) => (
@@ -86,6 +93,7 @@ pub(super) async fn readyz(State(app): State<App>) -> (StatusCode, Json<Readines
             Json(Readiness {
                 status: "not_ready",
                 reason: Some(reason),
+                layers,
             }),
         ),
     }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytesize::ByteSize;
 
 use super::call::{check_figures, converse, crashed, timed_out};
+use super::namespaces::{self, Entry, NamespacePolicy};
 use super::process::{ScratchDir, Worker, worker_failed};
 use super::wire::{CallId, Expect, FrameBudget, ToServer, ToWorker, said};
 use crate::events::Events;
@@ -104,6 +105,8 @@ pub struct WorkersConfig {
     /// Bytes the server holds at most for frames read from workers, all together
     /// ([`super::wire::DEFAULT_FRAME_BUDGET`]).
     pub frame_budget: ByteSize,
+    /// Whether workers must start in namespaces of their own.
+    pub namespaces: NamespacePolicy,
 }
 
 impl WorkersConfig {
@@ -117,6 +120,7 @@ impl WorkersConfig {
             sandbox,
             binary,
             frame_budget: super::wire::DEFAULT_FRAME_BUDGET,
+            namespaces: NamespacePolicy::Auto,
         })
     }
 }
@@ -165,6 +169,8 @@ struct Pool {
     assigned: std::sync::atomic::AtomicU64,
     /// What frames read from workers may hold of the server's memory.
     budget: FrameBudget,
+    /// How workers enter namespaces of their own, where they can.
+    namespaces: Option<Entry>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -230,6 +236,21 @@ impl Workers {
                 source,
             })?;
         }
+        let namespaces = match namespaces::available(&config.binary) {
+            Ok(()) => Some(Entry::new()),
+            Err(why) if config.namespaces == NamespacePolicy::Required => {
+                return Err(worker_failed(format!(
+                    "{why}; start Warden without --require-namespaces to run workers \
+                     without them"
+                )));
+            }
+            // A binary that cannot start at all fails at the first worker, saying so.
+            Err(_) if !config.binary.is_file() => None,
+            Err(why) => {
+                tracing::warn!("workers run without namespaces of their own: {why}");
+                None
+            }
+        };
         let max = sandbox_config.max_instances as usize;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -262,6 +283,7 @@ impl Workers {
             started: std::sync::atomic::AtomicU64::new(0),
             assigned: std::sync::atomic::AtomicU64::new(0),
             budget: FrameBudget::new(config.frame_budget),
+            namespaces,
         };
         let pool = Arc::new(pool);
         runtime.spawn(reap(Arc::downgrade(&pool)));
@@ -286,6 +308,18 @@ impl Workers {
     /// overlap them.
     pub fn own_folders(&self) -> &[PathBuf] {
         &self.pool.own_folders
+    }
+
+    /// The walls around guest code in force, outermost last: `webassembly`,
+    /// `worker_process`, `landlock`, `seccomp`, and `namespaces` where the kernel allows
+    /// them (a worker that cannot confine itself with Landlock and seccomp runs
+    /// nothing).
+    pub fn layers(&self) -> Vec<&'static str> {
+        let mut layers = vec!["webassembly", "worker_process", "landlock", "seccomp"];
+        if self.pool.namespaces.is_some() {
+            layers.push("namespaces");
+        }
+        layers
     }
 
     /// The cores calls share.
@@ -673,7 +707,8 @@ impl Pool {
 
     /// Starts a worker and has it load the runtime.
     async fn spawn(&self) -> Result<Worker, SandboxError> {
-        let worker = Worker::start(&self.binary, self.budget.clone()).await?;
+        let worker =
+            Worker::start(&self.binary, self.budget.clone(), self.namespaces.as_ref()).await?;
         self.started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         worker

@@ -12,6 +12,7 @@ use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
 use super::child::SOCKET_FD;
+use super::namespaces::Entry;
 use super::wire::{self, CallId, Expect, Frame, FrameBudget, ToServer, ToWorker, WireError, said};
 use crate::sandbox::{SandboxError, ScratchRoot};
 
@@ -67,7 +68,11 @@ enum Socket {
 impl Worker {
     /// Starts a worker process from `binary`, its socket at [`SOCKET_FD`], its frames
     /// read within `budget`, what it writes to stderr logged by the server.
-    pub(super) async fn start(binary: &Path, budget: FrameBudget) -> Result<Worker, SandboxError> {
+    pub(super) async fn start(
+        binary: &Path,
+        budget: FrameBudget,
+        namespaces: Option<&Entry>,
+    ) -> Result<Worker, SandboxError> {
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Start {
                 what: "worker's socket",
@@ -85,6 +90,9 @@ impl Worker {
             command.env("WARDEN_LOG", log);
         }
         place_socket(&mut command, theirs.as_raw_fd());
+        if let Some(entry) = namespaces {
+            enter_namespaces(&mut command, entry.clone());
+        }
         let mut child = command.spawn().map_err(|source| SandboxError::Start {
             what: "worker process",
             source,
@@ -448,6 +456,14 @@ async fn skip_line(from: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> bool {
 /// A worker that could not be started or broke its protocol.
 pub(super) fn worker_failed(reason: String) -> SandboxError {
     SandboxError::Worker(reason)
+}
+
+#[expect(unsafe_code, reason = "entering namespaces between fork and exec")]
+fn enter_namespaces(command: &mut Command, entry: Entry) {
+    // SAFETY: `Entry::enter` makes only async-signal-safe calls and allocates nothing.
+    unsafe {
+        command.pre_exec(move || entry.enter());
+    }
 }
 
 #[expect(

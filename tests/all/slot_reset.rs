@@ -178,8 +178,10 @@ fn a_call_dirtying_more_than_the_slot_keeps_leaves_it_decommitted_and_clean() {
         dirty(store, instance, 0, 10);
         minor_faults() - before
     });
+    // Copied back or decommitted, each of the 10 pages would fault; a few faults of the
+    // thread's own (its stack, the allocator) are not the slot's.
     assert!(
-        faults < 5,
+        faults < 10,
         "{faults} faults rewriting 10 pages reset in place"
     );
 }

@@ -83,6 +83,7 @@ pub fn workers(config: SandboxConfig) -> Workers {
         sandbox: config,
         binary: PathBuf::from(env!("CARGO_BIN_EXE_warden")),
         frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
+        namespaces: warden::worker::NamespacePolicy::Auto,
     };
     Workers::open(&config).unwrap_or_else(|e| panic!("cannot open the worker pool: {e}"))
 }

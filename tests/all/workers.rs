@@ -278,6 +278,7 @@ async fn a_call_the_host_cannot_run_is_audited_as_failed() {
         sandbox: warden::sandbox::SandboxConfig::new(crate::support::home()),
         binary: missing.clone(),
         frame_budget: warden::worker::wire::DEFAULT_FRAME_BUDGET,
+        namespaces: warden::worker::NamespacePolicy::Auto,
     })
     .unwrap();
     let s = Service::on(std::sync::Arc::new(workers));
@@ -446,5 +447,50 @@ async fn workers_hold_no_capability_and_dump_no_core() {
             oom.is_empty() || oom.trim() == "1000",
             "worker {pid}: oom_score_adj {oom}"
         );
+    }
+}
+
+/// Where the kernel lets an unprivileged process make user namespaces (`unshare`
+/// says), workers run in user, network, IPC, UTS and mount namespaces of their own,
+/// and `/readyz` lists the layer; where it does not, they run without, and it is left
+/// out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_in_namespaces_of_their_own_where_the_kernel_allows() {
+    let allowed = std::process::Command::new("unshare")
+        .args(["--user", "--net", "true"])
+        .status()
+        .expect("util-linux's unshare")
+        .success();
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ADD})).await;
+    let r = s.run(&key, &tool, json!({"a": 1, "b": 2})).await;
+    assert_eq!(r.json["value"], 3, "{}", r.json);
+    let ready = s.send(axum::http::Method::GET, "/readyz", None, None).await;
+    let layers = ready.json["layers"].as_array().expect("layers").clone();
+    for layer in ["webassembly", "worker_process", "landlock", "seccomp"] {
+        assert!(layers.contains(&json!(layer)), "{}", ready.json);
+    }
+    assert_eq!(
+        layers.contains(&json!("namespaces")),
+        allowed,
+        "{}",
+        ready.json
+    );
+    let ns = |pid: &str, kind: &str| std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok();
+    let pids = workers();
+    assert!(!pids.is_empty(), "no worker process found");
+    for pid in pids {
+        for kind in ["user", "net", "ipc", "uts", "mnt"] {
+            let (theirs, ours) = (ns(&pid.to_string(), kind), ns("self", kind));
+            if theirs.is_none() {
+                continue; // gone meanwhile
+            }
+            assert_eq!(
+                theirs != ours,
+                allowed,
+                "worker {pid}'s {kind} namespace: {theirs:?}, the server's: {ours:?}"
+            );
+        }
     }
 }
