@@ -21,15 +21,15 @@ const WORKER_ALLOWED: &[&[c_long]] = &[
     // stacks and code; the allocator grows the heap.
     &[
         SYS_mmap, SYS_munmap, SYS_mprotect, SYS_madvise, SYS_mremap, SYS_brk,
-        SYS_membarrier,
     ],
     // Copy-on-write memory images: wasmtime backs module images with memfds (it falls
-    // back only on ENOSYS; an EPERM breaks instantiation).
-    &[SYS_memfd_create, SYS_ftruncate],
-    // Threads: waiting and waking (tokio, the epoch ticker, glibc's locks), thread
-    // set-up and exit; clone3 is answered ENOSYS by a second filter.
+    // back only on ENOSYS; an EPERM breaks instantiation). `memfd_create` is in
+    // `worker_conditional`.
+    &[SYS_ftruncate],
+    // Threads: thread set-up and exit (waiting and waking, `futex`, is in
+    // `worker_conditional`); clone3 is answered ENOSYS by a second filter.
     &[
-        SYS_futex, SYS_sched_yield, SYS_sched_getaffinity, SYS_set_robust_list,
+        SYS_sched_yield, SYS_sched_getaffinity, SYS_set_robust_list,
         SYS_rseq, SYS_clone3, SYS_exit, SYS_exit_group,
     ],
     // Signals: wasmtime turns faults in guest code into traps with its own handlers on
@@ -62,11 +62,11 @@ const WORKER_ALLOWED: &[&[c_long]] = &[
         SYS_epoll_create1, SYS_epoll_ctl, SYS_epoll_pwait, SYS_epoll_pwait2, SYS_ppoll,
         SYS_eventfd2, SYS_pipe2,
     ],
-    // Sockets inherited before confinement (the line to the server): messages and
-    // shutdown, never a new socket, bind, listen, connect or accept.
+    // Sockets inherited before confinement (the line to the server): bytes and
+    // shutdown, never a new socket, bind, listen, connect or accept, and no `sendmsg`
+    // (no descriptor passed to the server with SCM_RIGHTS).
     &[
-        SYS_sendmsg, SYS_recvmsg, SYS_sendto, SYS_recvfrom, SYS_shutdown,
-        SYS_getsockopt,
+        SYS_recvmsg, SYS_sendto, SYS_recvfrom, SYS_shutdown, SYS_getsockopt,
     ],
     // Identity: harmless reads glibc and std make.
     &[
@@ -86,6 +86,29 @@ const WORKER_ALLOWED: &[&[c_long]] = &[
 /// libc: wasmtime's pooling allocator finds a reused slot's dirty pages with it, on
 /// the `/proc/self/pagemap` it opened when the engine was made (before confinement).
 const PAGEMAP_SCAN: u64 = 0xC060_6610;
+
+/// The futex operations a worker may make: the plain ones (`FUTEX_WAIT`, `FUTEX_WAKE`,
+/// `FUTEX_REQUEUE`, `FUTEX_CMP_REQUEUE`, `FUTEX_WAKE_OP`, `FUTEX_WAIT_BITSET`,
+/// `FUTEX_WAKE_BITSET`), with or without `FUTEX_PRIVATE_FLAG` and
+/// `FUTEX_CLOCK_REALTIME` ([`FUTEX_CMD_MASK`] takes them off).
+const FUTEX_OPS: [c_int; 7] = [
+    FUTEX_WAIT,
+    FUTEX_WAKE,
+    FUTEX_REQUEUE,
+    FUTEX_CMP_REQUEUE,
+    FUTEX_WAKE_OP,
+    FUTEX_WAIT_BITSET,
+    FUTEX_WAKE_BITSET,
+];
+/// The bits of a futex operation that name it, without its flags.
+const FUTEX_CMD_MASK: u64 = !((FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) as u64) & 0xffff_ffff;
+
+// Membarrier commands (linux/membarrier.h), absent from libc.
+const MEMBARRIER_CMD_QUERY: c_int = 0;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: c_int = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: c_int = 1 << 4;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE: c_int = 1 << 5;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE: c_int = 1 << 6;
 
 /// [`Profile::Worker`]'s calls allowed with some arguments only.
 fn worker_conditional(pid: u32) -> Result<Vec<(c_long, Vec<SeccompRule>)>, ConfineError> {
@@ -139,6 +162,38 @@ fn worker_conditional(pid: u32) -> Result<Vec<(c_long, Vec<SeccompRule>)>, Confi
             .iter()
             .map(|command| rule(&[eq(1, *command as u64)?]))
             .collect::<Result<_, _>>()?,
+        ),
+        // Waiting and waking (tokio, the epoch ticker, std's and glibc's locks): the
+        // plain operations, private or shared, any clock; no priority-inheritance
+        // operation (the kernel code behind them has held exploitable bugs, and
+        // nothing in a worker takes a PI lock).
+        (
+            SYS_futex,
+            FUTEX_OPS
+                .iter()
+                .map(|op| rule(&[masked(1, FUTEX_CMD_MASK, *op as u64)?]))
+                .collect::<Result<_, _>>()?,
+        ),
+        // Memory barriers for this process only (wasmtime syncs instruction caches
+        // with them), never the global ones that interrupt every CPU of the machine.
+        (
+            SYS_membarrier,
+            [
+                MEMBARRIER_CMD_QUERY,
+                MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE,
+            ]
+            .iter()
+            .map(|command| rule(&[eq(0, *command as u64)?]))
+            .collect::<Result<_, _>>()?,
+        ),
+        // Memory files of ordinary pages, never huge pages (a pool the whole machine
+        // shares).
+        (
+            SYS_memfd_create,
+            vec![rule(&[masked(1, libc::MFD_HUGETLB as u64, 0)?])?],
         ),
         // Reading its own limits (glibc's getrlimit): pid 0, no new limit.
         (SYS_prlimit64, vec![rule(&[eq(0, 0)?, eq64(2, 0)?])?]),

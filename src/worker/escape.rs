@@ -56,6 +56,9 @@ enum Operation {
     Forge(Forged),
     /// The worker's process id.
     Pid,
+    /// A risky system call with the arguments the worker's filter refuses:
+    /// `futex_lock_pi`, `membarrier_global`, `memfd_hugetlb`, `sendmsg`.
+    Risky(String),
     /// Burn CPU on threads of its own, beside the guest's.
     Spin {
         /// Threads started.
@@ -167,6 +170,7 @@ fn run(op: &Operation) -> Result<Value, String> {
         }
         Operation::Forge(forged) => forge(forged),
         Operation::Pid => Ok(json!(std::process::id())),
+        Operation::Risky(name) => risky(name),
         Operation::Spin { threads, ms } => {
             let until = std::time::Instant::now() + std::time::Duration::from_millis(*ms);
             let spinning: Vec<_> = (0..*threads)
@@ -270,4 +274,48 @@ fn write_socket(bytes: &[u8]) {
             Ok(n) => rest = &rest[n..],
         }
     }
+}
+
+#[expect(
+    unsafe_code,
+    reason = "raw system calls with the arguments a worker must not use; this is the test hatch"
+)]
+fn risky(name: &str) -> Result<Value, String> {
+    let futex = std::sync::atomic::AtomicU32::new(0);
+    // SAFETY: each call is given pointers to live locals (or none); its result is only
+    // reported.
+    let rc = unsafe {
+        match name {
+            "futex_lock_pi" => libc::syscall(
+                libc::SYS_futex,
+                futex.as_ptr(),
+                libc::FUTEX_LOCK_PI | libc::FUTEX_PRIVATE_FLAG,
+                0,
+                std::ptr::null::<libc::timespec>(),
+            ),
+            // MEMBARRIER_CMD_GLOBAL.
+            "membarrier_global" => libc::syscall(libc::SYS_membarrier, 1, 0, 0),
+            "memfd_hugetlb" => libc::syscall(
+                libc::SYS_memfd_create,
+                c"huge".as_ptr(),
+                libc::MFD_HUGETLB | libc::MFD_CLOEXEC,
+            ),
+            "sendmsg" => {
+                let mut byte = [0u8; 1];
+                let mut iov = libc::iovec {
+                    iov_base: byte.as_mut_ptr().cast(),
+                    iov_len: 1,
+                };
+                let mut message: libc::msghdr = std::mem::zeroed();
+                message.msg_iov = &mut iov;
+                message.msg_iovlen = 1;
+                libc::syscall(libc::SYS_sendmsg, super::child::SOCKET_FD, &message, 0)
+            }
+            other => return Err(format!("no risky call named {other}")),
+        }
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    Ok(json!(rc))
 }

@@ -252,3 +252,23 @@ async fn warm_state_of(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn risky_calls_with_refused_arguments_kill_only_the_worker() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ESCAPE})).await;
+    for risky in [
+        "futex_lock_pi",
+        "membarrier_global",
+        "memfd_hugetlb",
+        "sendmsg",
+    ] {
+        let r = s.run(&key, &tool, json!({"ops": [{"risky": risky}]})).await;
+        assert_eq!(r.json["status"], "crashed", "{risky}: {}", r.json);
+        let message = r.json["message"].as_str().unwrap_or_default();
+        assert!(message.contains("SIGSYS"), "{risky}: {message}");
+        let next = s.run(&key, &tool, json!({"ops": []})).await;
+        assert_eq!(next.json["status"], "ok", "{}", next.json);
+    }
+}
