@@ -212,14 +212,41 @@ impl Confinement {
 
     /// [`Confinement::apply`], also granting `folders`.
     pub fn apply_with(&self, folders: &Folders<'_>) -> Result<Applied, ConfineError> {
+        self.apply_layers(folders, true, true)
+    }
+
+    /// FOR TESTS ONLY (the `escape-hatch` feature): [`Confinement::apply_with`] with
+    /// Landlock or seccomp left out, to show what each layer holds alone.
+    #[cfg(feature = "escape-hatch")]
+    pub fn apply_some(
+        &self,
+        folders: &Folders<'_>,
+        landlock: bool,
+        seccomp: bool,
+    ) -> Result<Applied, ConfineError> {
+        self.apply_layers(folders, landlock, seccomp)
+    }
+
+    fn apply_layers(
+        &self,
+        folders: &Folders<'_>,
+        landlock: bool,
+        seccomp: bool,
+    ) -> Result<Applied, ConfineError> {
         #[cfg(target_os = "linux")]
         {
             let threads = threads()?;
             if threads != 1 {
                 return Err(ConfineError::MultiThreaded { threads });
             }
-            let landlock_abi = ruleset::landlock(self, folders)?;
-            filters::seccomp(self.profile)?;
+            let landlock_abi = if landlock {
+                ruleset::landlock(self, folders)?
+            } else {
+                0
+            };
+            if seccomp {
+                filters::seccomp(self.profile)?;
+            }
             Ok(Applied {
                 landlock_abi,
                 profile: self.profile,
@@ -227,7 +254,7 @@ impl Confinement {
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = folders;
+            let _ = (folders, landlock, seccomp);
             Err(ConfineError::Unsupported {
                 os: std::env::consts::OS,
             })

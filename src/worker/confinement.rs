@@ -27,14 +27,28 @@ pub fn apply(
             Access::Rw => folders.read_write.push(fd.as_fd()),
         }
     }
-    Confinement {
+    let confinement = Confinement {
         read_only: read_only.to_vec(),
         read_write: vec![scratch.to_owned()],
         tcp_connect: Vec::new(),
         profile: Profile::Worker,
+    };
+    // The breach table's runs, layer by layer: only in test builds, where the pool
+    // names the layers a worker keeps.
+    #[cfg(feature = "escape-hatch")]
+    if let Some(layers) = std::env::var_os(TEST_LAYERS) {
+        let layers = layers.to_string_lossy().into_owned();
+        let has = |layer: &str| layers.split(',').any(|l| l == layer);
+        return confinement.apply_some(&folders, has("landlock"), has("seccomp"));
     }
-    .apply_with(&folders)
+    confinement.apply_with(&folders)
 }
+
+/// FOR TESTS ONLY (the `escape-hatch` feature): the environment variable through which
+/// a pool opened with [`super::Workers::open_with_layers`] tells its workers which of
+/// `landlock` and `seccomp` to apply (comma-separated).
+#[cfg(feature = "escape-hatch")]
+pub const TEST_LAYERS: &str = "WARDEN_TEST_LAYERS";
 
 /// The first thing a worker does, while it has one thread: a server run as root would
 /// otherwise hand root's powers to code that escaped WebAssembly.

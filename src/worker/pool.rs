@@ -171,6 +171,9 @@ struct Pool {
     budget: FrameBudget,
     /// How workers enter namespaces of their own, where they can.
     namespaces: Option<Entry>,
+    /// The layers its workers keep, in a test build's breach-table runs (see
+    /// [`Workers::open_with_layers`]); `None`: all of them.
+    layers_only: Option<String>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -217,6 +220,24 @@ impl Workers {
     /// Fetches and compiles the runtime if needed (slow the first time, with progress),
     /// in this process: no tool's code runs here. Blocking.
     pub fn open(config: &WorkersConfig) -> Result<Workers, SandboxError> {
+        Workers::open_keeping(config, None)
+    }
+
+    /// FOR TESTS ONLY (the `escape-hatch` feature): a pool whose workers keep only
+    /// `layers` of `landlock`, `seccomp` and `namespaces` (WebAssembly and the worker
+    /// process always), to show what each holds alone.
+    #[cfg(feature = "escape-hatch")]
+    pub fn open_with_layers(
+        config: &WorkersConfig,
+        layers: &[&str],
+    ) -> Result<Workers, SandboxError> {
+        Workers::open_keeping(config, Some(layers.join(",")))
+    }
+
+    fn open_keeping(
+        config: &WorkersConfig,
+        layers_only: Option<String>,
+    ) -> Result<Workers, SandboxError> {
         let sandbox_config = &config.sandbox;
         let (warm, files) = {
             let sandbox = Sandbox::open(sandbox_config)?;
@@ -236,7 +257,13 @@ impl Workers {
                 source,
             })?;
         }
+        let keeps = |layer: &str| {
+            layers_only
+                .as_deref()
+                .is_none_or(|l| l.split(',').any(|k| k == layer))
+        };
         let namespaces = match namespaces::available(&config.binary) {
+            Ok(()) if !keeps("namespaces") => None,
             Ok(()) => Some(Entry::new()),
             Err(why) if config.namespaces == NamespacePolicy::Required => {
                 return Err(worker_failed(format!(
@@ -284,6 +311,7 @@ impl Workers {
             assigned: std::sync::atomic::AtomicU64::new(0),
             budget: FrameBudget::new(config.frame_budget),
             namespaces,
+            layers_only,
         };
         let pool = Arc::new(pool);
         runtime.spawn(reap(Arc::downgrade(&pool)));
@@ -315,7 +343,14 @@ impl Workers {
     /// them (a worker that cannot confine itself with Landlock and seccomp runs
     /// nothing).
     pub fn layers(&self) -> Vec<&'static str> {
-        let mut layers = vec!["webassembly", "worker_process", "landlock", "seccomp"];
+        let keeps = |layer: &str| {
+            self.pool
+                .layers_only
+                .as_deref()
+                .is_none_or(|l| l.split(',').any(|k| k == layer))
+        };
+        let mut layers = vec!["webassembly", "worker_process"];
+        layers.extend(["landlock", "seccomp"].into_iter().filter(|l| keeps(l)));
         if self.pool.namespaces.is_some() {
             layers.push("namespaces");
         }
@@ -707,8 +742,13 @@ impl Pool {
 
     /// Starts a worker and has it load the runtime.
     async fn spawn(&self) -> Result<Worker, SandboxError> {
-        let worker =
-            Worker::start(&self.binary, self.budget.clone(), self.namespaces.as_ref()).await?;
+        let worker = Worker::start(
+            &self.binary,
+            self.budget.clone(),
+            self.namespaces.as_ref(),
+            self.layers_only.as_deref(),
+        )
+        .await?;
         self.started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         worker

@@ -72,6 +72,7 @@ impl Worker {
         binary: &Path,
         budget: FrameBudget,
         namespaces: Option<&Entry>,
+        layers_only: Option<&str>,
     ) -> Result<Worker, SandboxError> {
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|source| SandboxError::Start {
@@ -89,6 +90,13 @@ impl Worker {
         if let Some(log) = std::env::var_os("WARDEN_LOG") {
             command.env("WARDEN_LOG", log);
         }
+        // Read by test builds' workers only (see `Workers::open_with_layers`).
+        #[cfg(feature = "escape-hatch")]
+        if let Some(layers) = layers_only {
+            command.env(super::confinement::TEST_LAYERS, layers);
+        }
+        #[cfg(not(feature = "escape-hatch"))]
+        let _ = layers_only;
         place_socket(&mut command, theirs.as_raw_fd());
         if let Some(entry) = namespaces {
             enter_namespaces(&mut command, entry.clone());

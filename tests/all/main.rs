@@ -30,6 +30,8 @@ mod hostile;
 mod http;
 /// Warden's wasmtime patch: a module sharing compiled code with another memory image.
 mod initial_state;
+#[cfg(feature = "escape-hatch")]
+mod layers;
 /// `warden mcp` through an MCP client: list, call, errors, progress, cancellation, changes.
 mod mcp;
 mod mcp_python;
