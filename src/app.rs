@@ -128,9 +128,10 @@ struct Inner {
     gates: gate::Gates,
     metrics: metrics::Metrics,
     packages: Packages,
-    /// Each tool version prepared on its first call (folder written, validator
-    /// compiled, packages located): versions are immutable, so this is done once.
-    prepared: std::sync::Mutex<std::collections::HashMap<VersionId, Arc<PreparedTool>>>,
+    /// Each tool version prepared on its tenant's first call (folder written, validator
+    /// compiled, packages located): versions are immutable, so this is done once per
+    /// tenant (each tenant's warm state is its own, even of the very same version).
+    prepared: std::sync::Mutex<std::collections::HashMap<(TenantId, VersionId), Arc<PreparedTool>>>,
     /// Whether versions get warm states; see [`App::set_warm_start`].
     warm_start: std::sync::atomic::AtomicBool,
     /// Whether tools may reach private networks; see [`App::set_private_network`].

@@ -210,7 +210,7 @@ impl App {
             return Err(AppError::Disabled { tool: tool.id });
         }
         let manifest = version.manifest;
-        let prepared = self.prepared(&version.id, &manifest).await?;
+        let prepared = self.prepared(tenant, &version.id, &manifest).await?;
         // After a restart, or if registration's preparation was lost: calls run cold
         // until it is done.
         self.warm_up(&prepared, tenant);
@@ -274,12 +274,18 @@ impl App {
 
     /// A version prepared for calls, on its first call only: writing its file, compiling
     /// its JSON Schema and locating its packages would otherwise sit on the hot path.
+    ///
+    /// One per tenant and version: two tenants may register the very same version (its
+    /// id is its content's digest), and each has a warm state of its own, which only
+    /// its own workers may read.
     async fn prepared(
         &self,
+        tenant: &TenantId,
         version: &VersionId,
         manifest: &Manifest,
     ) -> Result<Arc<PreparedTool>, AppError> {
-        if let Some(p) = self.cached(version) {
+        let key = (tenant.clone(), version.clone());
+        if let Some(p) = self.cached(&key) {
             return Ok(p);
         }
         let tools_dir = self.inner.tools_dir.clone();
@@ -299,9 +305,7 @@ impl App {
             .prepared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(Arc::clone(
-            cache.entry(version.clone()).or_insert(Arc::new(prepared)),
-        ))
+        Ok(Arc::clone(cache.entry(key).or_insert(Arc::new(prepared))))
     }
 
     /// Prepares the current version of a tool just registered or updated, and its warm
@@ -318,7 +322,7 @@ impl App {
             let prepared = match current {
                 // A version waiting for review is not even prepared.
                 Ok((tool, _)) if !tool.approved => return,
-                Ok((_, version)) => app.prepared(&version.id, &version.manifest).await,
+                Ok((_, version)) => app.prepared(&t, &version.id, &version.manifest).await,
                 Err(e) => Err(e),
             };
             match prepared {
@@ -359,12 +363,12 @@ impl App {
         });
     }
 
-    fn cached(&self, version: &VersionId) -> Option<Arc<PreparedTool>> {
+    fn cached(&self, key: &(TenantId, VersionId)) -> Option<Arc<PreparedTool>> {
         self.inner
             .prepared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(version)
+            .get(key)
             .cloned()
     }
 

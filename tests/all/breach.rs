@@ -272,3 +272,30 @@ async fn risky_calls_with_refused_arguments_kill_only_the_worker() {
         assert_eq!(next.json["status"], "ok", "{}", next.json);
     }
 }
+
+/// Two tenants registering the very same version (its id is its content's digest) each
+/// get a warm state of their own, which only their own workers read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_of_the_same_version_each_start_from_their_own_warm_state() {
+    let s = Service::start_warm();
+    let source = "import json\n\ndef same(x: int) -> int:\n    return x * 2\n";
+    let mut states = Vec::new();
+    for _ in 0..2 {
+        let (key, tenant) = s.tenant_with_id(json!({})).await;
+        let tool = s.register(&key, json!({"source": source})).await;
+        states.push(warm_state_of(&s, &key, &tool, tenant.as_str(), json!({"x": 2})).await);
+        // Calls start warm, from that tenant's own state.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = s.run(&key, &tool, json!({"x": 2})).await;
+            assert_eq!(r.json["status"], "ok", "{}", r.json);
+            assert_eq!(r.json["value"], 4, "{}", r.json);
+            if r.json["start"] == "warm" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never warm: {}", r.json);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert_ne!(states[0].parent(), states[1].parent());
+}
