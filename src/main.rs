@@ -11,16 +11,20 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = warden::confine::exec_main() {
         return code;
     }
+    // A worker's stderr is a pipe its server reads and logs as its own lines: plain
+    // text, no colours.
+    let worker = std::env::args_os().nth(1).is_some_and(|a| a == "__worker");
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(!worker && std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // A worker process started by Warden itself: it must confine itself before any
     // thread starts, so it is dispatched before anything else runs.
-    if std::env::args_os().nth(1).is_some_and(|a| a == "__worker") {
+    if worker {
         return std::process::ExitCode::from(warden::worker::main());
     }
     let cli = cli::Cli::parse();

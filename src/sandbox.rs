@@ -486,7 +486,7 @@ impl Sandbox {
         let stdout_cap = limits.stdout.as_u64();
         let stdout = CappedPipe::new("stdout", to_usize(stdout_cap + frame_room(limits)));
         let stderr = CappedPipe::new("stderr", to_usize(limits.stderr.as_u64()));
-        let scratch = self.scratch.as_ref().map(ScratchRoot::folder).transpose()?;
+        let mut scratch = self.scratch.as_ref().map(ScratchRoot::folder).transpose()?;
         let folders = wasi::RuntimeFolders {
             empty_root: &self.files.empty_root,
             stdlib: &self.files.stdlib_dir(),
@@ -533,6 +533,11 @@ impl Sandbox {
         let fuel_left = store.get_fuel().unwrap_or(0);
         let memory = &store.data().memory;
         let (memory_hit, peak) = (memory.hit, memory.peak as u64);
+        if let Some(folder) = &mut scratch
+            && store.data().created_nothing()
+        {
+            folder.known_empty();
+        }
         // The guest can no longer write: its output is read while the store, whose
         // instance takes a while to reset, is left to the caller to drop.
         let spent = Spent {

@@ -33,6 +33,13 @@ pub(super) struct Guest {
     pub(super) deadline: Instant,
 }
 
+impl Guest {
+    /// Whether the call created nothing ([`syscalls::FileLedger::created_nothing`]).
+    pub(super) fn created_nothing(&self) -> bool {
+        self.files.created_nothing()
+    }
+}
+
 impl syscalls::Checked for Guest {
     fn parts(&mut self) -> (&mut WasiP1Ctx, &mut syscalls::FileLedger) {
         (&mut self.wasi, &mut self.files)

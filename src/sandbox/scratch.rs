@@ -122,6 +122,7 @@ impl ScratchRoot {
         Ok(ScratchFolder {
             path,
             free: Arc::downgrade(&self.free),
+            untouched: false,
         })
     }
 }
@@ -141,6 +142,9 @@ pub struct ScratchFolder {
     path: PathBuf,
     /// Its root's empty folders, while the root lives.
     free: Weak<Mutex<Vec<PathBuf>>>,
+    /// Whether its call is known to have created nothing in it (so it need not be
+    /// listed to be known empty).
+    untouched: bool,
 }
 
 impl ScratchFolder {
@@ -148,11 +152,18 @@ impl ScratchFolder {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Notes that its call created nothing anywhere (its file ledger says so): it is
+    /// still empty, and is kept without being listed.
+    pub fn known_empty(&mut self) {
+        self.untouched = true;
+    }
 }
 
 impl Drop for ScratchFolder {
     fn drop(&mut self) {
-        let empty = std::fs::read_dir(&self.path).is_ok_and(|mut entries| entries.next().is_none());
+        let empty = self.untouched
+            || std::fs::read_dir(&self.path).is_ok_and(|mut entries| entries.next().is_none());
         if empty && let Some(free) = self.free.upgrade() {
             let mut free = free.lock().unwrap_or_else(PoisonError::into_inner);
             if free.len() < KEPT {

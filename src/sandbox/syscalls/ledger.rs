@@ -56,6 +56,12 @@ impl FileLedger {
         }
     }
 
+    /// Whether the call created nothing: no file, folder or link anywhere, so its
+    /// scratch folder is as empty as it was given.
+    pub fn created_nothing(&self) -> bool {
+        self.created == 0
+    }
+
     /// Whether another descriptor may be opened.
     pub(super) fn may_open(&self) -> Result<(), Errno> {
         if self.opened.len() >= self.open_cap {
