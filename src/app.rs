@@ -22,7 +22,7 @@
 //! The guest runs in its own tokio task: the sandbox yields to the executor every epoch
 //! tick, so a tenant's busy loops share the worker threads with every other task instead
 //! of holding them, and at most `max_concurrent_calls` of them run per tenant. The
-//! tenant is the call's share key ([`crate::sandbox::share`]): tenants with calls
+//! tenant is the call's share key ([`crate::sandbox::cores`]): tenants with calls
 //! waiting for a core are served in turn, so a tenant with sixteen calls in flight gets
 //! the same share of the CPU as a tenant with one. The task also records the run's
 //! audit event, so a call whose client went away is still audited.

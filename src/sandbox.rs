@@ -21,41 +21,43 @@
 //! tasks) and is stopped once its deadline has passed. A host timer covers a guest
 //! blocked in a host call (`time.sleep`), which epochs cannot interrupt.
 //!
-//! CPU is shared by [`share`]: a guest runs wasm only while it holds one of the
+//! CPU is shared by [`cores`]: a guest runs wasm only while it holds one of the
 //! sandbox's [`SandboxConfig::cores`] run tokens, taken after its pool slot and before
 //! instantiation, given back at each tick while other calls wait for one and while it
 //! waits in a host call (a sleep, an outbound request). Waiting calls are served
 //! round-robin across their [`ShareKey`]s (tenants), so tenants share the cores, not
 //! calls. A call's wait for a core counts in its wall time and its deadline.
 //!
+//! # Layout, by lifetime
+//!
+//! - [`machine`]: once per machine: the runtime fetched and verified, the host's CPU
+//!   level, Warden's snapshot, compiled and cached, the engine, opening it all. A
+//!   second runtime flavour differs here only.
+//! - `warm/`: once per tool version: its warm state, prepared, stored and loaded.
+//! - [`call`]: once per call: its store and WASI context, the checked WASI calls, its
+//!   pipes and scratch folder, the JSON protocol, the host calls through the door, the
+//!   epoch ticker, the verdict on how it ended, the parts of a rich result.
+//! - [`cores`]: across calls: the run tokens tenants share.
+//!
+//! This file is the facade: [`Sandbox`] and its settings, and what other rooms use.
+//!
 //! This module never sees schemas, the registry or HTTP.
 
-pub mod artifacts;
-pub mod compiled;
-pub mod content;
-pub mod door;
-mod ending;
-mod engine;
+pub mod call;
+pub mod cores;
 mod error;
-mod guest;
-mod job;
-mod open;
-mod pipe;
-pub mod platform;
-pub mod protocol;
-pub mod scratch;
-pub mod share;
-pub mod snapshot;
-#[cfg_attr(
-    not(feature = "compiler"),
-    expect(dead_code, reason = "only building a snapshot adds exports")
-)]
-mod state_exports;
-pub mod syscalls;
-mod ticker;
+pub mod machine;
 mod tool;
 mod warm;
-pub mod wasi;
+
+// The rooms' modules by their own names, for the sandbox's files and for the rooms
+// outside that use them.
+pub use call::{content, host_calls, protocol, scratch, syscalls, wasi};
+use call::{guest, job, pipe, ticker, verdict};
+use machine::engine;
+#[cfg(feature = "compiler")]
+use machine::state_exports;
+pub use machine::{artifacts, compiled, platform, snapshot};
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -68,20 +70,20 @@ use bytesize::ByteSize;
 use wasmtime::{Engine, InstancePre, Linker, Module};
 
 pub use artifacts::{ArtifactError, Progress, RuntimeFiles};
-pub use door::Door;
-use ending::{Ended, Observed, TrapKind};
+pub use cores::{CoreSeat, ShareKey, host_cores};
+use cores::{Cores, Seat};
 pub use error::SandboxError;
 use guest::{Exports, Failure, Guest, new_store, run_call, trap_kind};
+pub use host_calls::Door;
 pub use job::Job;
 use pipe::CappedPipe;
 pub use platform::{CpuLevel, Platform, PlatformError};
 use protocol::Request;
 pub use scratch::ScratchRoot;
-pub use share::{CoreSeat, ShareKey, host_cores};
-use share::{Cores, Seat};
 pub use ticker::TICK;
 use ticker::Ticker;
 pub use tool::ToolFolder;
+use verdict::{Ended, Observed, TrapKind};
 use warm::{Base, WarmStates};
 pub use warm::{
     BaseRef, ColdReason, DEFAULT_WARM_BUDGET, DeltaError, DeltaShape, MAX_STATE_DELTA,
@@ -114,7 +116,7 @@ fn frame_room(limits: &Limits) -> u64 {
 }
 
 /// The most a call's guest can write, stdout (its response frame included) and stderr
-/// together: everything a [`CallResult`](crate::outcome::CallResult) holds comes from
+/// together: everything a [`CallResult`] holds comes from
 /// there, so this bounds the result as well (each byte at most 6 once JSON-escaped).
 pub fn max_output(limits: &Limits) -> ByteSize {
     ByteSize(
@@ -140,7 +142,7 @@ pub struct SandboxConfig {
     /// the most a 32-bit guest can address.
     pub max_memory: ByteSize,
     /// Most guests running WebAssembly at once, shared fairly between calls' share keys
-    /// ([`share`]); further calls wait for a core (within their deadline). Default: the
+    /// ([`cores`]); further calls wait for a core (within their deadline). Default: the
     /// host's available parallelism ([`host_cores`]).
     pub cores: NonZeroUsize,
     /// Most disk the tools' warm states may take together under `home/warm`; the least
@@ -566,7 +568,7 @@ impl Sandbox {
             Ended::Returned(0) => protocol::split_stdout(&out, &nonce),
             _ => (&out[..], protocol::Answer::Missing),
         };
-        let verdict = ending::decide(
+        let verdict = verdict::decide(
             Observed {
                 ended,
                 output_over: out_overflow || err_overflow || tool_out.len() > stdout_cap,

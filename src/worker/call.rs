@@ -10,7 +10,7 @@ use super::wire::{Expect, ToServer, ToWorker, WireError};
 use crate::outbound::Exchange;
 use crate::outcome::{CallResult, Start, Status, ToolError};
 use crate::sandbox::CoreSeat;
-use crate::sandbox::share::Seat;
+use crate::sandbox::cores::Seat;
 
 /// Sends the call and serves the worker's questions until its answer: `Ok(Ok)` the
 /// result, `Ok(Err)` the worker's reason it could not run the call, `Err` a worker that

@@ -16,7 +16,7 @@ use bytesize::ByteSize;
 use super::confinement;
 use super::wire::{self, CallId, ToServer, ToWorker, WireError};
 use crate::sandbox::{
-    CoreSeat, Door, Progress, Sandbox, SandboxConfig, ToolFolder, share::SeatFuture,
+    CoreSeat, Door, Progress, Sandbox, SandboxConfig, ToolFolder, cores::SeatFuture,
 };
 
 /// The file descriptor the server places the worker's socket at.

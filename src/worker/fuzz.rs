@@ -22,7 +22,7 @@ use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
 use crate::outcome::CallResult;
-use crate::sandbox::share::{Cores, Seat, ShareKey};
+use crate::sandbox::cores::{Cores, Seat, ShareKey};
 
 /// A frame as the wire has it: header, payload, call.
 fn frame(header: &[u8], payload: &[u8], call: CallId) -> Vec<u8> {

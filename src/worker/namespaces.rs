@@ -14,7 +14,7 @@
 //! host's mounts; Landlock decides what can be opened).
 //!
 //! Whether namespaces can be made is probed once, when the pool opens, by starting
-//! Warden's binary in them ([`available`]). Distributions may restrict unprivileged
+//! Warden's binary in them (`available`). Distributions may restrict unprivileged
 //! user namespaces: `sysctl kernel.unprivileged_userns_clone` (Debian's older kernels),
 //! `sysctl kernel.apparmor_restrict_unprivileged_userns` (Ubuntu 23.10 and later) and
 //! `user.max_user_namespaces` (0 disables them) say so.

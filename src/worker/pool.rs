@@ -18,7 +18,7 @@ use crate::grants::ResolvedMount;
 use crate::grants::folder::refuse_warden_folders;
 use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
 use crate::outcome::{CallResult, Start};
-use crate::sandbox::share::{Cores, Seat};
+use crate::sandbox::cores::{Cores, Seat};
 use crate::sandbox::{
     Call, Job, Outbound, PREPARE_DEADLINE, RuntimeFiles, Sandbox, SandboxConfig, SandboxError,
     ScratchRoot, ShareKey, ToolFolder, WarmState, WarmStore, Warmth,

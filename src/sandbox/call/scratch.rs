@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
-use super::SandboxError;
+use crate::sandbox::SandboxError;
 
 /// The folder under Warden's home that holds every scratch root.
 pub const SCRATCH_DIR: &str = "scratch";

@@ -22,7 +22,7 @@
 //!    by its type and a failing tool by its own Python traceback.
 //!
 //! Every call then instantiates that module: a fresh instance whose first `turn` is a
-//! plain call of `_warden_call()`. [`super::compiled`] checks on the compiled result that
+//! plain call of `_warden_call()`. [`crate::sandbox::compiled`] checks on the compiled result that
 //! a call reads its own grants before caching it.
 
 #[cfg(feature = "compiler")]
@@ -33,17 +33,17 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 #[cfg(feature = "compiler")]
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::artifacts::Role;
+use crate::sandbox::artifacts::Role;
 #[cfg(feature = "compiler")]
-use super::guest::{Exports, turn};
+use crate::sandbox::guest::{Exports, turn};
 #[cfg(feature = "compiler")]
-use super::pipe::CappedPipe;
+use crate::sandbox::pipe::CappedPipe;
 #[cfg(feature = "compiler")]
-use super::protocol::snapshot_stdin;
-use super::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, WARDEN};
-use super::{RuntimeFiles, SandboxError, state_exports};
+use crate::sandbox::protocol::snapshot_stdin;
+use crate::sandbox::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, WARDEN};
+use crate::sandbox::{RuntimeFiles, SandboxError, state_exports};
 #[cfg(feature = "compiler")]
-use super::{io_error, on_own_thread, wasi};
+use crate::sandbox::{io_error, on_own_thread, wasi};
 
 /// How the snapshot is built (the steps above), for [`identity`]: changed with them.
 const RECIPE: &str = "3: state exports, runtime folders, preopen reset, no name section";
@@ -61,7 +61,7 @@ pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
         OUTBOUND,
         WARDEN,
         LOAD_HARNESS,
-        super::WASMTIME_VERSION,
+        crate::sandbox::WASMTIME_VERSION,
     ] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
@@ -169,7 +169,9 @@ pub fn build(files: &RuntimeFiles) -> Result<Vec<u8>, SandboxError> {
 /// information, which wasmtime keeps in every compiled module and its symbol table).
 /// Every other section is copied byte for byte.
 #[cfg(feature = "compiler")]
-pub(super) fn without_names(wasm: &[u8]) -> Result<Vec<u8>, wasmparser::BinaryReaderError> {
+pub(in crate::sandbox) fn without_names(
+    wasm: &[u8],
+) -> Result<Vec<u8>, wasmparser::BinaryReaderError> {
     use wasmparser::{Parser, Payload};
     let mut module = wasm_encoder::Module::new();
     for payload in Parser::new(0).parse_all(wasm) {
@@ -191,7 +193,7 @@ pub(super) fn without_names(wasm: &[u8]) -> Result<Vec<u8>, wasmparser::BinaryRe
 
 /// Makes wasi-libc forget the folders (preopens) it has read, so that an instance
 /// started from a snapshot of this one reads its own.
-pub(super) async fn reset_preopens<T: Send>(
+pub(in crate::sandbox) async fn reset_preopens<T: Send>(
     store: &mut Store<T>,
     instance: Instance,
 ) -> wasmtime::Result<()> {

@@ -15,14 +15,14 @@
 
 use serde_json::Value;
 
-use super::content;
-use super::protocol::{self, Answer, Response};
 use crate::limits::Limits;
 use crate::outcome::{ContentPart, Status, ToolError, Truncation};
+use crate::sandbox::content;
+use crate::sandbox::protocol::{self, Answer, Response};
 
 /// How the guest's run ended, as the host saw it.
 #[derive(Debug)]
-pub(super) enum Ended {
+pub(in crate::sandbox) enum Ended {
     /// `turn` returned this code (0: the harness ran to its end).
     Returned(i32),
     /// The guest trapped.
@@ -33,7 +33,7 @@ pub(super) enum Ended {
 
 /// Why the guest trapped, classified by the trap's type where it was raised.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum TrapKind {
+pub(in crate::sandbox) enum TrapKind {
     /// The epoch callback found the deadline passed.
     Deadline,
     /// The fuel ran out.
@@ -46,7 +46,7 @@ pub(super) enum TrapKind {
 
 /// What the host observed of one call.
 #[derive(Debug)]
-pub(super) struct Observed {
+pub(in crate::sandbox) struct Observed {
     /// How the run ended.
     pub ended: Ended,
     /// The tool wrote past its stdout or stderr cap.
@@ -59,7 +59,7 @@ pub(super) struct Observed {
 
 /// The host's decision: the status and what goes with it.
 #[derive(Debug, PartialEq)]
-pub(super) struct Verdict {
+pub(in crate::sandbox) struct Verdict {
     pub status: Status,
     pub value: Option<Value>,
     pub truncated: Option<Truncation>,
@@ -95,7 +95,7 @@ impl Verdict {
 }
 
 /// Decides the status of a call from what was observed.
-pub(super) fn decide(observed: Observed, limits: &Limits) -> Verdict {
+pub(in crate::sandbox) fn decide(observed: Observed, limits: &Limits) -> Verdict {
     if observed.output_over {
         return Verdict::host(
             Status::OutputLimit,

@@ -6,17 +6,17 @@ use std::sync::Arc;
 
 use wasmtime::{Engine, InstancePre, Linker, Module};
 
-use super::engine::engine;
-use super::guest::{Exports, Guest};
-use super::share::Cores;
-use super::ticker::Ticker;
-use super::tool::sweep_orphaned_tool_folders;
-use super::warm::WarmStates;
-use super::{
-    RuntimeFiles, SHIPPED_WARM, Sandbox, SandboxConfig, SandboxError, ScratchRoot, WarmStore,
-    compiled, door, own_folders, syscalls,
-};
 use crate::outbound::Clients;
+use crate::sandbox::cores::Cores;
+use crate::sandbox::engine::engine;
+use crate::sandbox::guest::{Exports, Guest};
+use crate::sandbox::ticker::Ticker;
+use crate::sandbox::tool::sweep_orphaned_tool_folders;
+use crate::sandbox::warm::WarmStates;
+use crate::sandbox::{
+    RuntimeFiles, SHIPPED_WARM, Sandbox, SandboxConfig, SandboxError, ScratchRoot, WarmStore,
+    compiled, host_calls, own_folders, syscalls,
+};
 
 impl Sandbox {
     /// Fetches and compiles the runtime if needed (slow the first time, with progress),
@@ -135,9 +135,9 @@ impl Sandbox {
     /// the folders or environment of the instance that built it would fail here.
     #[cfg(feature = "compiler")]
     fn check_new_snapshot(&self) -> Result<(), SandboxError> {
-        use super::{Call, ToolFolder, io_error};
         use crate::grants::Grants;
         use crate::limits::Limits;
+        use crate::sandbox::{Call, ToolFolder, io_error};
         const TOOL: &str = "import os\n\
 def check() -> list:\n    \
 with open('/warden-check/probe.txt') as f:\n        \
@@ -207,7 +207,7 @@ fn link(
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, |g: &mut Guest| &mut g.wasi)
         .map_err(SandboxError::Engine)?;
     syscalls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
-    door::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
+    host_calls::add_to_linker(&mut linker).map_err(SandboxError::Engine)?;
     let pre = linker
         .instantiate_pre(module)
         .map_err(SandboxError::Engine)?;

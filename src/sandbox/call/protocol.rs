@@ -11,15 +11,15 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{ToolError, Truncation};
 
 /// The harness's source.
-pub const HARNESS: &str = include_str!("../../runtime/harness.py");
+pub const HARNESS: &str = include_str!("../../../runtime/harness.py");
 
 /// The guest's half of outbound HTTP (`crate::outbound`): loaded as the module
 /// `_warden_outbound` just before the harness, which installs it.
-pub const OUTBOUND: &str = include_str!("../../runtime/outbound.py");
+pub const OUTBOUND: &str = include_str!("../../../runtime/outbound.py");
 
 /// The `warden` module tools import (progress, rich results, `ToolError`, the FastMCP
 /// stand-ins): loaded as the module `warden` just before the harness.
-pub const WARDEN: &str = include_str!("../../runtime/warden.py");
+pub const WARDEN: &str = include_str!("../../../runtime/warden.py");
 
 /// Turned once, while Warden builds its snapshot, with [`snapshot_stdin`] on stdin:
 /// defines `_warden_outbound` and `warden`, then the harness in `__main__`. The file

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Call, Outbound, SandboxError, ToolFolder, wasi};
 use crate::events::Wants;
 use crate::grants::folder::resolve_all;
 use crate::grants::{GrantError, Grants, ResolvedMount};
 use crate::limits::Limits;
 use crate::outbound::CallSecrets;
+use crate::sandbox::{Call, Outbound, SandboxError, ToolFolder, wasi};
 
 /// One call, ready to run in a fresh instance.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! The WASI calls Warden checks before wasmtime-wasi carries them out.
 //!
-//! [`wasi`](super::wasi) decides what a guest can reach; this file decides how much of
+//! [`wasi`](crate::sandbox::wasi) decides what a guest can reach; this file decides how much of
 //! it one call may use, and keeps every blocking call within the call's deadline. Each
 //! function below shadows the wasmtime-wasi implementation of the same WASI preview-1
 //! import, checks its arguments, and then runs the original unchanged:
@@ -25,7 +25,7 @@
 //!   `select.select([], [], [], t)` and `select.poll().poll(t)`) sleeps on the async
 //!   runtime, where the call's deadline can cut it short; wasmtime-wasi would sleep on
 //!   the host thread itself. Every `poll_oneoff` waits without the call's core
-//!   (`share`): a sleeping guest leaves the CPU to other calls.
+//!   (`cores`): a sleeping guest leaves the CPU to other calls.
 //!
 //! What the guest sees when refused: an ordinary `OSError` with the matching errno
 //! (`EACCES` for a special file, `EMFILE` for too many open files, `EDQUOT` for a
@@ -42,9 +42,9 @@ use wasmtime_wasi::p1::types::{self, Errno, Filetype};
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1};
 use wiggle::{GuestMemory, GuestPtr};
 
-use super::share::{self, CoreSeat};
 #[cfg(doc)]
 use crate::limits::Limits;
+use crate::sandbox::cores::{self, CoreSeat};
 
 mod ledger;
 
@@ -418,10 +418,10 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
                     let poll = with_guest(&mut caller, async |ctx, _, mem| {
                         p1::poll_oneoff(ctx, mem, subs, events, count, ready).await
                     });
-                    return share::without_core(seat.as_deref(), || poll).await;
+                    return cores::without_core(seat.as_deref(), || poll).await;
                 };
                 // Sleep here, outside the store, where the call's deadline can end it.
-                share::without_core(seat.as_deref(), || tokio::time::sleep(timeout)).await;
+                cores::without_core(seat.as_deref(), || tokio::time::sleep(timeout)).await;
                 with_guest(&mut caller, async |_, _, mem| {
                     let event = types::Event {
                         userdata,

@@ -1,9 +1,9 @@
-//! The engine, configured once per [`Sandbox`](super::Sandbox).
+//! The engine, configured once per [`Sandbox`](crate::sandbox::Sandbox).
 
 use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::platform::{self, Platform};
-use super::{SandboxConfig, SandboxError, to_usize};
+use crate::sandbox::platform::{self, Platform};
+use crate::sandbox::{SandboxConfig, SandboxError, to_usize};
 
 /// Bytes of a pool slot's dirty memory, table and stack reset in place rather than
 /// unmapped when the slot is reused (see [`engine`]). A call of a small tool dirties a
@@ -26,9 +26,9 @@ const KEEP_RESIDENT: KeepResident = KeepResident {
 
 /// Warden's engine settings that decide compiled code: written out once here, used to
 /// configure every engine, and hashed into the compiled cache's name
-/// ([`super::compiled`]). wasmtime checks them again when it loads a module.
+/// ([`crate::sandbox::compiled`]). wasmtime checks them again when it loads a module.
 #[derive(Debug)]
-pub(super) struct Settings {
+pub(in crate::sandbox) struct Settings {
     wasm_exceptions: bool,
     consume_fuel: bool,
     epoch_interruption: bool,
@@ -38,7 +38,7 @@ pub(super) struct Settings {
     native_unwind_info: bool,
 }
 
-pub(super) const SETTINGS: Settings = Settings {
+pub(in crate::sandbox) const SETTINGS: Settings = Settings {
     wasm_exceptions: true,
     consume_fuel: true,
     epoch_interruption: true,
@@ -61,7 +61,10 @@ pub(super) const SETTINGS: Settings = Settings {
 /// The engine that runs calls, and compiles for `platform` when this binary has the
 /// compiler (its target and CPU level are set explicitly: nothing is inferred from the
 /// host). Without the compiler it only loads precompiled modules.
-pub(super) fn engine(config: &SandboxConfig, platform: &Platform) -> Result<Engine, SandboxError> {
+pub(in crate::sandbox) fn engine(
+    config: &SandboxConfig,
+    platform: &Platform,
+) -> Result<Engine, SandboxError> {
     let instances = config.max_instances.max(1);
     let mut pool = PoolingAllocationConfig::new();
     // A store also takes a memory slot for its GC heap (the runtime uses wasm
@@ -98,7 +101,7 @@ pub(super) fn engine(config: &SandboxConfig, platform: &Platform) -> Result<Engi
     unsafe_code,
     reason = "wasmtime marks its host-feature probe and Cranelift flags unsafe; see SAFETY"
 )]
-pub(super) fn settings_config(platform: &Platform) -> Result<Config, SandboxError> {
+pub(in crate::sandbox) fn settings_config(platform: &Platform) -> Result<Config, SandboxError> {
     let Settings {
         wasm_exceptions,
         consume_fuel,

@@ -5,7 +5,7 @@
 //! where `<compiled>` is `compiled/` under Warden's home or a bundle's runtime folder,
 //! `<snapshot>` identifies what the snapshot is built from (the pinned runtime's hash and
 //! the harness, see [`snapshot::identity`]), `<target>` and `<cpu>` the platform it is
-//! compiled for ([`super::platform`]: an explicit CPU level, never the build host's own
+//! compiled for ([`crate::sandbox::platform`]: an explicit CPU level, never the build host's own
 //! flags) and `<settings>` hashes Warden's engine settings (`engine::SETTINGS`).
 //! Any change to one gives a new name, so a stale file is never loaded; older files are
 //! removed once a new one is in place. wasmtime checks the header again on every load.
@@ -16,11 +16,11 @@ use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
 #[cfg(feature = "compiler")]
-use super::artifacts::Progress;
-use super::engine::SETTINGS;
+use crate::sandbox::artifacts::Progress;
+use crate::sandbox::engine::SETTINGS;
 #[cfg(feature = "compiler")]
-use super::io_error;
-use super::{RuntimeFiles, SandboxError, WASMTIME_VERSION, snapshot};
+use crate::sandbox::io_error;
+use crate::sandbox::{RuntimeFiles, SandboxError, WASMTIME_VERSION, snapshot};
 
 /// The `.cwasm` file of this runtime for its platform.
 pub fn path(files: &RuntimeFiles) -> Result<PathBuf, SandboxError> {
@@ -81,9 +81,9 @@ pub fn load_existing(engine: &Engine, files: &RuntimeFiles) -> Result<Module, Sa
 }
 
 /// The error for a compiled runtime that is not there (or not runnable).
-pub(super) fn missing(files: &RuntimeFiles, path: &Path) -> SandboxError {
+pub(in crate::sandbox) fn missing(files: &RuntimeFiles, path: &Path) -> SandboxError {
     if files.bundled {
-        return SandboxError::Artifact(super::ArtifactError::Bundle {
+        return SandboxError::Artifact(crate::sandbox::ArtifactError::Bundle {
             dir: files.compiled_dir.parent().unwrap_or(path).to_owned(),
             reason: format!("it has no {}", path.display()),
         });
@@ -107,7 +107,7 @@ pub(super) fn missing(files: &RuntimeFiles, path: &Path) -> SandboxError {
 
 /// The error for a compiled runtime wasmtime will not load on this host.
 fn incompatible(files: &RuntimeFiles, path: &Path, reason: wasmtime::Error) -> SandboxError {
-    let host = super::platform::Platform::host();
+    let host = crate::sandbox::platform::Platform::host();
     SandboxError::Incompatible {
         path: path.to_owned(),
         compiled_for: files.platform.to_string(),
@@ -124,7 +124,7 @@ fn incompatible(files: &RuntimeFiles, path: &Path, reason: wasmtime::Error) -> S
 /// (its slots are sized by the host that runs calls, not by compilation).
 #[cfg(feature = "compiler")]
 fn compile_engine(files: &RuntimeFiles) -> Result<Engine, SandboxError> {
-    let config = super::engine::settings_config(&files.platform)?;
+    let config = crate::sandbox::engine::settings_config(&files.platform)?;
     Engine::new(&config).map_err(|e| {
         let hint = if files.platform.is_host_target() {
             String::new()

@@ -33,8 +33,8 @@ use std::path::Path;
 
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder, p1::WasiP1Ctx};
 
-use super::pipe::CappedPipe;
 use crate::grants::{Access, Grants, ResolvedMount};
+use crate::sandbox::pipe::CappedPipe;
 
 /// Where the standard library folder is mounted; the runtime looks for `python315.zip`.
 pub const STDLIB_GUEST: &str = "/usr/local/lib";

@@ -24,7 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::platform::Platform;
+use crate::sandbox::platform::Platform;
 
 /// The pinned runtime could not be fetched, read or verified.
 #[derive(Debug, thiserror::Error)]
@@ -107,7 +107,7 @@ pub enum ArtifactError {
     },
 }
 
-const MANIFEST: &str = include_str!("../../runtime/artifacts.toml");
+const MANIFEST: &str = include_str!("../../../runtime/artifacts.toml");
 
 /// The pinned runtime, as `runtime/artifacts.toml` describes it.
 #[derive(Debug, Clone, Deserialize)]

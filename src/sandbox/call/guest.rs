@@ -11,31 +11,31 @@ use wasmtime::{
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
-use super::door::Door;
-use super::ending::TrapKind;
-use super::protocol::CALL;
-use super::share::CoreSeat;
-use super::{SandboxError, syscalls, to_usize};
 use crate::limits::Limits;
+use crate::sandbox::cores::CoreSeat;
+use crate::sandbox::host_calls::Door;
+use crate::sandbox::protocol::CALL;
+use crate::sandbox::verdict::TrapKind;
+use crate::sandbox::{SandboxError, syscalls, to_usize};
 
 /// The per-call store data.
-pub(super) struct Guest {
-    pub(super) wasi: WasiP1Ctx,
-    pub(super) memory: MemoryCap,
+pub(in crate::sandbox) struct Guest {
+    pub(in crate::sandbox) wasi: WasiP1Ctx,
+    pub(in crate::sandbox) memory: MemoryCap,
     files: syscalls::FileLedger,
     /// The call's outbound requests, answered through the runtime's door
-    /// ([`super::door`]); `None` while a warm state is prepared.
-    pub(super) door: Option<Arc<dyn Door>>,
-    /// The call's place at the cores ([`super::share`]); `None` while a warm state is
+    /// ([`crate::sandbox::host_calls`]); `None` while a warm state is prepared.
+    pub(in crate::sandbox) door: Option<Arc<dyn Door>>,
+    /// The call's place at the cores ([`crate::sandbox::cores`]); `None` while a warm state is
     /// prepared (on a thread of its own, outside the calls' shares).
-    pub(super) seat: Option<Arc<dyn CoreSeat>>,
+    pub(in crate::sandbox) seat: Option<Arc<dyn CoreSeat>>,
     /// When the call's wall-clock deadline passes.
-    pub(super) deadline: Instant,
+    pub(in crate::sandbox) deadline: Instant,
 }
 
 impl Guest {
     /// Whether the call created nothing ([`syscalls::FileLedger::created_nothing`]).
-    pub(super) fn created_nothing(&self) -> bool {
+    pub(in crate::sandbox) fn created_nothing(&self) -> bool {
         self.files.created_nothing()
     }
 }
@@ -51,10 +51,10 @@ impl syscalls::Checked for Guest {
 }
 
 /// The memory cap, and what the guest asked of it.
-pub(super) struct MemoryCap {
+pub(in crate::sandbox) struct MemoryCap {
     cap: usize,
-    pub(super) peak: usize,
-    pub(super) hit: bool,
+    pub(in crate::sandbox) peak: usize,
+    pub(in crate::sandbox) hit: bool,
 }
 
 impl ResourceLimiter for MemoryCap {
@@ -88,12 +88,12 @@ impl ResourceLimiter for MemoryCap {
 #[error("the wall-clock deadline passed")]
 pub(crate) struct DeadlineHit;
 
-pub(super) enum Failure {
+pub(in crate::sandbox) enum Failure {
     Instantiate(wasmtime::Error),
     Trap(wasmtime::Error),
 }
 
-pub(super) fn new_store(
+pub(in crate::sandbox) fn new_store(
     engine: &Engine,
     wasi: WasiP1Ctx,
     limits: &Limits,
@@ -133,7 +133,7 @@ pub(super) fn new_store(
             // own to the call whose turn it is (possibly itself), once it has held it a
             // whole tick (the first tick after a wait may come at once: other calls'
             // ticks moved the epoch on).
-            Some(seat) if seat.contended() && seat.held_for() >= super::TICK => Ok(
+            Some(seat) if seat.contended() && seat.held_for() >= crate::sandbox::TICK => Ok(
                 UpdateDeadline::YieldCustom(1, Arc::clone(seat).yield_core()),
             ),
             // No one waits: keep the core, and let the executor run other tasks.
@@ -144,7 +144,7 @@ pub(super) fn new_store(
 }
 
 /// Waits for a core, then instantiates Warden's snapshot and runs one call's turn.
-pub(super) async fn run_call(
+pub(in crate::sandbox) async fn run_call(
     pre: &InstancePre<Guest>,
     exports: &Exports,
     store: &mut Store<Guest>,
@@ -163,14 +163,14 @@ pub(super) async fn run_call(
 
 /// The runtime's exports a turn uses, looked up once per module rather than by name on
 /// every call.
-pub(super) struct Exports {
+pub(in crate::sandbox) struct Exports {
     memory: ModuleExport,
     host_alloc: ModuleExport,
     turn: ModuleExport,
 }
 
 impl Exports {
-    pub(super) fn of(module: &Module) -> Result<Exports, SandboxError> {
+    pub(in crate::sandbox) fn of(module: &Module) -> Result<Exports, SandboxError> {
         let export = |name: &str| {
             module.get_export_index(name).ok_or_else(|| {
                 SandboxError::Engine(wasmtime::Error::msg(format!(
@@ -188,7 +188,7 @@ impl Exports {
 
 /// Runs `source` in the instance's `__main__` with the runtime's `turn` export; returns
 /// what `turn` returned (0: the source ran).
-pub(super) async fn turn<T: Send>(
+pub(in crate::sandbox) async fn turn<T: Send>(
     store: &mut Store<T>,
     instance: Instance,
     exports: &Exports,
@@ -222,7 +222,7 @@ pub(super) async fn turn<T: Send>(
 }
 
 /// Classifies a trap by the type it was raised with, never by its text.
-pub(super) fn trap_kind(e: &wasmtime::Error) -> TrapKind {
+pub(in crate::sandbox) fn trap_kind(e: &wasmtime::Error) -> TrapKind {
     if e.downcast_ref::<DeadlineHit>().is_some() {
         return TrapKind::Deadline;
     }
@@ -240,7 +240,7 @@ pub(super) fn trap_kind(e: &wasmtime::Error) -> TrapKind {
 /// `e`'s messages, outermost first, without the wasm backtrace wasmtime puts on an error
 /// raised while wasm ran: its frames are the interpreter's C functions, which tell the
 /// tool's author nothing (the guest's own Python traceback is on stderr), and Warden's
-/// snapshot has no names for them ([`super::snapshot`]). The full error is logged at
+/// snapshot has no names for them ([`crate::sandbox::snapshot`]). The full error is logged at
 /// debug level.
 fn without_backtrace(e: &wasmtime::Error) -> String {
     let Some(backtrace) = e.downcast_ref::<WasmBacktrace>() else {

@@ -7,7 +7,7 @@
 //! The only frames served are outbound HTTP requests ([`crate::outbound`]). Everything
 //! that comes through the door is the tool's own, untrusted: bounds are checked before
 //! memory is read, and a frame longer than the call could use is answered unread. While
-//! the request is under way the guest holds no core ([`super::share`]).
+//! the request is under way the guest holds no core ([`crate::sandbox::cores`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use wasmtime::{Caller, Extern, Linker};
 
-use super::guest::Guest;
-use super::share;
 use crate::outbound::Exchange;
+use crate::sandbox::cores;
+use crate::sandbox::guest::Guest;
 
 /// Who answers a call's frames: its [`Exchange`] when the call runs in this process; in
 /// a worker process, the server, asked over the worker's channel (`crate::worker`), so
@@ -51,7 +51,7 @@ const NO_HOST: i32 = -1;
 const FAULT: i32 = -2;
 
 /// Defines `host.call` in `linker`.
-pub(super) fn add_to_linker(linker: &mut Linker<Guest>) -> wasmtime::Result<()> {
+pub(in crate::sandbox) fn add_to_linker(linker: &mut Linker<Guest>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         "host",
         "call",
@@ -103,13 +103,13 @@ async fn call(
         let frame = memory.data(&*caller)[ptr..ptr + len].to_vec();
         // The request waits on the network: the guest waits without its core.
         let seat = caller.data().seat.clone();
-        share::without_core(seat.as_deref(), || exchange.answer(&frame)).await
+        cores::without_core(seat.as_deref(), || exchange.answer(&frame)).await
     };
     // The deadline passed while the host answered (a worker learns the answer from its
     // server, which stops waiting at about the same time): the call ends here, not with
     // the guest carrying on past its deadline.
     if std::time::Instant::now() >= caller.data().deadline {
-        return Err(wasmtime::Error::new(super::guest::DeadlineHit));
+        return Err(wasmtime::Error::new(crate::sandbox::guest::DeadlineHit));
     }
     let Ok(answer_len) = i32::try_from(answer.len()) else {
         return Ok(FAULT);

@@ -30,8 +30,8 @@ use rustix::time::{
 };
 use wasmtime::Engine;
 
-use super::SandboxError;
-use super::share::{CoreSeat, SeatFuture};
+use crate::sandbox::SandboxError;
+use crate::sandbox::cores::{CoreSeat, SeatFuture};
 
 /// How often the engine's epoch advances: the deadline's resolution and the longest a
 /// guest runs without yielding to the executor.
@@ -88,12 +88,12 @@ impl Shared {
 
 /// Advances the engine's epoch every [`TICK`] while any instance runs, until dropped.
 #[derive(Debug)]
-pub(super) struct Ticker {
+pub(in crate::sandbox) struct Ticker {
     shared: Arc<Shared>,
 }
 
 /// Keeps the ticker ticking while alive: held around every run of guest code.
-pub(super) struct Ticking(Arc<Run>);
+pub(in crate::sandbox) struct Ticking(Arc<Run>);
 
 /// One run of guest code as the ticker counts it: counted from its start to its end,
 /// except while it waits for a core or on something else ([`Waiting`]).
@@ -120,7 +120,7 @@ impl Run {
 impl Ticking {
     /// `seat`, made to stop this run's count while it waits for a core or on a host
     /// call without one: the seat to give the run's store.
-    pub(super) fn pace(&self, seat: Arc<dyn CoreSeat>) -> Arc<dyn CoreSeat> {
+    pub(in crate::sandbox) fn pace(&self, seat: Arc<dyn CoreSeat>) -> Arc<dyn CoreSeat> {
         Arc::new(Paced {
             seat,
             run: Arc::clone(&self.0),
@@ -212,7 +212,7 @@ impl CoreSeat for Paced {
 }
 
 impl Ticker {
-    pub(super) fn start(engine: Engine) -> Result<Ticker, SandboxError> {
+    pub(in crate::sandbox) fn start(engine: Engine) -> Result<Ticker, SandboxError> {
         let failed = |source| SandboxError::Start {
             what: "epoch ticker",
             source,
@@ -251,7 +251,7 @@ impl Ticker {
 
     /// Ticks until the returned guard is dropped; the first tick comes [`TICK`] after
     /// the sandbox became busy.
-    pub(super) fn ticking(&self) -> Ticking {
+    pub(in crate::sandbox) fn ticking(&self) -> Ticking {
         self.shared.enter();
         Ticking(Arc::new(Run {
             ticks: Arc::clone(&self.shared),
@@ -271,7 +271,7 @@ impl Drop for Ticker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::share::{Cores, Seat, ShareKey};
+    use crate::sandbox::cores::{Cores, Seat, ShareKey};
     use std::num::NonZeroUsize;
 
     fn armed(ticker: &Ticker) -> bool {

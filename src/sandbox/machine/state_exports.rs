@@ -1,6 +1,6 @@
 //! Exports that let the host read an instance's whole state and hand it to a new module.
 //!
-//! A per-tool warm state ([`super::warm`]) is the runtime's memory and globals after the
+//! A per-tool warm state ([`crate::sandbox::warm`]) is the runtime's memory and globals after the
 //! tool has been imported. The memory is exported already; the globals (the C stack
 //! pointer, ...) are not, and neither is wasi-libc's `__wasilibc_reset_preopens`, which
 //! forgets the folders an instance has seen so that a snapshot taken after file access

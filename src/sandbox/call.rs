@@ -1,0 +1,19 @@
+//! What lives for one call: its store and guest (`guest.rs`), the WASI context it sees
+//! ([`wasi`]) and the calls checked there ([`syscalls`]), its stdout and stderr
+//! (`pipe.rs`), its scratch folder ([`scratch`]), the JSON that crosses its stdin and
+//! stdout ([`protocol`]), the host calls it makes through the runtime's door
+//! ([`host_calls`]), its epoch ticks (`ticker.rs`), the call as sent to a worker
+//! (`job.rs`), the verdict on how it ended (`verdict.rs`) and the parts of a rich
+//! result ([`content`]).
+
+pub mod content;
+pub(in crate::sandbox) mod guest;
+pub mod host_calls;
+pub(in crate::sandbox) mod job;
+pub(in crate::sandbox) mod pipe;
+pub mod protocol;
+pub mod scratch;
+pub mod syscalls;
+pub(in crate::sandbox) mod ticker;
+pub(in crate::sandbox) mod verdict;
+pub mod wasi;
