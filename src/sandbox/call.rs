@@ -4,7 +4,7 @@
 //! stdout ([`protocol`]), the host calls it makes through the runtime's door
 //! ([`host_calls`]), its epoch ticks (`ticker.rs`), the call as sent to a worker
 //! (`job.rs`), the verdict on how it ended (`verdict.rs`) and the parts of a rich
-//! result ([`content`]).
+//! result ([`content`]); `run.rs` runs it, from instance to result.
 
 pub mod content;
 pub(in crate::sandbox) mod guest;
@@ -12,6 +12,7 @@ pub mod host_calls;
 pub(in crate::sandbox) mod job;
 pub(in crate::sandbox) mod pipe;
 pub mod protocol;
+mod run;
 pub mod scratch;
 pub mod syscalls;
 pub(in crate::sandbox) mod ticker;
