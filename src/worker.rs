@@ -20,9 +20,11 @@
 //!   end); `call.rs`: one call served (the worker's questions answered, its death
 //!   turned into the call's `crashed` or `timeout` result).
 //! - [`pool`]: the server's side: [`Workers`] starts workers, lends each to calls of one
-//!   key only (a tenant, a tool, a set of folders: a worker never serves two tenants),
-//!   keeps a spare that has loaded the runtime, and turns a worker that dies under a
-//!   call into that call's `crashed` result.
+//!   key only (`key.rs`: a tenant, a tool, a set of folders: a worker never serves two
+//!   tenants), keeps a spare that has loaded the runtime, and turns a worker that dies
+//!   under a call into that call's `crashed` result. `lending.rs`: checking workers out
+//!   and back in, stopping idle ones, ending those past their bounds; `prepare.rs`: a
+//!   warm state prepared in a fresh worker and stored.
 
 mod call;
 mod child;
@@ -31,8 +33,11 @@ mod confinement;
 mod escape;
 #[cfg(test)]
 mod fuzz;
+mod key;
+mod lending;
 pub mod namespaces;
 pub mod pool;
+mod prepare;
 mod process;
 pub mod wire;
 

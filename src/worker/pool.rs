@@ -4,15 +4,17 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytesize::ByteSize;
 
 use super::call::{check_figures, converse, crashed, timed_out};
+use super::key::WorkerKey;
+use super::lending::reap;
 use super::namespaces::{self, Entry, NamespacePolicy};
-use super::process::{ScratchDir, Worker, worker_failed};
-use super::wire::{CallId, Expect, FrameBudget, ToServer, ToWorker, said};
+use super::process::{Worker, worker_failed};
+use super::wire::{CallId, Expect, FrameBudget, ToWorker, said};
 use crate::events::Events;
 use crate::grants::ResolvedMount;
 use crate::grants::folder::refuse_warden_folders;
@@ -20,71 +22,16 @@ use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
 use crate::outcome::{CallResult, Start};
 use crate::sandbox::cores::{Cores, Seat};
 use crate::sandbox::{
-    Call, Job, Outbound, PREPARE_DEADLINE, RuntimeFiles, Sandbox, SandboxConfig, SandboxError,
-    ScratchRoot, ShareKey, ToolFolder, WarmState, WarmStore, Warmth,
+    Call, Job, Outbound, RuntimeFiles, Sandbox, SandboxConfig, SandboxError, ShareKey, ToolFolder,
+    WarmState, WarmStore, Warmth,
 };
 
 /// How long past its deadline a call's worker may take to answer before it is killed
 /// (its own deadline should have ended the guest long before).
-const GRACE: Duration = Duration::from_secs(2);
+pub(super) const GRACE: Duration = Duration::from_secs(2);
 /// How long after the call's deadline the server still waits for an outbound answer: the
 /// worker's own deadline passes first, so the call ends as `timeout` there.
 const DOOR_MARGIN: Duration = Duration::from_millis(100);
-/// Calls a worker runs before it is replaced (bounds what one process accumulates).
-const MAX_CALLS_PER_WORKER: u32 = 10_000;
-/// How long an idle worker runs before it is stopped (SIGSTOP) until its next call:
-/// long enough for the instance of its last call to be reset, short enough that a
-/// breached worker's own threads get nowhere between calls.
-const STOP_AFTER: Duration = Duration::from_secs(1);
-/// How long a worker may wait idle before it is ended.
-pub const IDLE_LIMIT: Duration = Duration::from_secs(10 * 60);
-/// How often idle workers are looked at.
-const REAP_EVERY: Duration = Duration::from_millis(500);
-
-/// What a worker is confined to, and so which calls it may run: one share key's (a
-/// tenant's) calls of one tool with one set of folders. A worker never serves two keys.
-///
-/// Landlock holds on to the folders themselves, not their paths: a folder removed and
-/// made again at the same path (a tool's folder rewritten after a restart) is another
-/// folder, so the key names each folder by its device and inode too (a mount's, as it
-/// was admitted).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct WorkerKey {
-    share: ShareKey,
-    tool_dir: PathBuf,
-    packages: Option<PathBuf>,
-    mounts: Vec<ResolvedMount>,
-    /// Device and inode of the tool's folder and package site, in order (0, 0 where
-    /// it cannot be read).
-    identities: Vec<(u64, u64)>,
-}
-
-fn identity(path: &Path) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).map_or((0, 0), |m| (m.dev(), m.ino()))
-}
-
-impl WorkerKey {
-    fn of(share: &ShareKey, tool_dir: &Path, packages: Option<&Path>, job: Option<&Job>) -> Self {
-        let mut mounts: Vec<ResolvedMount> = job.map(|j| j.mounts.clone()).unwrap_or_default();
-        mounts.sort_by(|a, b| {
-            a.host
-                .cmp(&b.host)
-                .then(a.guest.as_str().cmp(b.guest.as_str()))
-        });
-        let identities = std::iter::once(tool_dir)
-            .chain(packages)
-            .map(identity)
-            .collect();
-        WorkerKey {
-            share: share.clone(),
-            tool_dir: tool_dir.to_owned(),
-            packages: packages.map(ToOwned::to_owned),
-            mounts,
-            identities,
-        }
-    }
-}
 
 /// Whose call a worker runs: a tenant's (its mounts never in Warden's own folders) or
 /// Warden's own.
@@ -138,42 +85,42 @@ pub struct Workers {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-struct Pool {
+pub(super) struct Pool {
     /// The pool's own runtime, where workers start.
-    runtime: tokio::runtime::Handle,
-    binary: PathBuf,
-    home: PathBuf,
+    pub(super) runtime: tokio::runtime::Handle,
+    pub(super) binary: PathBuf,
+    pub(super) home: PathBuf,
     /// An installed bundle's runtime folder, if this process runs one.
-    runtime_dir: Option<PathBuf>,
+    pub(super) runtime_dir: Option<PathBuf>,
     /// Warden's own folders (home, an installed runtime), which no mount may overlap.
-    own_folders: Vec<PathBuf>,
-    max_memory: ByteSize,
+    pub(super) own_folders: Vec<PathBuf>,
+    pub(super) max_memory: ByteSize,
     /// Folders every worker may read: the runtime's.
-    base_read_only: Vec<PathBuf>,
-    warm: WarmStore,
-    files: RuntimeFiles,
-    clients: Arc<Clients>,
-    cores: Cores,
+    pub(super) base_read_only: Vec<PathBuf>,
+    pub(super) warm: WarmStore,
+    pub(super) files: RuntimeFiles,
+    pub(super) clients: Arc<Clients>,
+    pub(super) cores: Cores,
     /// Calls running at once (a worker each).
-    slots: tokio::sync::Semaphore,
+    pub(super) slots: tokio::sync::Semaphore,
     /// Workers between calls, the least recently used first.
-    idle: Mutex<VecDeque<(WorkerKey, Worker)>>,
+    pub(super) idle: Mutex<VecDeque<(WorkerKey, Worker)>>,
     /// Most idle workers kept.
-    max_idle: usize,
+    pub(super) max_idle: usize,
     /// A worker that has loaded the runtime but is not yet assigned to a key.
-    spare: tokio::sync::Mutex<Option<Worker>>,
+    pub(super) spare: tokio::sync::Mutex<Option<Worker>>,
     /// One preparation at a time (each takes a core for seconds).
-    preparing: tokio::sync::Mutex<()>,
-    started: std::sync::atomic::AtomicU64,
+    pub(super) preparing: tokio::sync::Mutex<()>,
+    pub(super) started: std::sync::atomic::AtomicU64,
     /// Workers assigned so far: each gets a scratch root of its own, named by it.
-    assigned: std::sync::atomic::AtomicU64,
+    pub(super) assigned: std::sync::atomic::AtomicU64,
     /// What frames read from workers may hold of the server's memory.
-    budget: FrameBudget,
+    pub(super) budget: FrameBudget,
     /// How workers enter namespaces of their own, where they can.
-    namespaces: Option<Entry>,
+    pub(super) namespaces: Option<Entry>,
     /// The layers its workers keep, in a test build's breach-table runs (see
     /// [`Workers::open_with_layers`]); `None`: all of them.
-    layers_only: Option<String>,
+    pub(super) layers_only: Option<String>,
 }
 
 impl std::fmt::Debug for Workers {
@@ -196,7 +143,7 @@ impl Drop for Workers {
 }
 
 /// Runs `work` on `runtime` (the pool's); dropping the returned future aborts it.
-async fn on_runtime<T: Send + 'static>(
+pub(super) async fn on_runtime<T: Send + 'static>(
     runtime: &tokio::runtime::Handle,
     work: impl Future<Output = Result<T, SandboxError>> + Send + 'static,
 ) -> Result<T, SandboxError> {
@@ -503,69 +450,6 @@ impl Workers {
 }
 
 impl Pool {
-    async fn warm_state(
-        self: &Arc<Self>,
-        tool: &ToolFolder,
-        packages: Option<&Path>,
-        share: &ShareKey,
-    ) -> Result<Warmth, SandboxError> {
-        if let Some(found) = self.warm.cached(tool, packages, share)? {
-            return Ok(found);
-        }
-        let _one_at_a_time = self.preparing.lock().await;
-        if let Some(found) = self.warm.cached(tool, packages, share)? {
-            return Ok(found);
-        }
-        let key = self.warm.key(tool, packages, share)?;
-        let worker_key = WorkerKey::of(share, tool.host_dir(), packages, None);
-        let _slot = self.slots.acquire().await;
-        // A worker that has run nothing yet: a breached one, which has served calls of
-        // the key before, could otherwise make the state every later call starts from.
-        let mut worker = self.fresh(&worker_key).await?;
-        let asked = ToWorker::Prepare {
-            tool_dir: tool.host_dir().to_owned(),
-            file_name: tool.file_name().to_owned(),
-            packages: packages.map(ToOwned::to_owned),
-        };
-        worker.call = CallId::draw();
-        let expect = Expect::prepare(worker.call);
-        let answered = tokio::time::timeout(PREPARE_DEADLINE + GRACE, async {
-            worker.send(&asked, &[]).await?;
-            worker.receive(&expect).await
-        })
-        .await
-        .map(|frame| frame.map(|f| (f.message, f.payload)));
-        let (prepared, image) = match answered {
-            Ok(Ok((ToServer::Prepared { prepared }, image))) => (prepared, image),
-            Ok(Ok((other, _))) => {
-                let why = worker.end().await;
-                return Err(worker_failed(format!(
-                    "it answered a preparation with {other:?}; {why}"
-                )));
-            }
-            Ok(Err(e)) => {
-                let why = worker.end().await;
-                return Err(worker_failed(format!("{e}; {why}")));
-            }
-            Err(_) => {
-                let _ = worker.end().await;
-                return Err(worker_failed(format!(
-                    "the preparation took longer than {}",
-                    humantime::format_duration(PREPARE_DEADLINE + GRACE)
-                )));
-            }
-        };
-        self.give_back(worker_key, worker);
-        let mut prepared =
-            prepared.map_err(|reason| SandboxError::Warm(wasmtime::Error::msg(said(&reason))))?;
-        prepared.payload = Some(image);
-        // Written and synced to disk off the pool's thread, which serves every worker.
-        let warm = self.warm.clone();
-        tokio::task::spawn_blocking(move || warm.store(&key, prepared))
-            .await
-            .map_err(|e| worker_failed(format!("storing a warm state failed: {e}")))?
-    }
-
     async fn call(
         self: &Arc<Self>,
         job: Job,
@@ -655,164 +539,5 @@ impl Pool {
         };
         result.requests = exchange.records();
         Ok(result)
-    }
-
-    /// A worker for `key`: an idle one of that key, else (on the pool's runtime) the
-    /// spare assigned to it (a new spare then starts in the background) or a new one.
-    async fn checkout(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
-        loop {
-            let found = {
-                let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-                idle.iter()
-                    .rposition(|(k, _)| k == key)
-                    .and_then(|i| idle.remove(i))
-                    .map(|(_, w)| w)
-            };
-            match found {
-                Some(mut worker) if worker.quiet() => {
-                    worker.idle_since = None;
-                    worker.resume();
-                    worker.watch_cpu();
-                    return Ok(worker);
-                }
-                // Dropped, and so killed.
-                Some(_) => tracing::warn!(
-                    "an idle worker wrote to its socket or died while it waited; it is ended"
-                ),
-                None => break,
-            }
-        }
-        self.fresh(key).await
-    }
-
-    /// A worker for `key` that has run no call: the spare assigned to it, or a new one.
-    async fn fresh(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
-        let (pool, key) = (Arc::clone(self), key.clone());
-        on_runtime(&self.runtime, async move {
-            let mut worker = pool.start_for(&key).await?;
-            worker.watch_cpu();
-            worker
-                .detach()
-                .map_err(|e| worker_failed(format!("its socket failed: {e}")))?;
-            Ok(worker)
-        })
-        .await
-    }
-
-    /// The spare assigned to `key`, or a new worker. On the pool's runtime: the worker
-    /// dies with the thread that starts it.
-    async fn start_for(self: &Arc<Self>, key: &WorkerKey) -> Result<Worker, SandboxError> {
-        let spare = self.spare.lock().await.take();
-        if let Some(spare) = spare {
-            let pool = Arc::clone(self);
-            tokio::spawn(async move {
-                if let Err(e) = pool.keep_spare().await {
-                    tracing::warn!("cannot start a spare worker: {e}");
-                }
-            });
-            match self.assign(spare, key).await {
-                Ok(worker) => return Ok(worker),
-                // A spare that died while it waited: start another.
-                Err(e) => tracing::warn!("a spare worker failed: {e}"),
-            }
-        }
-        let worker = self.spawn().await?;
-        self.assign(worker, key).await
-    }
-
-    async fn assign(&self, mut worker: Worker, key: &WorkerKey) -> Result<Worker, SandboxError> {
-        let mut read_only = self.base_read_only.clone();
-        read_only.push(self.warm.owner_dir(&key.share)?);
-        read_only.push(key.tool_dir.clone());
-        read_only.extend(key.packages.iter().cloned());
-        let number = self
-            .assigned
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let scratch = ScratchRoot::for_worker(&self.home, number)?;
-        worker.scratch = Some(ScratchDir(scratch.clone()));
-        let assign = ToWorker::Assign {
-            read_only,
-            mounts: key.mounts.clone(),
-            scratch,
-        };
-        worker
-            .step(&assign, "assign", |m| matches!(m, ToServer::Ready))
-            .await
-    }
-
-    /// Starts a worker and has it load the runtime.
-    async fn spawn(&self) -> Result<Worker, SandboxError> {
-        let worker = Worker::start(
-            &self.binary,
-            self.budget.clone(),
-            self.namespaces.as_ref(),
-            self.layers_only.as_deref(),
-        )
-        .await?;
-        self.started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        worker
-            .load(&self.home, self.runtime_dir.as_deref(), self.max_memory)
-            .await
-    }
-
-    /// Puts a worker back among the idle ones, unless it has run its share of calls;
-    /// the least recently used idle workers beyond the pool's size end.
-    fn give_back(&self, key: WorkerKey, mut worker: Worker) {
-        worker.calls += 1;
-        if worker.calls >= MAX_CALLS_PER_WORKER {
-            return;
-        }
-        if let Some(why) = worker.overspent() {
-            tracing::warn!("a worker is ended: {why}");
-            return;
-        }
-        worker.idle_since = Some(Instant::now());
-        if let Err(e) = worker.detach() {
-            tracing::warn!("a worker is ended: {e}");
-            return;
-        }
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        idle.push_back((key, worker));
-        while idle.len() > self.max_idle {
-            idle.pop_front();
-        }
-    }
-
-    /// Stops the workers idle for [`STOP_AFTER`], ends those idle for [`IDLE_LIMIT`].
-    fn reap_idle(&self) {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        idle.retain_mut(|(_, worker)| {
-            let waited = worker.idle_since.map_or(Duration::ZERO, |at| at.elapsed());
-            if waited >= IDLE_LIMIT {
-                // Dropped, and so killed.
-                return false;
-            }
-            if waited >= STOP_AFTER {
-                worker.pause();
-            }
-            true
-        });
-    }
-
-    async fn keep_spare(&self) -> Result<(), SandboxError> {
-        let mut spare = self.spare.lock().await;
-        if spare.is_none() {
-            *spare = Some(self.spawn().await?);
-        }
-        Ok(())
-    }
-}
-
-/// Looks at the idle workers every [`REAP_EVERY`] while the pool lives.
-async fn reap(pool: std::sync::Weak<Pool>) {
-    let mut every = tokio::time::interval(REAP_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        every.tick().await;
-        let Some(pool) = pool.upgrade() else {
-            return;
-        };
-        pool.reap_idle();
     }
 }
