@@ -56,7 +56,7 @@ mod secrets;
 mod spec;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -101,6 +101,32 @@ pub struct AppConfig {
     pub operator_key: Option<String>,
     /// The package store tools' requirements are resolved and installed with.
     pub packages: Packages,
+    /// Whether tool versions get warm states ([`App::set_warm_start`]).
+    pub warm_start: bool,
+    /// Whether tools may reach private networks ([`App::set_private_network`]).
+    pub private_network: PrivateNetwork,
+    /// The key tenants' secrets are sealed with; `None`: secrets cannot be stored or
+    /// used until [`App::set_secret_key`].
+    pub secret_key: Option<SecretKey>,
+    /// The key audit exports are signed with; `None`: until [`App::set_audit_key`].
+    pub audit_key: Option<crate::audit::AuditKey>,
+}
+
+impl AppConfig {
+    /// Settings writing tool sources to `tools_dir` and installing packages with
+    /// `packages`; everything else off or absent: no operator key, cold starts, no
+    /// private network, no keys.
+    pub fn new(tools_dir: PathBuf, packages: Packages) -> AppConfig {
+        AppConfig {
+            tools_dir,
+            operator_key: None,
+            packages,
+            warm_start: false,
+            private_network: PrivateNetwork::Refused,
+            secret_key: None,
+            audit_key: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for AppConfig {
@@ -182,7 +208,8 @@ pub struct ToolView {
 }
 
 impl App {
-    /// An app over `registry`, running every guest call in `workers`.
+    /// An app over `registry`, running every guest call in `workers`, set up by `config`
+    /// in one step.
     pub fn new(registry: Arc<Registry>, workers: Arc<Workers>, config: AppConfig) -> App {
         let app = App {
             inner: Arc::new(Inner {
@@ -197,11 +224,13 @@ impl App {
                 metrics: metrics::Metrics::new(),
                 packages: config.packages,
                 prepared: Default::default(),
-                warm_start: std::sync::atomic::AtomicBool::new(false),
-                private_network: std::sync::atomic::AtomicBool::new(false),
-                secret_key: std::sync::OnceLock::new(),
+                warm_start: std::sync::atomic::AtomicBool::new(config.warm_start),
+                private_network: std::sync::atomic::AtomicBool::new(
+                    config.private_network == PrivateNetwork::Allowed,
+                ),
+                secret_key: config.secret_key.map(OnceLock::from).unwrap_or_default(),
                 changes: Default::default(),
-                audit_key: std::sync::OnceLock::new(),
+                audit_key: config.audit_key.map(OnceLock::from).unwrap_or_default(),
                 draining: std::sync::atomic::AtomicBool::new(false),
                 renewing: std::sync::atomic::AtomicBool::new(false),
                 cache: cache::Cache::default(),

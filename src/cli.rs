@@ -4,9 +4,11 @@
 //! with `anyhow`, and maps outcomes to exit codes ([`ExitCode`]). Each command lives in
 //! its own file under `cli/`.
 
+mod args;
 mod audit;
 mod bundle;
 mod db;
+mod keys;
 mod mcp;
 mod packages;
 mod review;

@@ -135,13 +135,11 @@ impl Service {
             registry,
             workers,
             AppConfig {
-                tools_dir: dir.path().join("tools"),
-                operator_key: None,
-                packages,
+                warm_start: true,
+                ..AppConfig::new(dir.path().join("tools"), packages)
             },
         );
         // As `warden serve` runs it: each version from its warm state.
-        app.set_warm_start(true);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

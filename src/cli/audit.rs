@@ -9,15 +9,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use warden::audit::{AuditKey, PublicKey, Verification};
+use warden::audit::{PublicKey, Verification};
 
+use super::keys::audit_key;
 use super::review::{self, CapabilitiesArgs, DiffArgs};
-use super::serve::write_private;
 use super::tenant::tenant_id;
 use super::{ExitCode, usage};
-
-/// The audit signing key's file under Warden's home.
-const KEY_FILE: &str = "audit-signing.key";
 
 /// `warden audit`.
 #[derive(Debug, Subcommand)]
@@ -60,7 +57,7 @@ pub struct ExportArgs {
     pub out: Option<PathBuf>,
     /// Where the registry is.
     #[command(flatten)]
-    pub db: super::tenant::DbArgs,
+    pub db: super::args::DbArgs,
     /// The signing key.
     #[command(flatten)]
     pub key: KeyArgs,
@@ -145,40 +142,4 @@ fn verify(args: VerifyArgs) -> Result<ExitCode> {
         Verification::Intact { .. } => ExitCode::Ok,
         Verification::Broken { .. } => ExitCode::Failure,
     })
-}
-
-/// An Ed25519 signing key from `file` (64 hex digits of its seed): audit exports' and
-/// bundles' keys alike.
-pub(super) fn read_key(file: &Path) -> Result<AuditKey> {
-    let text = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read the signing key file {}", file.display()))?;
-    AuditKey::from_hex(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
-}
-
-/// The audit signing key: from `file`, or `$WARDEN_HOME/audit-signing.key`, which is
-/// made (readable by its owner only) the first time it is needed.
-pub(super) fn audit_key(home: &Path, file: Option<&Path>) -> Result<AuditKey> {
-    if let Some(file) = file {
-        return read_key(file);
-    }
-    let file = home.join(KEY_FILE);
-    if file.exists() {
-        return read_key(&file);
-    }
-    std::fs::create_dir_all(home)
-        .with_context(|| format!("cannot create the folder {}", home.display()))?;
-    let key = AuditKey::generate();
-    write_private(&file, &key.to_hex()).with_context(|| {
-        format!(
-            "cannot create the audit signing key file {}",
-            file.display()
-        )
-    })?;
-    eprintln!(
-        "warden: created {} to sign audit exports; keep it, and publish its public key \
-         (`warden audit pubkey`: {})",
-        file.display(),
-        key.public_key()
-    );
-    Ok(key)
 }

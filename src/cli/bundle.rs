@@ -12,7 +12,7 @@ use warden::sandbox::platform::{self, CpuLevel};
 use warden::sandbox::{Platform, SandboxConfig};
 use warden::worker::{Workers, WorkersConfig};
 
-use super::packages::PipArgs;
+use super::args::PipArgs;
 use super::{ExitCode, usage};
 
 /// `warden bundle ...`.
@@ -115,7 +115,7 @@ pub(super) fn bundle(config: &SandboxConfig, cmd: BundleCommand) -> Result<ExitC
                     tools.display()
                 )));
             }
-            let key = super::audit::audit_key(&config.home, key.as_deref())?;
+            let key = super::keys::audit_key(&config.home, key.as_deref())?;
             // Workers on this host's runtime, when there are tools: they compile the
             // package sites to bytecode and, when the bundle is for this host's own
             // platform, prepare the tools' warm states.

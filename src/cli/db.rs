@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use warden::registry::{ChainCheck, Location, Registry};
 
-use super::tenant::{DbArgs, open_registry};
+use super::args::{DbArgs, open_registry};
 use super::{ExitCode, usage};
 
 /// `warden db`.

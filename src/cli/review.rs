@@ -13,7 +13,7 @@ use warden::registry::ToolId;
 use warden::schema::{self, DeriveOptions};
 use warden::tenant::TenantId;
 
-use super::run::GrantArgs;
+use super::args::GrantArgs;
 use super::{ExitCode, file_stem, read_tool, usage};
 
 /// `warden audit capabilities`.
@@ -49,7 +49,7 @@ pub struct DiffArgs {
     pub to: String,
     /// Where the registry is.
     #[command(flatten)]
-    pub db: super::tenant::DbArgs,
+    pub db: super::args::DbArgs,
     /// Print the diff as JSON (format `warden.capabilities.diff.v1`).
     #[arg(long)]
     pub json: bool,

@@ -8,7 +8,7 @@ use clap::Args;
 use warden::limits::DEFAULT_RETURN_CHARS;
 use warden::schema::{self, DeriveOptions, Format, LettaExtras, Severity};
 
-use super::run::GrantArgs;
+use super::args::GrantArgs;
 use super::{ExitCode, file_stem, read_tool, render_failure, usage};
 
 /// `warden schema`.

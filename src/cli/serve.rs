@@ -19,7 +19,7 @@ macro_rules! say {
 use anyhow::{Context, Result};
 use clap::Args;
 
-use warden::app::{App, AppConfig, SecretKey};
+use warden::app::{App, AppConfig};
 use warden::http::{self, HttpConfig, McpAccess};
 use warden::limits::{self, ByteSize};
 use warden::outbound::PrivateNetwork;
@@ -27,7 +27,8 @@ use warden::registry::Durability;
 use warden::sandbox::{DEFAULT_MAX_INSTANCES, DEFAULT_WARM_BUDGET, SandboxConfig};
 use warden::worker::{Workers, WorkersConfig};
 
-use super::packages::PipArgs;
+use super::args::PipArgs;
+use super::keys;
 use super::{ExitCode, duration};
 
 /// `warden serve`.
@@ -50,7 +51,7 @@ pub struct ServeArgs {
     pub operator_key_env: String,
     /// Where the registry is.
     #[command(flatten)]
-    pub db: super::tenant::DbArgs,
+    pub db: super::args::DbArgs,
     /// Longest a request may take (e.g. 120s).
     #[arg(long, value_name = "DURATION", default_value_t = http::DEFAULT_REQUEST_TIMEOUT.into(), value_parser = duration)]
     pub request_timeout: humantime::Duration,
@@ -204,9 +205,13 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             args.operator_key_env
         );
     }
-    let secret_key = secret_key(&args, &config.home)?;
+    let secret_key = keys::secret_key(
+        args.secret_key_file.as_deref(),
+        &args.secret_key_env,
+        &config.home,
+    )?;
     let mcp = mcp_access(&args);
-    let audit_key = super::audit::audit_key(&config.home, args.audit_key_file.as_deref())?;
+    let audit_key = keys::audit_key(&config.home, args.audit_key_file.as_deref())?;
     let (registry, db) = args.db.open_with(&config.home, args.durability)?;
     // Every node of a cluster seals and signs with the same keys, or secrets sealed by
     // one would not open on another: the database records them on first use.
@@ -230,17 +235,18 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         registry,
         Arc::clone(&workers),
         AppConfig {
-            tools_dir: config.home.join("tools"),
             operator_key,
-            packages,
+            warm_start: !args.cold,
+            private_network: if args.allow_private_network {
+                PrivateNetwork::Allowed
+            } else {
+                PrivateNetwork::Refused
+            },
+            secret_key: Some(secret_key),
+            audit_key: Some(audit_key),
+            ..AppConfig::new(config.home.join("tools"), packages)
         },
     );
-    app.set_warm_start(!args.cold);
-    if args.allow_private_network {
-        app.set_private_network(PrivateNetwork::Allowed);
-    }
-    app.set_secret_key(secret_key);
-    app.set_audit_key(audit_key);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -322,51 +328,6 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         anyhow::Ok(())
     })?;
     Ok(ExitCode::Ok)
-}
-
-/// The key that seals tenants' secrets: from `--secret-key-file`, the variable named by
-/// `--secret-key-env`, or `$WARDEN_HOME/secret.key` (made on first start).
-fn secret_key(args: &ServeArgs, home: &std::path::Path) -> Result<SecretKey> {
-    let from_file = |file: &std::path::Path| -> Result<SecretKey> {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read the secrets key file {}", file.display()))?;
-        SecretKey::from_hex(&text).map_err(|e| super::usage(format!("{}: {e}", file.display())))
-    };
-    if let Some(file) = &args.secret_key_file {
-        return from_file(file);
-    }
-    if let Some(text) = std::env::var(&args.secret_key_env)
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        return SecretKey::from_hex(&text)
-            .map_err(|e| super::usage(format!("${}: {e}", args.secret_key_env)));
-    }
-    let file = home.join("secret.key");
-    if file.exists() {
-        return from_file(&file);
-    }
-    let key = SecretKey::generate();
-    write_private(&file, &key.to_hex())
-        .with_context(|| format!("cannot create the secrets key file {}", file.display()))?;
-    say!(
-        "warden: created {} to seal tenants' secrets; keep it, and keep it apart from backups \
-         of the database (or give your own with --secret-key-file)",
-        file.display()
-    );
-    Ok(key)
-}
-
-/// Writes a new file only its owner can read.
-pub(super) fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()
 }
 
 /// Completes on Ctrl-C (SIGINT) or SIGTERM. The handlers are in place when this returns,

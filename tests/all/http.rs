@@ -83,13 +83,15 @@ impl Service {
             Arc::clone(&registry),
             workers,
             AppConfig {
-                tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),
-                packages: crate::support::package_store(dir.path()),
+                warm_start,
+                audit_key: Some(warden::audit::AuditKey::generate()),
+                ..AppConfig::new(
+                    dir.path().join("tools"),
+                    crate::support::package_store(dir.path()),
+                )
             },
         );
-        app.set_warm_start(warm_start);
-        app.set_audit_key(warden::audit::AuditKey::generate());
         let router = router(app.clone());
         Service {
             dir,

@@ -592,9 +592,8 @@ fn pip_requirements_and_a_pep723_block_install_through_the_service() {
             registry,
             std::sync::Arc::clone(crate::support::shared_workers()),
             warden::app::AppConfig {
-                tools_dir: dir.path().join("tools"),
                 operator_key: Some(OPERATOR_KEY.into()),
-                packages: store(dir.path(), &wh),
+                ..warden::app::AppConfig::new(dir.path().join("tools"), store(dir.path(), &wh))
             },
         );
         let router = warden::http::router(app);

@@ -375,11 +375,10 @@ async fn only_the_operator_reads_or_changes_a_tenants_policy() {
     let app = warden::app::App::new(
         std::sync::Arc::clone(&s.registry),
         std::sync::Arc::clone(crate::support::shared_workers()),
-        warden::app::AppConfig {
-            tools_dir: s.path().join("tools"),
-            operator_key: None,
-            packages: crate::support::package_store(s.path()),
-        },
+        warden::app::AppConfig::new(
+            s.path().join("tools"),
+            crate::support::package_store(s.path()),
+        ),
     );
     let r = send_to(
         &warden::http::router(app.clone()),

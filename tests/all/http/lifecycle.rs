@@ -439,11 +439,10 @@ async fn metrics_without_an_operator_key_configured_are_403() {
     let app = warden::app::App::new(
         std::sync::Arc::clone(&s.registry),
         std::sync::Arc::clone(crate::support::shared_workers()),
-        warden::app::AppConfig {
-            tools_dir: s.path().join("tools"),
-            operator_key: None,
-            packages: crate::support::package_store(s.path()),
-        },
+        warden::app::AppConfig::new(
+            s.path().join("tools"),
+            crate::support::package_store(s.path()),
+        ),
     );
     let r = send_to(
         &router(app),

@@ -16,9 +16,8 @@ fn node(url: &str, dir: &std::path::Path) -> axum::Router {
         Arc::new(registry),
         Arc::clone(crate::support::shared_workers()),
         AppConfig {
-            tools_dir: dir.join("tools"),
             operator_key: Some(OPERATOR_KEY.into()),
-            packages: crate::support::package_store(dir),
+            ..AppConfig::new(dir.join("tools"), crate::support::package_store(dir))
         },
     );
     warden::http::router(app)
