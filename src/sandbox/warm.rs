@@ -325,7 +325,13 @@ impl WarmStates {
             key: key.to_owned(),
             reason,
         };
-        let Some((record, compressed, _)) = self.store.read(key, true)? else {
+        // A state that cannot be read (a file this process may not open, a disk error)
+        // is refused like one that is gone: the call runs cold rather than fail.
+        let read = self
+            .store
+            .read(key, true)
+            .map_err(|e| refused(format!("it cannot be read: {e}")))?;
+        let Some((record, compressed, _)) = read else {
             return Err(refused(format!(
                 "it is gone from {} (evicted or removed)",
                 self.store.dir().display()

@@ -149,21 +149,25 @@ async fn a_worker_using_cores_it_was_not_given_is_ended() {
     let first = s.run(&key, &tool, json!({"ops": []})).await;
     assert_eq!(first.json["status"], "ok", "{}", first.json);
     let started = workers.started();
-    // Two threads of its own at full speed for a second: two seconds of CPU in one.
-    let spun = s
-        .run(
-            &key,
-            &tool,
-            json!({"ops": [{"spin": {"threads": 2, "ms": 1000}}]}),
-        )
-        .await;
-    assert_eq!(spun.json["status"], "ok", "{}", spun.json);
-    let next = s.run(&key, &tool, json!({"ops": []})).await;
-    assert_eq!(next.json["status"], "ok", "{}", next.json);
-    assert!(
-        workers.started() > started,
-        "the worker that spun was lent again"
-    );
+    // Three threads of its own at full speed: up to two cores' worth on a 2-core
+    // machine. A machine busy with other work (the rest of the suite) may give them
+    // less than the 1.25 cores that give the worker away, so it tries a few times.
+    for _ in 0..4 {
+        let spun = s
+            .run(
+                &key,
+                &tool,
+                json!({"ops": [{"spin": {"threads": 3, "ms": 1500}}]}),
+            )
+            .await;
+        assert_eq!(spun.json["status"], "ok", "{}", spun.json);
+        let next = s.run(&key, &tool, json!({"ops": []})).await;
+        assert_eq!(next.json["status"], "ok", "{}", next.json);
+        if workers.started() > started {
+            return;
+        }
+    }
+    panic!("the worker that spun was lent again, four times");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,4 +302,43 @@ async fn two_tenants_of_the_same_version_each_start_from_their_own_warm_state() 
         }
     }
     assert_ne!(states[0].parent(), states[1].parent());
+}
+
+/// A warm state its worker cannot read (here: no permission, as a worker, whose
+/// capabilities are gone, finds a file of mode 000) is refused like one that is gone:
+/// the call runs cold, never fails, and the state is prepared again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_state_its_worker_cannot_read_runs_the_call_cold() {
+    use std::os::unix::fs::PermissionsExt;
+    use warden::sandbox::{ShareKey, WarmStore};
+    let s = Service::start_warm();
+    let (key, tenant) = s.tenant_with_id(json!({})).await;
+    let source = "def unreadable(x: int) -> int:\n    return x + 1\n";
+    // Prepared in the background at registration; no call has loaded it yet.
+    let tool = s.register(&key, json!({"source": source})).await;
+    let store = WarmStore::new(
+        &crate::support::home(),
+        String::new(),
+        warden::limits::ByteSize::gib(1),
+    );
+    let dir = store.owner_dir(&ShareKey::new(tenant.as_str())).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let state = loop {
+        if let Some(state) = crate::support::warm_files(&dir).into_iter().next() {
+            break state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no warm state in {}",
+            dir.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The service learns of it just after it is written.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let r = s.run(&key, &tool, json!({"x": 1})).await;
+    assert_eq!(r.json["status"], "ok", "{}", r.json);
+    assert_eq!(r.json["value"], 2, "{}", r.json);
+    assert_eq!(r.json["start"], "cold", "{}", r.json);
 }
