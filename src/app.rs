@@ -43,6 +43,7 @@ pub mod bytecode;
 mod cache;
 mod changes;
 mod cluster;
+mod config;
 mod console;
 mod error;
 mod gate;
@@ -76,6 +77,7 @@ use crate::worker::Workers;
 pub use approval::{MAX_NOTE_CHARS, PendingReview, Principal, ReviewOutcome, ReviewRequest};
 pub use audit::ExportStream;
 pub use cluster::SLOT_POLL;
+pub use config::AppConfig;
 pub use console::{
     ConsoleLife, HISTORY_EVENTS, LINK_TTL, SESSION_IDLE, SESSION_MAX, ToolCard, ToolHistory,
     USAGE_DAYS,
@@ -91,53 +93,6 @@ pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
 
 /// Longest `/readyz` waits for the registry to answer: 2 s.
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Settings of an [`App`].
-#[derive(Clone)]
-pub struct AppConfig {
-    /// Where tool sources are written for the sandbox (`$WARDEN_HOME/tools`).
-    pub tools_dir: PathBuf,
-    /// The operator key for tenant administration; `None` disables it.
-    pub operator_key: Option<String>,
-    /// The package store tools' requirements are resolved and installed with.
-    pub packages: Packages,
-    /// Whether tool versions get warm states ([`App::set_warm_start`]).
-    pub warm_start: bool,
-    /// Whether tools may reach private networks ([`App::set_private_network`]).
-    pub private_network: PrivateNetwork,
-    /// The key tenants' secrets are sealed with; `None`: secrets cannot be stored or
-    /// used until [`App::set_secret_key`].
-    pub secret_key: Option<SecretKey>,
-    /// The key audit exports are signed with; `None`: until [`App::set_audit_key`].
-    pub audit_key: Option<crate::audit::AuditKey>,
-}
-
-impl AppConfig {
-    /// Settings writing tool sources to `tools_dir` and installing packages with
-    /// `packages`; everything else off or absent: no operator key, cold starts, no
-    /// private network, no keys.
-    pub fn new(tools_dir: PathBuf, packages: Packages) -> AppConfig {
-        AppConfig {
-            tools_dir,
-            operator_key: None,
-            packages,
-            warm_start: false,
-            private_network: PrivateNetwork::Refused,
-            secret_key: None,
-            audit_key: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for AppConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppConfig")
-            .field("tools_dir", &self.tools_dir)
-            .field("operator_key", &self.operator_key.as_ref().map(|_| "…"))
-            .field("packages", &self.packages)
-            .finish()
-    }
-}
 
 /// The service: registry, sandbox, per-tenant gates and metrics. Cheap to clone.
 #[derive(Clone)]

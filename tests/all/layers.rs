@@ -48,13 +48,8 @@ async fn stopped(s: &Service, key: &str, tool: &str, op: &Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_layer_alone_and_all_together() {
-    let namespaces_allowed = std::process::Command::new("unshare")
-        .args(["--user", "--net", "true"])
-        .status()
-        .expect("util-linux's unshare")
-        .success();
     assert!(
-        namespaces_allowed,
+        crate::support::namespaces_allowed(),
         "this test needs unprivileged user namespaces (see the README's second wall)"
     );
     let outside = tempfile::tempdir().unwrap();

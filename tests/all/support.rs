@@ -301,3 +301,13 @@ pub fn warm_files(dir: &Path) -> Vec<PathBuf> {
     found.sort();
     found
 }
+
+/// Whether this kernel lets a process make user and network namespaces of its own, as
+/// util-linux's `unshare` finds (the README says how distributions restrict it).
+pub fn namespaces_allowed() -> bool {
+    std::process::Command::new("unshare")
+        .args(["--user", "--net", "true"])
+        .status()
+        .expect("util-linux's unshare")
+        .success()
+}

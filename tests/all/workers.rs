@@ -456,11 +456,7 @@ async fn workers_hold_no_capability_and_dump_no_core() {
 /// out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_run_in_namespaces_of_their_own_where_the_kernel_allows() {
-    let allowed = std::process::Command::new("unshare")
-        .args(["--user", "--net", "true"])
-        .status()
-        .expect("util-linux's unshare")
-        .success();
+    let allowed = crate::support::namespaces_allowed();
     let s = Service::start();
     let key = s.tenant(json!({})).await;
     let tool = s.register(&key, json!({"source": ADD})).await;

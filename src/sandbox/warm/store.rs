@@ -77,19 +77,6 @@ pub struct WarmStore {
     shipped: Option<PathBuf>,
 }
 
-/// What [`WarmStore::sweep`] found at start.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Swept {
-    /// Leftovers of interrupted preparations, and files of older formats, removed.
-    pub leftovers: usize,
-    /// States evicted to bring the folder within its budget.
-    pub evicted: usize,
-    /// States kept.
-    pub kept: usize,
-    /// Disk the kept states take.
-    pub bytes: ByteSize,
-}
-
 /// One state's file, for eviction.
 struct OnDisk {
     path: PathBuf,
@@ -298,39 +285,6 @@ impl WarmStore {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error(&path, e)),
             _ => Ok(()),
         }
-    }
-
-    /// At start: removes what interrupted preparations left (temporary files no
-    /// process is writing) and files of older formats, then evicts the least recently
-    /// used states until the folder is within its budget (which may have been lowered).
-    pub fn sweep(&self) -> Result<Swept, SandboxError> {
-        let mut swept = Swept::default();
-        for path in self.files()? {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let leftover = if name.starts_with(TEMPORARY) {
-                abandoned(&path)
-            } else {
-                // `.json` records and `.mem` images of the first format, whose images
-                // were whole memories; `.tmp*` files of its writer.
-                name.ends_with(".json") || name.ends_with(".mem") || name.starts_with(".tmp")
-            };
-            if leftover {
-                match std::fs::remove_file(&path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(io_error(&path, e));
-                    }
-                    _ => swept.leftovers += 1,
-                }
-            }
-        }
-        swept.evicted = self.evict(None)?;
-        let (kept, bytes) = self.usage()?;
-        swept.kept = kept;
-        swept.bytes = ByteSize(bytes);
-        Ok(swept)
     }
 
     /// States on disk and the bytes they take.
@@ -578,15 +532,6 @@ fn parse(file: &mut File, with_delta: bool) -> Result<(Record, Vec<u8>), String>
     Ok((record, delta))
 }
 
-/// Whether the temporary file at `path` is no longer being written: its writer's lock
-/// is free (the writer died, or never took it).
-fn abandoned(path: &Path) -> bool {
-    let Ok(file) = File::open(path) else {
-        return false;
-    };
-    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
-}
-
 fn malformed(what: &str) -> SandboxError {
     SandboxError::Warm(wasmtime::Error::msg(format!(
         "a prepared warm state is malformed: {what}"
@@ -603,46 +548,8 @@ pub(super) fn warmth(key: &str, record: Record, disk_bytes: u64) -> Warmth {
     }
 }
 
-/// What [`prune`] removed and kept.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Pruned {
-    /// States removed (warm or recorded cold).
-    pub removed: usize,
-    /// Disk their files took.
-    pub freed: ByteSize,
-    /// States kept.
-    pub kept: usize,
-}
-
-/// Removes the warm states under `home` not used for `unused_for` (a state's file is
-/// marked when a call starts from it), and leftovers of interrupted preparations. A
-/// state removed while a running server has it loaded stays usable there (its image
-/// is rebuilt in memory) and is prepared again after a restart.
-pub fn prune(home: &Path, unused_for: Duration) -> Result<Pruned, SandboxError> {
-    let store = WarmStore::new(home, String::new(), ByteSize(u64::MAX));
-    let mut pruned = Pruned::default();
-    store.sweep()?;
-    let now = SystemTime::now();
-    let mut freed = 0;
-    for state in store.states()? {
-        let age = now.duration_since(state.used).unwrap_or_default();
-        if age < unused_for {
-            pruned.kept += 1;
-            continue;
-        }
-        match std::fs::remove_file(&state.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io_error(&state.path, e));
-            }
-            _ => {
-                pruned.removed += 1;
-                freed += state.bytes;
-            }
-        }
-    }
-    pruned.freed = ByteSize(freed);
-    Ok(pruned)
-}
-
+mod sweep;
 #[cfg(test)]
 mod tests;
+
+pub use sweep::{Pruned, Swept, prune};
