@@ -231,14 +231,30 @@ fn main() -> anyhow::Result<()> {
 
         let stop = Arc::new(AtomicBool::new(false));
         let spins = Arc::new(AtomicU64::new(0));
+        // A flood whose calls fail at once floods nothing: its figures would mean
+        // nothing, so the first failure is kept and ends the benchmark.
+        let failed: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
         let mut tasks = Vec::new();
         for (key, tool) in &floods {
             for _ in 0..FLOOD_WIDTH {
                 let (client, stop, spins) = (client.clone(), Arc::clone(&stop), Arc::clone(&spins));
+                let failed = Arc::clone(&failed);
                 let (url, key) = (format!("{base}/v1/tools/{tool}/run"), key.clone());
                 tasks.push(tokio::spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
-                        let _ = post(&client, url.clone(), &key, json!({"arguments": {}})).await;
+                        let answer =
+                            post(&client, url.clone(), &key, json!({"arguments": {}})).await;
+                        let ran = answer.as_ref().is_ok_and(|r| r["status"].is_string());
+                        if !ran {
+                            let why = match answer {
+                                Ok(r) => r.to_string(),
+                                Err(e) => e.to_string(),
+                            };
+                            failed
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get_or_insert(why);
+                        }
                         spins.fetch_add(1, Ordering::Relaxed);
                     }
                 }));
@@ -250,6 +266,9 @@ fn main() -> anyhow::Result<()> {
         stop.store(true, Ordering::Relaxed);
         for task in tasks {
             let _ = task.await;
+        }
+        if let Some(why) = failed.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            anyhow::bail!("a flooding call failed, so the flood measured nothing: {why}");
         }
         anyhow::Ok((idle, flooded, spins.load(Ordering::Relaxed)))
     })?;
