@@ -204,13 +204,8 @@ impl Workers {
                 source,
             })?;
         }
-        let keeps = |layer: &str| {
-            layers_only
-                .as_deref()
-                .is_none_or(|l| l.split(',').any(|k| k == layer))
-        };
         let namespaces = match namespaces::available(&config.binary) {
-            Ok(()) if !keeps("namespaces") => None,
+            Ok(()) if !keeps(layers_only.as_deref(), "namespaces") => None,
             Ok(()) => Some(Entry::new()),
             Err(why) if config.namespaces == NamespacePolicy::Required => {
                 return Err(worker_failed(format!(
@@ -290,14 +285,13 @@ impl Workers {
     /// them (a worker that cannot confine itself with Landlock and seccomp runs
     /// nothing).
     pub fn layers(&self) -> Vec<&'static str> {
-        let keeps = |layer: &str| {
-            self.pool
-                .layers_only
-                .as_deref()
-                .is_none_or(|l| l.split(',').any(|k| k == layer))
-        };
         let mut layers = vec!["webassembly", "worker_process"];
-        layers.extend(["landlock", "seccomp"].into_iter().filter(|l| keeps(l)));
+        let only = self.pool.layers_only.as_deref();
+        layers.extend(
+            ["landlock", "seccomp"]
+                .into_iter()
+                .filter(|l| keeps(only, l)),
+        );
         if self.pool.namespaces.is_some() {
             layers.push("namespaces");
         }
@@ -482,10 +476,11 @@ impl Pool {
         // An evicted state is not sent: the call runs cold and says so, and its caller
         // prepares the state again.
         let warm = warm.filter(|state| self.warm.present(state));
-        if let Some(state) = &warm {
-            // Off the async runtime: file work for a worker never stalls the server.
+        if let Some(state) = warm.as_ref().filter(|state| self.warm.touch_due(state)) {
+            // Off the async runtime (file work for a worker never stalls the server),
+            // and only when a write is due: at most once a minute per state.
             let (store, state) = (self.warm.clone(), state.clone());
-            drop(tokio::task::spawn_blocking(move || store.touch(&state)));
+            drop(tokio::task::spawn_blocking(move || store.mark_used(&state)));
         }
         let sent_warm = warm.as_ref().map(|s| s.key().to_owned());
         let run = ToWorker::Run {
@@ -540,4 +535,10 @@ impl Pool {
         result.requests = exchange.records();
         Ok(result)
     }
+}
+
+/// Whether a pool whose workers keep only `layers_only` (comma-separated; `None`: all)
+/// keeps `layer`.
+fn keeps(layers_only: Option<&str>, layer: &str) -> bool {
+    layers_only.is_none_or(|only| only.split(',').any(|kept| kept == layer))
 }

@@ -29,8 +29,6 @@ pub(super) struct Worker {
     pub(super) scratch: Option<ScratchDir>,
     /// The call under way (its frames carry its number), or [`CallId::NONE`].
     pub(super) call: CallId,
-    /// Its process id (0 if unknown).
-    pid: u32,
     /// Since when it has waited among the idle workers, if it does.
     pub(super) idle_since: Option<Instant>,
     /// Whether it is stopped (SIGSTOP) while it waits.
@@ -121,7 +119,6 @@ impl Worker {
                 calls: 0,
                 scratch: None,
                 call: CallId::NONE,
-                pid,
                 idle_since: None,
                 stopped: false,
                 cpu_seen: None,
@@ -149,7 +146,6 @@ impl Worker {
             calls: 0,
             scratch: None,
             call: CallId::NONE,
-            pid: 0,
             idle_since: None,
             stopped: false,
             cpu_seen: None,
@@ -216,7 +212,9 @@ impl Worker {
     /// The CPU time the worker process has used, all its threads together, as the
     /// kernel counts it (`/proc/PID/stat`), not as the worker says.
     fn cpu_time(&self) -> Option<Duration> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        // Only while the child is not reaped (its pid cannot have been reused).
+        let pid = self.child.id()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // After the command name, which may hold anything but ends at the last ')':
         // state, then 10 fields up to utime and stime (fields 14 and 15 in proc(5)).
         let mut fields = stat

@@ -257,16 +257,29 @@ impl WarmStore {
     /// most one write per state per minute. Best effort (a confined worker may not
     /// write here; its server does).
     pub fn touch(&self, state: &WarmState) {
+        if self.touch_due(state) {
+            self.mark_used(state);
+        }
+    }
+
+    /// Whether a call starting from `state` should mark it used now (at most once a
+    /// minute); when true, the caller marks it with [`WarmStore::mark_used`]. In memory
+    /// only: cheap on a call's path.
+    pub fn touch_due(&self, state: &WarmState) -> bool {
         let now = Instant::now();
-        {
-            let mut touched = self.touched();
-            match touched.get(state.key()) {
-                Some(at) if now.duration_since(*at) < TOUCH_EVERY => return,
-                _ => {
-                    touched.insert(state.key().to_owned(), now);
-                }
+        let mut touched = self.touched();
+        match touched.get(state.key()) {
+            Some(at) if now.duration_since(*at) < TOUCH_EVERY => false,
+            _ => {
+                touched.insert(state.key().to_owned(), now);
+                true
             }
         }
+    }
+
+    /// Writes `state`'s last use to its file's modification time (file work: off an
+    /// async runtime).
+    pub fn mark_used(&self, state: &WarmState) {
         if let Ok(file) = File::options().write(true).open(self.path(state.key())) {
             let _ = file.set_modified(SystemTime::now());
         }
