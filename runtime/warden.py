@@ -503,7 +503,8 @@ class FastMCP:
         )
 
     def resource(self, *a, **kw):
-        # Accepted, so that the file's tools run; not served (yet): a call reaches tools.
+        # The host reads resources from the source and reads one by calling its
+        # function, which stays the module's own.
         return lambda fn: fn
 
     def prompt(self, *a, **kw):

@@ -381,6 +381,8 @@ mod tests {
                 parameters: json!({"type": "object", "properties": {"b": {"type": "number", "minimum": 0.1}, "a": {}}}),
                 returns: None,
                 injected: Vec::new(),
+                resources: Vec::new(),
+                prompts: Vec::new(),
             },
             grants: Grants::default(),
             limits: Limits::default(),

@@ -8,7 +8,9 @@
 //! errors), progress notifications while a call runs, cancellation (the call's future is
 //! dropped, which drops the guest's store), and `notifications/tools/list_changed`
 //! whenever [`ToolSource::changes`] fires, to legacy sessions through their peer and to
-//! 2026-07-28 clients through `subscriptions/listen`.
+//! 2026-07-28 clients through `subscriptions/listen`. The resources and prompts a tool's
+//! file declares come with its [`ListedTool`] and are served by running their functions
+//! through [`ToolSource::call_member`] (`mcp/served.rs`).
 //!
 //! [`FolderSource`] is the source of `warden mcp`: the `.py` files of a folder
 //! ([`catalog`]), with per-tool grants and limits from its `warden.toml` ([`config`]),
@@ -25,6 +27,7 @@ pub mod config;
 mod folder;
 mod handler;
 mod result;
+mod served;
 mod trail;
 mod watch;
 
@@ -39,7 +42,7 @@ use tokio::sync::broadcast;
 use crate::events::Events;
 use crate::grants::{Access, Grants};
 use crate::outcome::{CallResult, Start};
-use crate::schema::{Violation, mcp_output, mcp_output_wraps};
+use crate::schema::{PromptSchema, ResourceSchema, Violation, mcp_output, mcp_output_wraps};
 
 pub use folder::FolderSource;
 pub use handler::McpServer;
@@ -62,6 +65,22 @@ pub trait ToolSource: Send + Sync + 'static {
         arguments: Map<String, Value>,
         events: Arc<Events>,
     ) -> impl Future<Output = Result<Ran, SourceError>> + Send;
+
+    /// Runs `function`, one of the resource or prompt functions the file of the tool
+    /// `tool` declares (its [`ListedTool::resources`] and [`ListedTool::prompts`]), with
+    /// `arguments`, as [`ToolSource::call`] runs the tool. A source without resources or
+    /// prompts keeps the default: unknown.
+    fn call_member(
+        &self,
+        request: &Extensions,
+        tool: &str,
+        function: &str,
+        arguments: Map<String, Value>,
+        events: Arc<Events>,
+    ) -> impl Future<Output = Result<Ran, SourceError>> + Send {
+        let _ = (request, function, arguments, events);
+        std::future::ready(Err(SourceError::UnknownTool(tool.to_owned())))
+    }
 
     /// Fires whenever the tool list the caller of `request` sees may have changed.
     fn changes(&self, request: &Extensions) -> broadcast::Receiver<()>;
@@ -97,6 +116,10 @@ pub struct ListedTool {
     pub title: Option<String>,
     /// An icon's `https:` URL or `data:` URI (MCP's `icons`), if the tool has one.
     pub icon: Option<String>,
+    /// The resources the tool's file declares (`@mcp.resource`).
+    pub resources: Vec<ResourceSchema>,
+    /// The prompts the tool's file declares (`@mcp.prompt`).
+    pub prompts: Vec<PromptSchema>,
 }
 
 impl ListedTool {

@@ -88,6 +88,7 @@ mod health;
 mod literal;
 mod models;
 mod module;
+mod served;
 mod source;
 pub mod strict;
 
@@ -103,6 +104,7 @@ pub use export::{
 };
 pub use guard::{MAX_BRACKETS, MAX_INDENT, MAX_SCHEMA, MAX_SOURCE, MAX_SYNTAX_DEPTH};
 pub use health::{Health, HealthClass, classify, health};
+pub use served::{PromptSchema, ResourceSchema, match_template, template_names};
 pub use strict::strict_variant;
 
 /// Options of [`derive()`] and [`check`].
@@ -130,6 +132,14 @@ pub struct ToolSchema {
     /// stored schemas and their hashes are unchanged).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub injected: Vec<Injected>,
+    /// The MCP resources the tool's file declares (`@mcp.resource`), each read by a call
+    /// of its own function. Empty for most tools (and then not serialized).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<ResourceSchema>,
+    /// The MCP prompts the tool's file declares (`@mcp.prompt`), each got by a call of
+    /// its own function. Empty for most tools (and then not serialized).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<PromptSchema>,
 }
 
 /// A parameter the guest passes itself: left out of the schema, never sent by the caller.

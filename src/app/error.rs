@@ -38,6 +38,17 @@ pub enum AppError {
         /// How many there were in all.
         total: usize,
     },
+    /// The tool's file declares no resource or prompt function of that name (its version
+    /// changed since the caller listed them).
+    #[error(
+        "the file of tool {tool} serves no resource or prompt function `{function}`: list its resources and prompts again"
+    )]
+    UnknownMember {
+        /// The tool.
+        tool: ToolId,
+        /// The function asked for.
+        function: String,
+    },
     /// An explicit schema cannot check arguments.
     #[error(
         "the explicit schema is not usable: {reason}; fix it, or leave `schema` out to derive it from the source"

@@ -7,6 +7,7 @@
 //! the schema (every violation at once); parameters the schema's `Optional[T]` rule lets
 //! a caller omit are named so that the guest passes them `None`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,27 @@ pub struct PreparedTool {
     warmth: Mutex<Option<Warmth>>,
     /// Set once a preparation of the warm state has started.
     warming: AtomicBool,
+    /// The functions of the file's resources and prompts, by name: each called like the
+    /// tool, from the same warm state, its arguments checked against its own schema.
+    members: HashMap<String, Member>,
+}
+
+/// A resource's or prompt's function, prepared for calls.
+#[derive(Debug)]
+struct Member {
+    validator: ArgumentValidator,
+    none_if_omitted: Vec<String>,
+    schema: ToolSchema,
+}
+
+impl Member {
+    fn new(schema: &ToolSchema) -> Member {
+        Member {
+            validator: ArgumentValidator::new(schema),
+            none_if_omitted: schema::none_if_omitted(schema),
+            schema: schema.clone(),
+        }
+    }
 }
 
 /// Why arguments were refused before any guest ran.
@@ -58,6 +80,7 @@ impl PreparedTool {
                 .as_ref()
                 .and_then(|r| jsonschema::draft202012::new(r).ok()),
             none_if_omitted: schema::none_if_omitted(&schema),
+            members: members(&schema),
             schema,
             packages,
             warmth: Mutex::new(None),
@@ -197,6 +220,53 @@ impl PreparedTool {
         None
     }
 
+    /// Checks the arguments of a call of `function`, one of the file's resource or
+    /// prompt functions (the schema's `resources` and `prompts`), as [`PreparedTool::check`]
+    /// checks the tool's. `None`: the file serves no such function.
+    pub fn check_member(
+        &self,
+        function: &str,
+        arguments: Value,
+    ) -> Option<Result<Map<String, Value>, Refusal>> {
+        let member = self.members.get(function)?;
+        if let Some(reason) = member.validator.compile_error() {
+            return Some(Err(Refusal::BrokenSchema(reason.to_owned())));
+        }
+        let mut arguments = arguments;
+        if let Value::Object(map) = &mut arguments {
+            schema::drop_nulls_for_defaults(&member.schema, map);
+        }
+        if let Err(violations) = member.validator.validate(&arguments) {
+            return Some(Err(Refusal::Invalid(violations)));
+        }
+        Some(match arguments {
+            Value::Object(map) => Ok(map),
+            _ => Err(Refusal::Invalid(Vec::new())),
+        })
+    }
+
+    /// The sandbox call of `function`, one of the file's resource or prompt functions,
+    /// for arguments checked by [`PreparedTool::check_member`]; `None` if the file serves
+    /// no such function.
+    pub fn call_member<'a>(
+        &'a self,
+        function: &str,
+        arguments: &'a Map<String, Value>,
+        grants: &'a Grants,
+        limits: &'a Limits,
+    ) -> Option<Call<'a>> {
+        let (name, member) = self.members.get_key_value(function)?;
+        Some(Call {
+            tool: &self.folder,
+            function: name,
+            arguments,
+            none_if_omitted: &member.none_if_omitted,
+            grants,
+            limits,
+            packages: self.packages.as_deref(),
+        })
+    }
+
     /// The sandbox call for checked `arguments` with `grants` and `limits`.
     pub fn call<'a>(
         &'a self,
@@ -214,6 +284,18 @@ impl PreparedTool {
             packages: self.packages.as_deref(),
         }
     }
+}
+
+/// The resource and prompt functions of `schema`'s file, by function name.
+fn members(schema: &ToolSchema) -> HashMap<String, Member> {
+    let functions = schema
+        .resources
+        .iter()
+        .map(|r| &r.function)
+        .chain(schema.prompts.iter().map(|p| &p.function));
+    functions
+        .map(|f| (f.name.clone(), Member::new(f)))
+        .collect()
 }
 
 /// A return schema in a few words: its type (`integer`, `object`, ...), or its `$ref`.

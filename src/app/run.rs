@@ -68,6 +68,8 @@ struct Admitted {
     /// The hint of the tenant's key at admission, for the audit event.
     key_hint: Option<String>,
     prepared: Arc<PreparedTool>,
+    /// The resource or prompt function of the tool's file to run, when not the tool.
+    member: Option<String>,
     arguments: Map<String, Value>,
     grants: Grants,
     /// The grants' mounts as admitted: the folders the call gets.
@@ -114,7 +116,7 @@ impl App {
         cancel: CancellationToken,
         events: Option<Arc<Events>>,
     ) -> Result<RunOutput, AppError> {
-        let mut admitted = self.admit(tenant, tool, arguments).await?;
+        let mut admitted = self.admit(tenant, tool, None, arguments).await?;
         admitted.outbound.events = events;
         let app = self.clone();
         tokio::spawn(async move { app.execute(admitted, cancel).await })
@@ -134,11 +136,33 @@ impl App {
         arguments: Value,
         state: Value,
     ) -> Result<RunOutput, AppError> {
-        let mut admitted = self.admit(tenant, tool, arguments).await?;
+        let mut admitted = self.admit(tenant, tool, None, arguments).await?;
         // After the arguments' check: the schema never names it.
         admitted.arguments.insert(AGENT_STATE.into(), state);
         let app = self.clone();
         tokio::spawn(async move { app.execute(admitted, CancellationToken::new()).await })
+            .await
+            .map_err(|e| AppError::Task(e.to_string()))?
+    }
+
+    /// Runs `function`, one of the resource or prompt functions the tool's file declares
+    /// (its schema's `resources` and `prompts`), with `arguments`, as
+    /// [`App::run_reporting`] runs the tool: the same admission (approval, grants,
+    /// rate and quota), permit, worker, warm state and audit (a `run` event naming the
+    /// function).
+    pub async fn run_member(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        function: &str,
+        arguments: Value,
+        cancel: CancellationToken,
+        events: Option<Arc<Events>>,
+    ) -> Result<RunOutput, AppError> {
+        let mut admitted = self.admit(tenant, tool, Some(function), arguments).await?;
+        admitted.outbound.events = events;
+        let app = self.clone();
+        tokio::spawn(async move { app.execute(admitted, cancel).await })
             .await
             .map_err(|e| AppError::Task(e.to_string()))?
     }
@@ -178,6 +202,7 @@ impl App {
         &self,
         tenant: &TenantId,
         tool: &ToolId,
+        member: Option<&str>,
         arguments: Value,
     ) -> Result<Admitted, AppError> {
         let (tenant_row, current) = self.current_cached(tenant, tool).await?;
@@ -214,7 +239,16 @@ impl App {
         // After a restart, or if registration's preparation was lost: calls run cold
         // until it is done.
         self.warm_up(&prepared, tenant);
-        let arguments = prepared.check(arguments).map_err(|refusal| match refusal {
+        let checked = match member {
+            None => prepared.check(arguments),
+            Some(function) => prepared.check_member(function, arguments).ok_or_else(|| {
+                AppError::UnknownMember {
+                    tool: tool.id.clone(),
+                    function: function.to_owned(),
+                }
+            })?,
+        };
+        let arguments = checked.map_err(|refusal| match refusal {
             Refusal::BrokenSchema(reason) => AppError::BrokenSchema {
                 version: version.id.clone(),
                 reason,
@@ -240,6 +274,7 @@ impl App {
             version: version.id,
             key_hint: tenant_row.key_hint.clone(),
             prepared,
+            member: member.map(str::to_owned),
             arguments,
             grants: manifest.grants,
             mounts,
@@ -393,8 +428,18 @@ impl App {
         ))?;
         let outcome = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
+            let call = match &a.member {
+                None => a.prepared.call(&a.arguments, &a.grants, &a.limits),
+                Some(function) => a
+                    .prepared
+                    .call_member(function, &a.arguments, &a.grants, &a.limits)
+                    .ok_or_else(|| AppError::UnknownMember {
+                        tool: a.tool.clone(),
+                        function: function.clone(),
+                    })?,
+            };
             let call = self.inner.workers.call_admitted(
-                a.prepared.call(&a.arguments, &a.grants, &a.limits),
+                call,
                 a.mounts.clone(),
                 warm.as_deref(),
                 &a.outbound,
@@ -418,11 +463,15 @@ impl App {
                 return Err(e.into());
             }
         };
-        let warnings: Vec<Warning> = a
-            .prepared
-            .check_result(&mut result, a.limits.strict_results)
-            .into_iter()
-            .collect();
+        // A member's result is checked where it becomes contents or messages.
+        let warnings: Vec<Warning> = match a.member {
+            None => a
+                .prepared
+                .check_result(&mut result, a.limits.strict_results)
+                .into_iter()
+                .collect(),
+            Some(_) => Vec::new(),
+        };
         if let Some(state) = &warm
             && result.start == Start::Cold
         {
@@ -432,8 +481,11 @@ impl App {
             self.warm_up(&a.prepared, &a.tenant);
         }
         self.inner.metrics.finished(&a.tenant, &result);
-        let event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result)
+        let mut event = AuditEvent::run(a.tool.clone(), a.version.clone(), a.key_hint, &result)
             .with_warnings(&warnings);
+        if let Some(function) = &a.member {
+            event = event.with_function(function);
+        }
         record.end(event).await?;
         Ok(RunOutput {
             tool: a.tool,

@@ -334,7 +334,69 @@ fn listed(callable: &CallableTool) -> Option<ListedTool> {
         hints: Hints::of(&callable.manifest.grants, false),
         title: callable.manifest.title.clone(),
         icon: callable.manifest.icon.clone(),
+        resources: schema.resources.clone(),
+        prompts: schema.prompts.clone(),
     })
+}
+
+impl ServiceSource {
+    /// Runs the tool `name`, or `member` (one of its file's resource or prompt
+    /// functions), for the caller of `request`.
+    async fn run(
+        &self,
+        request: &Extensions,
+        name: &str,
+        member: Option<&str>,
+        arguments: Map<String, Value>,
+        events: Arc<Events>,
+    ) -> Result<Ran, SourceError> {
+        let caller = caller(request)?;
+        let unknown = || SourceError::UnknownTool(name.to_owned());
+        let tool = self
+            .app
+            .callable_tool(&caller.tenant, name, caller.tag.clone())
+            .await
+            .map_err(failed)?
+            .ok_or_else(unknown)?;
+        // The handler drops this future when the client cancels: the guard then stops
+        // the run (its guest, and the audit records `run_cancelled`).
+        let cancel = CancellationToken::new();
+        let _stop_on_drop = cancel.clone().drop_guard();
+        let (tenant, id, arguments) = (&caller.tenant, &tool.tool.id, Value::Object(arguments));
+        let run = match member {
+            None => {
+                self.app
+                    .run_reporting(tenant, id, arguments, cancel, Some(events))
+                    .await
+            }
+            Some(function) => {
+                self.app
+                    .run_member(tenant, id, function, arguments, cancel, Some(events))
+                    .await
+            }
+        };
+        match run {
+            Ok(run) => Ok(Ran {
+                start: run.result.start,
+                result: run.result,
+                output: Output::of(tool.manifest.schema.returns.as_ref()),
+                warnings: run.warnings,
+            }),
+            Err(AppError::InvalidArguments { violations, .. }) => {
+                Err(SourceError::InvalidArguments {
+                    tool: member.unwrap_or(name).to_owned(),
+                    violations,
+                })
+            }
+            // Disabled or deleted since it was looked up.
+            Err(
+                AppError::Disabled { .. }
+                | AppError::UnknownMember { .. }
+                | AppError::Registry(RegistryError::NotFound { .. }),
+            ) => Err(unknown()),
+            Err(e) => Err(failed(e)),
+        }
+    }
 }
 
 impl ToolSource for ServiceSource {
@@ -355,47 +417,19 @@ impl ToolSource for ServiceSource {
         arguments: Map<String, Value>,
         events: Arc<Events>,
     ) -> Result<Ran, SourceError> {
-        let caller = caller(request)?;
-        let unknown = || SourceError::UnknownTool(name.to_owned());
-        let tool = self
-            .app
-            .callable_tool(&caller.tenant, name, caller.tag.clone())
+        self.run(request, name, None, arguments, events).await
+    }
+
+    async fn call_member(
+        &self,
+        request: &Extensions,
+        tool: &str,
+        function: &str,
+        arguments: Map<String, Value>,
+        events: Arc<Events>,
+    ) -> Result<Ran, SourceError> {
+        self.run(request, tool, Some(function), arguments, events)
             .await
-            .map_err(failed)?
-            .ok_or_else(unknown)?;
-        // The handler drops this future when the client cancels: the guard then stops
-        // the run (its guest, and the audit records `run_cancelled`).
-        let cancel = CancellationToken::new();
-        let _stop_on_drop = cancel.clone().drop_guard();
-        match self
-            .app
-            .run_reporting(
-                &caller.tenant,
-                &tool.tool.id,
-                Value::Object(arguments),
-                cancel,
-                Some(events),
-            )
-            .await
-        {
-            Ok(run) => Ok(Ran {
-                start: run.result.start,
-                result: run.result,
-                output: Output::of(tool.manifest.schema.returns.as_ref()),
-                warnings: run.warnings,
-            }),
-            Err(AppError::InvalidArguments { violations, .. }) => {
-                Err(SourceError::InvalidArguments {
-                    tool: name.to_owned(),
-                    violations,
-                })
-            }
-            // Disabled or deleted since it was looked up.
-            Err(AppError::Disabled { .. } | AppError::Registry(RegistryError::NotFound { .. })) => {
-                Err(unknown())
-            }
-            Err(e) => Err(failed(e)),
-        }
     }
 
     fn changes(&self, request: &Extensions) -> broadcast::Receiver<()> {

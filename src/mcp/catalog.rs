@@ -307,6 +307,8 @@ impl Loader<'_> {
             hints: Hints::of(&grants, table.is_some_and(|t| t.idempotent)),
             title: table.and_then(|t| t.title.clone()),
             icon: table.and_then(|t| t.icon.clone()),
+            resources: schema.resources.clone(),
+            prompts: schema.prompts.clone(),
         };
         let prepared = match self.previous.get(&name) {
             // Same file, same source: same schema, packages and warm state.

@@ -185,6 +185,78 @@ impl FolderSource {
         Ok(changed)
     }
 
+    /// Runs the tool `name`, or `member` (one of its file's resource or prompt
+    /// functions), with `arguments`.
+    async fn run(
+        &self,
+        name: &str,
+        member: Option<&str>,
+        arguments: Map<String, Value>,
+        events: Arc<Events>,
+    ) -> Result<Ran, SourceError> {
+        let tool = self.tool(name)?;
+        let prepared = &tool.prepared;
+        let checked = match member {
+            None => prepared.check(Value::Object(arguments)),
+            Some(function) => prepared
+                .check_member(function, Value::Object(arguments))
+                .ok_or_else(|| SourceError::UnknownTool(format!("{name}.{function}")))?,
+        };
+        let arguments = checked.map_err(|refusal| match refusal {
+            Refusal::Invalid(violations) => SourceError::InvalidArguments {
+                tool: member.unwrap_or(name).to_owned(),
+                violations,
+            },
+            Refusal::BrokenSchema(reason) => SourceError::Failed(format!(
+                "the derived schema of {name}() does not compile ({reason}): please report it"
+            )),
+        })?;
+        let warm = prepared.warm_state();
+        let outbound = Outbound {
+            events: Some(events),
+            ..tool.outbound.clone()
+        };
+        let mut result = self
+            .workers
+            .call_with(
+                match member {
+                    None => prepared.call(&arguments, &tool.grants, &tool.limits),
+                    Some(function) => prepared
+                        .call_member(function, &arguments, &tool.grants, &tool.limits)
+                        .ok_or_else(|| SourceError::UnknownTool(format!("{name}.{function}")))?,
+                },
+                warm.as_deref(),
+                &outbound,
+            )
+            .await
+            .map_err(|e| {
+                tracing::error!(tool = name, "the call could not run: {e}");
+                SourceError::Failed(format!("Warden could not run the call: {e}"))
+            })?;
+        // A member's result is checked where it becomes contents or messages.
+        let warnings: Vec<Warning> = match member {
+            None => prepared
+                .check_result(&mut result, tool.limits.strict_results)
+                .into_iter()
+                .collect(),
+            Some(_) => Vec::new(),
+        };
+        if let Some(state) = &warm
+            && result.start == crate::outcome::Start::Cold
+        {
+            prepared.forget_warm_state(state);
+        }
+        if let Some(trail) = &self.trail {
+            record(trail, &tool, &result, &warnings).await;
+        }
+        Ok(Ran {
+            start: result.start,
+            result,
+            output: tool.listed.output(),
+            warnings,
+        })
+    }
+
     fn tool(&self, name: &str) -> Result<Arc<CatalogTool>, SourceError> {
         self.catalog()
             .get(name)
@@ -205,54 +277,18 @@ impl ToolSource for FolderSource {
         arguments: Map<String, Value>,
         events: Arc<Events>,
     ) -> Result<Ran, SourceError> {
-        let tool = self.tool(name)?;
-        let prepared = &tool.prepared;
-        let arguments = prepared.check(Value::Object(arguments)).map_err(
-            |refusal| match refusal {
-                Refusal::Invalid(violations) => SourceError::InvalidArguments {
-                    tool: name.to_owned(),
-                    violations,
-                },
-                Refusal::BrokenSchema(reason) => SourceError::Failed(format!(
-                    "the derived schema of {name}() does not compile ({reason}): please report it"
-                )),
-            },
-        )?;
-        let warm = prepared.warm_state();
-        let outbound = Outbound {
-            events: Some(events),
-            ..tool.outbound.clone()
-        };
-        let mut result = self
-            .workers
-            .call_with(
-                prepared.call(&arguments, &tool.grants, &tool.limits),
-                warm.as_deref(),
-                &outbound,
-            )
-            .await
-            .map_err(|e| {
-                tracing::error!(tool = name, "the call could not run: {e}");
-                SourceError::Failed(format!("Warden could not run the call: {e}"))
-            })?;
-        let warnings: Vec<Warning> = prepared
-            .check_result(&mut result, tool.limits.strict_results)
-            .into_iter()
-            .collect();
-        if let Some(state) = &warm
-            && result.start == crate::outcome::Start::Cold
-        {
-            prepared.forget_warm_state(state);
-        }
-        if let Some(trail) = &self.trail {
-            record(trail, &tool, &result, &warnings).await;
-        }
-        Ok(Ran {
-            start: result.start,
-            result,
-            output: tool.listed.output(),
-            warnings,
-        })
+        self.run(name, None, arguments, events).await
+    }
+
+    async fn call_member(
+        &self,
+        _request: &Extensions,
+        tool: &str,
+        function: &str,
+        arguments: Map<String, Value>,
+        events: Arc<Events>,
+    ) -> Result<Ran, SourceError> {
+        self.run(tool, Some(function), arguments, events).await
     }
 
     fn changes(&self, _request: &Extensions) -> broadcast::Receiver<()> {

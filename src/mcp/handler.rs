@@ -1,6 +1,7 @@
 //! [`McpServer`]: the rmcp handler over any [`ToolSource`].
 //!
-//! It serves tools only, on both protocol eras rmcp speaks: 2025-11-25 sessions (with
+//! It serves tools, and the resources and prompts their files declare (`mcp/served.rs`),
+//! on both protocol eras rmcp speaks: 2025-11-25 sessions (with
 //! `initialize`; list changes reach them through their peer) and 2026-07-28 requests
 //! (self-contained; list changes reach them through `subscriptions/listen`).
 //!
@@ -15,16 +16,18 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Icon, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams,
+    GetPromptResponse, Icon, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use super::{ListedTool, ToolSource, result};
+use super::{ListedTool, Ran, SourceError, ToolSource, result, served};
 use crate::events::{CallEvent, Events, LogLevel, Wants};
 use crate::manifest::check_icon;
 
@@ -81,6 +84,57 @@ impl<S: ToolSource> McpServer<S> {
     }
 }
 
+impl<S: ToolSource> McpServer<S> {
+    /// The tools the caller of `context` may use, with their files' resources and prompts.
+    async fn listed(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Vec<ListedTool>, ErrorData> {
+        self.source
+            .tools(&context.extensions)
+            .await
+            .map_err(result::list_failed)
+    }
+
+    /// How long a client may keep a list (MCP's `ttlMs`).
+    fn ttl_ms(&self) -> u64 {
+        u64::try_from(self.source.list_ttl().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs a resource's or prompt's function, with progress and logs as for a call.
+    async fn run_member(
+        &self,
+        target: served::Target,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Ran, ErrorData> {
+        let (events, reports) = Events::channel(self.wants(context));
+        let call = self.source.call_member(
+            &context.extensions,
+            &target.tool,
+            &target.function.name,
+            target.arguments,
+            Arc::new(events),
+        );
+        let Some(outcome) = watch_call(call, reports, context).await else {
+            return Err(ErrorData::new(
+                ErrorCode::INTERNAL_ERROR,
+                "the request was cancelled",
+                None,
+            ));
+        };
+        outcome.map_err(|e| match e {
+            SourceError::InvalidArguments { tool, violations } => ErrorData::invalid_params(
+                format!("the arguments do not match the parameters of {tool}()"),
+                Some(json!({ "violations": violations })),
+            ),
+            SourceError::UnknownTool(name) => {
+                ErrorData::invalid_params(format!("`{name}` is no longer served: list again"), None)
+            }
+            SourceError::Failed(message) => ErrorData::internal_error(message, None),
+        })
+    }
+}
+
 impl<S: ToolSource> ServerHandler for McpServer<S> {
     #[expect(
         deprecated,
@@ -89,9 +143,13 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
                 .enable_tools()
                 .enable_tool_list_changed()
-                .enable_logging()
                 .build(),
         )
         .with_server_info(
@@ -154,6 +212,66 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         Ok(answer.into())
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let tools = self.listed(&context).await?;
+        Ok(served::resources(&tools)
+            .with_ttl_ms(self.ttl_ms())
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let tools = self.listed(&context).await?;
+        Ok(served::templates(&tools)
+            .with_ttl_ms(self.ttl_ms())
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let tools = self.listed(&context).await?;
+        let (target, resource) = served::find_resource(&tools, &request.uri)?;
+        let ran = self.run_member(target, &context).await?;
+        Ok(ReadResourceResponse::Complete(served::read(
+            ran,
+            &request.uri,
+            &resource,
+        )?))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let tools = self.listed(&context).await?;
+        Ok(served::prompts(&tools)
+            .with_ttl_ms(self.ttl_ms())
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let tools = self.listed(&context).await?;
+        let arguments = request.arguments.unwrap_or_default();
+        let (target, prompt) = served::find_prompt(&tools, &request.name, arguments)?;
+        let ran = self.run_member(target, &context).await?;
+        Ok(GetPromptResponse::Complete(served::got(ran, &prompt)?))
+    }
+
     #[expect(
         deprecated,
         reason = "MCP logging: SEP-2577 deprecates it for a later revision; 2025-11-25 has it"
@@ -191,7 +309,14 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let mut changes = self.source.changes(&context.request_context().extensions);
-        if context.accepted().tools_list_changed != Some(true) {
+        let accepted = context.accepted();
+        let wanted = |w: Option<bool>| w == Some(true);
+        let (tools, resources, prompts) = (
+            wanted(accepted.tools_list_changed),
+            wanted(accepted.resources_list_changed),
+            wanted(accepted.prompts_list_changed),
+        );
+        if !(tools || resources || prompts) {
             context.cancelled().await;
             return Ok(());
         }
@@ -201,7 +326,11 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
                 change = changes.recv() => match change {
                     // A lagging receiver still learns that the list changed.
                     Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                        if context.sink().notify_tool_list_changed().await.is_err() {
+                        let sink = context.sink();
+                        let sent = (!tools || sink.notify_tool_list_changed().await.is_ok())
+                            && (!resources || sink.notify_resource_list_changed().await.is_ok())
+                            && (!prompts || sink.notify_prompt_list_changed().await.is_ok());
+                        if !sent {
                             return Ok(());
                         }
                     }
@@ -218,7 +347,12 @@ async fn forward_changes(mut changes: broadcast::Receiver<()>, peer: Peer<RoleSe
     loop {
         match changes.recv().await {
             Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                if peer.is_transport_closed() || peer.notify_tool_list_changed().await.is_err() {
+                // A tool's file also declares its resources and prompts.
+                if peer.is_transport_closed()
+                    || peer.notify_tool_list_changed().await.is_err()
+                    || peer.notify_resource_list_changed().await.is_err()
+                    || peer.notify_prompt_list_changed().await.is_err()
+                {
                     return;
                 }
             }

@@ -204,6 +204,8 @@ mod tests {
             }),
             returns: None,
             injected: Vec::new(),
+            resources: Vec::new(),
+            prompts: Vec::new(),
         };
         let mut args = json!({"a": null, "top": null, "maybe": null})
             .as_object()

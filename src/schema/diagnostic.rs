@@ -55,6 +55,8 @@ pub enum Code {
     UnimportedName,
     /// A parameter injected by the runtime (`agent_state`), left out of the schema.
     ReservedParameter,
+    /// A resource or prompt of an MCP server file that cannot be served (left out).
+    MemberLeftOut,
     /// The function has no docstring.
     MissingDocstring,
     /// A parameter has no description (docstring or `Annotated`).
@@ -89,6 +91,7 @@ impl Code {
             Code::InvalidAnnotation => "invalid-annotation",
             Code::UnimportedName => "unimported-name",
             Code::ReservedParameter => "reserved-parameter",
+            Code::MemberLeftOut => "member-left-out",
             Code::MissingDocstring => "missing-docstring",
             Code::UndocumentedParameter => "undocumented-parameter",
             Code::UnknownDocumentedParameter => "unknown-documented-parameter",

@@ -11,6 +11,7 @@ use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
 use super::guard;
 use super::module::{FunctionRef, Module};
+use super::served;
 use super::source::{self, span};
 use super::{DeriveOptions, Injected, InjectedKind, ToolSchema};
 
@@ -48,8 +49,11 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
         Err(d) => return (None, vec![d]),
     };
     let mut mapper = Mapper::new(&module, &index);
-    let schema = build(&mut mapper, &function);
+    let mut schema = build(&mut mapper, &function);
     let mut diags = mapper.diags;
+    let (resources, prompts, left_out) = served::served(&module, &index);
+    (schema.resources, schema.prompts) = (resources, prompts);
+    diags.extend(left_out);
     let size =
         guard::json_len(&schema.parameters) + schema.returns.as_ref().map_or(0, guard::json_len);
     if size as u64 > guard::MAX_SCHEMA.as_u64() {
@@ -181,7 +185,7 @@ fn unreachable_diag(index: &LineIndex<'_>) -> Diagnostic {
     )
 }
 
-fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
+pub(crate) fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
     let doc_text = source::docstring(f.body);
     let doc: Docstring = doc_text.map(docstring::parse).unwrap_or_default();
     let name_at = (f.range.0, f.range.0 + 3);
@@ -282,6 +286,8 @@ fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
         parameters,
         returns,
         injected: params.injected,
+        resources: Vec::new(),
+        prompts: Vec::new(),
     }
 }
 

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResult, ErrorCode, ProgressNotificationParam,
-    ProtocolVersion, ServerNotification, SubscriptionFilter, Tool,
+    CacheScope, CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ServerNotification,
+    SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -850,4 +851,145 @@ fn stdio_calls_are_recorded_in_a_local_trail_that_exports_and_verifies() {
     let pubkey = warden_ok(&["audit", "pubkey"]);
     let verified = warden_ok(&["audit", "verify", arg(&export), "--pubkey", pubkey.trim()]);
     assert!(verified.starts_with("intact: 5 events"), "{verified}");
+}
+
+/// A FastMCP-style server file (`forecast.py`: a tool, static, templated and binary
+/// resources, prompts) serves its resources and prompts: listed from the source, each
+/// read or get run in the sandbox as a call of its function, on both protocol eras.
+#[tokio::test]
+async fn a_server_files_resources_and_prompts_are_listed_read_and_got() {
+    let eras = [
+        ClientLifecycleMode::Initialize,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    ];
+    for lifecycle in eras {
+        let server = Server::start_as(&["--cold", arg(&fixture("forecast.py"))], lifecycle).await;
+        let c = &server.client;
+        let resources = json!(c.list_all_resources().await.unwrap());
+        let uris: Vec<&str> = resources
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            uris,
+            ["forecast://cities", "forecast://readme", "forecast://logo"]
+        );
+        assert_eq!(resources[1]["title"], json!("About the desk"));
+        assert_eq!(resources[1]["name"], json!("readme"));
+        assert_eq!(resources[0]["mimeType"], json!("application/json"));
+        let templates = json!(c.list_all_resource_templates().await.unwrap());
+        assert_eq!(
+            templates[0]["uriTemplate"],
+            json!("forecast://{city}/current")
+        );
+        assert_eq!(
+            templates[0]["description"],
+            json!("The current temperature of a city.")
+        );
+        assert_eq!(templates.as_array().unwrap().len(), 2);
+
+        let read = |uri: &str| {
+            let params = ReadResourceRequestParams::new(uri.to_owned());
+            async move {
+                tokio::time::timeout(PATIENCE, c.read_resource(params))
+                    .await
+                    .expect("resources/read in time")
+            }
+        };
+        let contents = |uri: &'static str| async move {
+            json!(
+                read(uri)
+                    .await
+                    .unwrap_or_else(|e| panic!("{uri}: {e}"))
+                    .contents
+            )
+        };
+        assert_eq!(
+            contents("forecast://Oslo/current").await,
+            json!([{"uri": "forecast://Oslo/current", "mimeType": "text/plain", "text": "Oslo: 4 C"}])
+        );
+        // A template's `{day}` becomes the int its parameter is annotated with.
+        assert_eq!(
+            contents("forecast://rome/week/3").await[0]["text"],
+            json!(r#"{"city":"rome","day":3,"temp":21}"#)
+        );
+        assert_eq!(
+            contents("forecast://cities").await[0],
+            json!({"uri": "forecast://cities", "mimeType": "application/json", "text": r#"["lima","oslo","rome"]"#})
+        );
+        // `-> bytes`: a blob, with the decorator's type.
+        assert_eq!(
+            contents("forecast://logo").await[0],
+            json!({"uri": "forecast://logo", "mimeType": "image/png", "blob": "iVBORw0KGgotbm90LXJlYWxseQ=="})
+        );
+        match read("forecast://nowhere").await {
+            Err(ServiceError::McpError(e)) => {
+                assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+                assert_eq!(e.data, Some(json!({"uri": "forecast://nowhere"})));
+            }
+            other => panic!("expected -32602, got {other:?}"),
+        }
+        // The function raised: an error with its message.
+        match read("forecast://Paris/current").await {
+            Err(ServiceError::McpError(e)) => {
+                assert!(e.message.contains("no such city: Paris"), "{}", e.message);
+                assert_eq!(e.data, Some(json!({"status": "tool_error"})));
+            }
+            other => panic!("expected an error, got {other:?}"),
+        }
+
+        let prompts = json!(c.list_all_prompts().await.unwrap());
+        assert_eq!(
+            prompts[0],
+            json!({"name": "brief", "description": "Ask for a short brief.", "arguments": [
+                {"name": "city", "description": "The city to brief on.", "required": true},
+                {"name": "days", "description": "How many days to cover.", "required": false},
+            ]})
+        );
+        assert_eq!(prompts[1]["name"], json!("compare"));
+        assert_eq!(prompts[1]["description"], json!("Compare two cities."));
+        let get = |name: &str, arguments: Value| {
+            let params =
+                GetPromptRequestParams::new(name.to_owned()).with_arguments(object(arguments));
+            async move {
+                tokio::time::timeout(PATIENCE, c.get_prompt(params))
+                    .await
+                    .expect("prompts/get in time")
+            }
+        };
+        let got = get("brief", json!({"city": "Lima", "days": "3"}))
+            .await
+            .unwrap();
+        assert_eq!(
+            json!(got.messages),
+            json!([{"role": "user", "content": {"type": "text", "text": "Write a 3-day weather brief for Lima."}}])
+        );
+        let got = get("compare", json!({"first": "Oslo", "second": "Rome"}))
+            .await
+            .unwrap();
+        assert_eq!(got.messages.len(), 2);
+        assert_eq!(json!(got.messages[1])["role"], json!("assistant"));
+        match get("brief", json!({})).await {
+            Err(ServiceError::McpError(e)) => {
+                assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+                assert!(e.message.contains("brief()"), "{}", e.message);
+            }
+            other => panic!("expected -32602, got {other:?}"),
+        }
+        match get("nowhere", json!({})).await {
+            Err(ServiceError::McpError(e)) => assert_eq!(e.code, ErrorCode::INVALID_PARAMS),
+            other => panic!("expected -32602, got {other:?}"),
+        }
+        // The tool itself still works as before.
+        let r = server.call("forecast", json!({"city": "Oslo"})).await;
+        assert_eq!(
+            r.structured_content,
+            Some(json!({"city": "Oslo", "days": 1, "temp": 4}))
+        );
+        server.stop().await;
+    }
 }

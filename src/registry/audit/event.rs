@@ -136,6 +136,10 @@ pub enum AuditEvent {
         /// in events recorded before warnings were).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         warnings: Vec<Warning>,
+        /// The function that ran when it was not the tool itself: one of its file's
+        /// resource or prompt functions (an MCP `resources/read` or `prompts/get`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        function: Option<String>,
     },
     /// A call its client cancelled while it ran (an MCP client's
     /// `notifications/cancelled`): the guest was stopped there.
@@ -284,7 +288,17 @@ impl AuditEvent {
             peak_memory_bytes: result.peak_memory_bytes,
             requests: result.requests.clone(),
             warnings: Vec::new(),
+            function: None,
         }
+    }
+
+    /// This event as a call of `name`, one of the tool's resource or prompt functions (a
+    /// run's only).
+    pub fn with_function(mut self, name: &str) -> AuditEvent {
+        if let AuditEvent::Run { function, .. } = &mut self {
+            *function = Some(name.to_owned());
+        }
+        self
     }
 
     /// This event with the warnings its call was answered with (a run's only).

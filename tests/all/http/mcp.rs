@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ErrorCode, ProtocolVersion, ServerNotification,
-    SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ServerNotification, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -594,4 +594,72 @@ async fn a_cancelled_call_stops_its_guest_and_is_audited_as_cancelled() {
     .unwrap();
     assert_eq!(r.structured_content, Some(json!({"result": 3})));
     let _ = c.cancel().await;
+}
+
+/// A FastMCP-style server file registered by one tenant: its resources and prompts are
+/// listed and read through `/mcp` like its tool (admitted, run in its worker, audited as
+/// a `run` naming the function); to another tenant its URIs are unknown, word for word
+/// as any unknown URI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_resources_and_prompts_are_its_own() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let alice = s.tenant(json!({})).await;
+    let bob = s.tenant(json!({})).await;
+    let source = std::fs::read_to_string(crate::support::fixture("forecast.py")).unwrap();
+    s.register(&alice, json!({"source": source})).await;
+    s.register(&bob, json!({"source": ADD})).await;
+
+    let (a, _) = connect(&url, &alice, modern()).await;
+    assert_eq!(names(&tools(&a).await), ["forecast"]);
+    let listed = json!(a.list_all_resources().await.unwrap());
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
+    let r = read(&a, "forecast://lima/current").await.unwrap();
+    assert_eq!(json!(r.contents)[0]["text"], json!("lima: 17 C"));
+    let audit = s.send(Method::GET, "/v1/audit", Some(&alice), None).await;
+    let newest = &audit.json["items"][0]["event"];
+    assert_eq!(newest["kind"], json!("run"), "{newest}");
+    assert_eq!(newest["function"], json!("current"), "{newest}");
+    let got = a
+        .get_prompt(
+            GetPromptRequestParams::new("brief")
+                .with_arguments(json!({"city": "Oslo"}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        json!(got.messages)[0]["content"]["text"],
+        json!("Write a 2-day weather brief for Oslo.")
+    );
+
+    let (b, _) = connect(&url, &bob, ClientLifecycleMode::Initialize).await;
+    assert_eq!(json!(b.list_all_resources().await.unwrap()), json!([]));
+    assert_eq!(json!(b.list_all_prompts().await.unwrap()), json!([]));
+    let error = |r: Result<_, ServiceError>| match r {
+        Err(ServiceError::McpError(e)) => (e.code, e.message.to_string(), e.data),
+        other => panic!("expected a protocol error, got {other:?}"),
+    };
+    let theirs = error(read(&b, "forecast://lima/current").await);
+    let nowhere = error(read(&b, "nowhere://lima/current").await);
+    assert_eq!(theirs.0, ErrorCode::INVALID_PARAMS);
+    assert_eq!(
+        theirs.1.replace("forecast://", "nowhere://"),
+        nowhere.1,
+        "another tenant's URI reads as unknown"
+    );
+    assert_eq!(theirs.2, Some(json!({"uri": "forecast://lima/current"})));
+    assert!(!audit_kinds(&s, &bob).await.contains(&"run".to_owned()));
+    let _ = a.cancel().await;
+    let _ = b.cancel().await;
+}
+
+async fn read(
+    client: &RunningService<RoleClient, Recorder>,
+    uri: &str,
+) -> Result<rmcp::model::ReadResourceResult, ServiceError> {
+    let params = ReadResourceRequestParams::new(uri.to_owned());
+    tokio::time::timeout(PATIENCE, client.read_resource(params))
+        .await
+        .expect("resources/read in time")
 }
