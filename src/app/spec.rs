@@ -28,6 +28,13 @@ pub struct ToolSpec {
     /// public top-level function.
     #[serde(default)]
     pub function: Option<String>,
+    /// The name of the file the source came from, without `.py` (an upload's): the
+    /// function named like it is the tool, else the file's choice as when no function is
+    /// given (`__all__` with one name, its one decorated tool, its one public function).
+    /// Never part of a request body.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub file_stem: Option<String>,
     /// The tool's name, unique per tenant. Default: the function's name.
     #[serde(default)]
     pub name: Option<ToolName>,
@@ -186,13 +193,14 @@ pub struct Validation {
     pub risks: Vec<crate::capabilities::Risk>,
 }
 
-/// The derive options for `spec`: the name (or function) plays the file stem.
+/// The derive options for `spec`: the uploaded file's stem, else the name (or function),
+/// plays the file stem.
 fn options(spec: &ToolSpec) -> DeriveOptions {
     DeriveOptions {
         file_stem: spec
-            .name
-            .as_ref()
-            .map(|n| n.as_str().to_owned())
+            .file_stem
+            .clone()
+            .or_else(|| spec.name.as_ref().map(|n| n.as_str().to_owned()))
             .or_else(|| spec.function.clone())
             .unwrap_or_default(),
         function: spec.function.clone(),

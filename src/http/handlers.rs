@@ -181,7 +181,9 @@ pub(super) struct UploadSpec {
     reason = "describes the multipart body for the OpenAPI document"
 )]
 pub(super) struct UploadForm {
-    /// The tool's source, as a file named `NAME.py`: the stem names the function.
+    /// The tool's source, as a file named `NAME.py`: the function `NAME` is the tool, else
+    /// the one the file chooses (its one name in `__all__`, its one decorated tool, its one
+    /// public function).
     #[schema(value_type = String, format = Binary)]
     file: Vec<u8>,
     /// Everything but the source and the function, as JSON.
@@ -190,7 +192,8 @@ pub(super) struct UploadForm {
 
 /// Register a tool from a multipart upload.
 ///
-/// Part `file` (`NAME.py`, the stem names the function), optional part `spec` (JSON).
+/// Part `file` (`NAME.py`: the function `NAME`, else the one the file chooses), optional
+/// part `spec` (JSON).
 #[utoipa::path(post, path = "/v1/tools/upload", tag = "tools", security(("tenantKey" = [])),
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses(
@@ -211,7 +214,7 @@ pub(super) async fn upload_tool(
                 let name = field.file_name().unwrap_or_default().to_owned();
                 let Some(stem) = name.strip_suffix(".py").filter(|s| !s.is_empty()) else {
                     return Err(ApiError::Upload(format!(
-                        "the file part must be named NAME.py, not {name:?}: its stem names the function"
+                        "the file part must be named NAME.py, not {name:?}: its stem names the tool's function"
                     )));
                 };
                 let stem = stem.rsplit(['/', '\\']).next().unwrap_or(stem).to_owned();
@@ -244,7 +247,8 @@ pub(super) async fn upload_tool(
     };
     let spec = ToolSpec {
         source,
-        function: Some(stem),
+        function: None,
+        file_stem: Some(stem),
         name: extra.name,
         schema: None,
         grants: extra.grants,

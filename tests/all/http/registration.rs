@@ -270,3 +270,28 @@ async fn zero_output_caps_are_accepted_and_mean_no_output() {
     let ran = s.run(&key, &id, json!({})).await;
     assert_eq!(ran.json["status"], "output_limit", "{}", ran.json);
 }
+
+/// An uploaded file whose name is no function's is registered as the file chooses, as
+/// `warden run` chooses: its one decorated tool (a FastMCP server file, named after
+/// the server rather than the tool), its one name in `__all__`; a file that leaves the
+/// choice open is refused naming its functions.
+#[tokio::test]
+async fn an_upload_takes_the_function_its_file_chooses() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let desk = std::fs::read_to_string(crate::support::fixture("forecast.py")).unwrap();
+    let r = upload(&s, &key, "weather_desk.py", &desk).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["tool"]["name"], "forecast");
+    assert_eq!(r.json["manifest"]["function"], "forecast");
+    let exported = "__all__ = ['twice']\n\ndef helper(x: int) -> int:\n    return x\n\n\
+                    def twice(x: int) -> int:\n    \"\"\"Twice x.\"\"\"\n    return 2 * x\n";
+    let r = upload(&s, &key, "maths.py", exported).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["tool"]["name"], "twice");
+    let open = "def one(x: int) -> int:\n    return x\n\ndef two(x: int) -> int:\n    return x\n";
+    let r = upload(&s, &key, "choices.py", open).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.json);
+    let message = r.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`one`, `two`"), "{message}");
+}
