@@ -44,6 +44,10 @@ mod pg;
 /// The service's path: a real server, its registry on SQLite or PostgreSQL.
 #[path = "call/service.rs"]
 mod service;
+
+/// A resource read against a tool call, through `warden mcp`.
+#[path = "call/mcp_read.rs"]
+mod mcp_read;
 use service::Service;
 
 fn root() -> PathBuf {
@@ -745,6 +749,8 @@ fn main() -> anyhow::Result<()> {
         &Limits::default(),
     )?
     .summary();
+    // A resource read against a call of the same file's tool, over MCP.
+    let (mcp_read, mcp_call) = mcp_read::read_and_call(&rt, &home, &fixture("forecast.py"), 300)?;
     // What every call's scratch folder costs: the trivial call with and without one,
     // in turns.
     let (with_scratch, without_scratch) = scratch_cost(&rt, &sandbox, &home, &tool)?;
@@ -945,6 +951,15 @@ fn main() -> anyhow::Result<()> {
         ms(without_scratch.p50),
         100.0 * (with_scratch.p50.as_secs_f64() / without_scratch.p50.as_secs_f64() - 1.0),
     );
+    println!(
+        "MCP over stdio (`warden mcp`, warm): resources/read p50 {} p99 {}, tools/call of the \
+         same file p50 {} p99 {} (read / call: {:.2}x)",
+        ms(mcp_read.p50),
+        ms(mcp_read.p99),
+        ms(mcp_call.p50),
+        ms(mcp_call.p99),
+        mcp_read.p50.as_secs_f64() / mcp_call.p50.as_secs_f64(),
+    );
     println!();
     println!(
         "schema derivation (mean of 2000): csv_summary.py {:.1} µs, pydantic_nested.py {:.1} µs",
@@ -1018,6 +1033,8 @@ fn main() -> anyhow::Result<()> {
         "tool_error_p50_us": us(error_calls.p50),
         "chart_p50_us": us(chart_warden.p50),
         "chart_fuel": chart_fuel,
+        "mcp_read_p50_us": us(mcp_read.p50),
+        "mcp_call_p50_us": us(mcp_call.p50),
         "scratch_p50_us": us(with_scratch.p50),
         "no_scratch_p50_us": us(without_scratch.p50),
         "warm_state_bytes": warm_state_bytes,

@@ -16,11 +16,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, GetPromptRequestParams,
-    GetPromptResponse, Icon, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Icon, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -144,6 +144,7 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_logging()
+                .enable_completions()
                 .enable_prompts()
                 .enable_prompts_list_changed()
                 .enable_resources()
@@ -270,6 +271,20 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         let (target, prompt) = served::find_prompt(&tools, &request.name, arguments)?;
         let ran = self.run_member(target, &context).await?;
         Ok(GetPromptResponse::Complete(served::got(ran, &prompt)?))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let tools = self.listed(&context).await?;
+        served::complete(
+            &tools,
+            &request.r#ref,
+            &request.argument.name,
+            &request.argument.value,
+        )
     }
 
     #[expect(

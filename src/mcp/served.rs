@@ -13,7 +13,9 @@
 //! | `resources/read`, other data | its JSON as text, `application/json` unless the decorator names a type |
 //! | `prompts/get` of an unknown prompt | `-32602` |
 //! | `prompts/get`, the function returned `str` | one user message |
-//! | `prompts/get`, a list | one message per item: a string is a user message, `{"role", "content"}` is kept |
+//! | `prompts/get`, a list | one message per item: a string is a user message, `{"role", "content"}` is kept (a string content becomes a text block) |
+//! | `prompts/get`, rich content (an image, a file, ...) | one user message per part |
+//! | `completion/complete` | a `Literal`'s or `Enum`'s values that start with what was typed; none for other parameters |
 //! | the function failed (an exception, a limit) | `-32603` with the error's message and `data.status` |
 //!
 //! Arguments arrive as strings (a URI's `{names}`, `prompts/get`'s `arguments`): each is
@@ -22,8 +24,8 @@
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    GetPromptResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ReadResourceResult,
+    CompleteResult, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ReadResourceResult, Reference,
 };
 use serde_json::{Map, Value, json};
 
@@ -235,6 +237,57 @@ fn from_text(text: String, schema: &Value) -> Value {
     if fits { parsed } else { Value::String(text) }
 }
 
+/// `completion/complete` for a prompt's argument or a resource template's `{name}`:
+/// the values its parameter's schema allows (a `Literal`'s or an `Enum`'s) that start
+/// with what the client typed, from the source alone; none for any other parameter.
+/// An unknown prompt, template or argument is `-32602`.
+pub(super) fn complete(
+    tools: &[ListedTool],
+    reference: &Reference,
+    argument: &str,
+    typed: &str,
+) -> Result<CompleteResult, ErrorData> {
+    let function = match reference {
+        Reference::Prompt(p) => all_prompts(tools)
+            .find(|(_, prompt)| prompt.name == p.name)
+            .map(|(_, prompt)| &prompt.function),
+        Reference::Resource(r) => all_resources(tools)
+            .find(|(_, resource)| resource.uri == r.uri)
+            .map(|(_, resource)| &resource.function),
+        // A kind of reference a later MCP revision adds: nothing of Warden's.
+        _ => None,
+    };
+    let Some(function) = function else {
+        return Err(ErrorData::invalid_params(
+            "no prompt or resource template of that name: list them first",
+            Some(json!({"ref": reference})),
+        ));
+    };
+    let Some((_, schema, _)) = properties(function).find(|(name, ..)| *name == argument) else {
+        return Err(ErrorData::invalid_params(
+            format!("`{}` takes no argument `{argument}`", function.name),
+            Some(json!({"argument": argument})),
+        ));
+    };
+    let allowed: Vec<&str> = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|v| v.starts_with(typed))
+        .collect();
+    // MCP's cap on one answer.
+    const MAX_VALUES: usize = 100;
+    let completion = json!({
+        "values": allowed.iter().take(MAX_VALUES).collect::<Vec<_>>(),
+        "total": allowed.len(),
+        "hasMore": allowed.len() > MAX_VALUES,
+    });
+    serde_json::from_value(json!({ "completion": completion }))
+        .map_err(|e| ErrorData::internal_error(format!("a completion MCP cannot carry: {e}"), None))
+}
+
 /// The answer of a read that ran.
 pub(super) fn read(
     ran: Ran,
@@ -299,6 +352,18 @@ fn text_contents(uri: &str, mime: Option<String>, value: Value) -> Value {
 /// The answer of a get that ran.
 pub(super) fn got(ran: Ran, prompt: &PromptSchema) -> Result<GetPromptResult, ErrorData> {
     let result = succeeded(ran)?;
+    if !result.content.is_empty() {
+        // Rich content (an image, a file, ...): one user message per part.
+        let messages = result
+            .content
+            .iter()
+            .map(|part| serde_json::from_value(json!({"role": "user", "content": part})))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                ErrorData::internal_error(format!("a prompt part MCP cannot carry: {e}"), None)
+            })?;
+        return Ok(GetPromptResult::new(messages).with_description(prompt.description.clone()));
+    }
     let items = match result.value.unwrap_or_default() {
         Value::Array(items) => items,
         one => vec![one],

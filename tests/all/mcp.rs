@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ServerNotification,
-    SubscriptionFilter, Tool,
+    ArgumentInfo, CacheScope, CallToolRequestParams, CallToolResult, CompleteRequestParams,
+    ErrorCode, GetPromptRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ReadResourceRequestParams, Reference, ServerNotification, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -948,6 +948,7 @@ async fn a_server_files_resources_and_prompts_are_listed_read_and_got() {
             json!({"name": "brief", "description": "Ask for a short brief.", "arguments": [
                 {"name": "city", "description": "The city to brief on.", "required": true},
                 {"name": "days", "description": "How many days to cover.", "required": false},
+                {"name": "tone", "description": "How it should sound.", "required": false},
             ]})
         );
         assert_eq!(prompts[1]["name"], json!("compare"));
@@ -966,7 +967,7 @@ async fn a_server_files_resources_and_prompts_are_listed_read_and_got() {
             .unwrap();
         assert_eq!(
             json!(got.messages),
-            json!([{"role": "user", "content": {"type": "text", "text": "Write a 3-day weather brief for Lima."}}])
+            json!([{"role": "user", "content": {"type": "text", "text": "Write a 3-day weather brief for Lima, plain."}}])
         );
         let got = get("compare", json!({"first": "Oslo", "second": "Rome"}))
             .await
@@ -981,6 +982,29 @@ async fn a_server_files_resources_and_prompts_are_listed_read_and_got() {
             other => panic!("expected -32602, got {other:?}"),
         }
         match get("nowhere", json!({})).await {
+            Err(ServiceError::McpError(e)) => assert_eq!(e.code, ErrorCode::INVALID_PARAMS),
+            other => panic!("expected -32602, got {other:?}"),
+        }
+        // Completions from the source: a Literal's values that start with what was typed.
+        let complete = |r#ref: Reference, argument: &str, typed: &str| {
+            let params = CompleteRequestParams::new(r#ref, ArgumentInfo::new(argument, typed));
+            async move {
+                tokio::time::timeout(PATIENCE, c.complete(params))
+                    .await
+                    .expect("completion/complete in time")
+            }
+        };
+        let done = complete(Reference::for_prompt("brief"), "tone", "p")
+            .await
+            .unwrap();
+        assert_eq!(json!(done.completion.values), json!(["plain", "playful"]));
+        let done = complete(Reference::for_prompt("brief"), "city", "O")
+            .await
+            .unwrap();
+        assert!(done.completion.values.is_empty());
+        let template = Reference::for_resource("forecast://{city}/current");
+        assert!(complete(template, "city", "").await.is_ok());
+        match complete(Reference::for_prompt("brief"), "mood", "").await {
             Err(ServiceError::McpError(e)) => assert_eq!(e.code, ErrorCode::INVALID_PARAMS),
             other => panic!("expected -32602, got {other:?}"),
         }

@@ -630,7 +630,7 @@ async fn a_tenants_resources_and_prompts_are_its_own() {
         .unwrap();
     assert_eq!(
         json!(got.messages)[0]["content"]["text"],
-        json!("Write a 2-day weather brief for Oslo.")
+        json!("Write a 2-day weather brief for Oslo, plain.")
     );
 
     let (b, _) = connect(&url, &bob, ClientLifecycleMode::Initialize).await;
