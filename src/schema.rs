@@ -237,6 +237,28 @@ pub fn derive(source: &str, opts: &DeriveOptions) -> Result<Derived, SchemaError
     }
 }
 
+/// A function an MCP server file (or any file) marks as a tool with a framework's
+/// decorator, and what the decorator says about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecoratedTool {
+    /// The function.
+    pub function: String,
+    /// The decorator's `name` (`@mcp.tool(name="...")`, `@tool("...")`), if given.
+    pub name: Option<String>,
+    /// The decorator's `title`, if given.
+    pub title: Option<String>,
+    /// The decorator's `description`, if given.
+    pub description: Option<String>,
+}
+
+/// The functions a file marks as tools with a framework's decorator (`@mcp.tool()`,
+/// `@tool`, `@function_tool`, ...), in source order, each once; empty when the file
+/// does not parse. A file with several is served whole by `warden mcp`: each one a tool
+/// (see [`derive()`] with its `function` for each).
+pub fn tool_functions(source: &str) -> Vec<DecoratedTool> {
+    function::decorated_tools(source)
+}
+
 /// Everything `warden validate` reports: syntax, the function, annotations, docstring coverage
 /// of every parameter, and the health of the schema; all problems at once, in source order.
 pub fn check(source: &str, opts: &DeriveOptions) -> Vec<Diagnostic> {

@@ -1,4 +1,5 @@
-//! The tools of a folder (or a list of files), each ready to list and call: its schema
+//! The tools of a folder (or a list of files), each ready to list and call (a server file
+//! with several functions decorated as tools gives one tool each): its schema
 //! derived, its grants and limits settled (command line, then `warden.toml`), its
 //! packages installed, its source copied to a private folder for the sandbox.
 //!
@@ -185,16 +186,18 @@ impl Catalog {
                 packages,
                 previous,
             };
-            match loader.load(&catalog) {
-                Ok(tool) => {
-                    catalog
-                        .tools
-                        .insert(tool.listed.name.clone(), Arc::new(tool));
+            for loaded in loader.load(&catalog) {
+                match loaded {
+                    Ok(tool) => {
+                        catalog
+                            .tools
+                            .insert(tool.listed.name.clone(), Arc::new(tool));
+                    }
+                    Err(why) => problems.push(Problem {
+                        path: path.clone(),
+                        message: format!("left out: {why}"),
+                    }),
                 }
-                Err(why) => problems.push(Problem {
-                    path,
-                    message: format!("left out: {why}"),
-                }),
             }
         }
         if let Some(path) = config_file {
@@ -233,6 +236,16 @@ impl Catalog {
     }
 }
 
+/// Which tool of a file to load.
+struct Choice<'a> {
+    /// The function (the file's own choice when `None`).
+    function: Option<&'a str>,
+    /// What the file's tool decorators say, for the function they decorate.
+    decorated: Option<&'a schema::DecoratedTool>,
+    /// Whether it lists the file's resources and prompts (one tool of a file does).
+    members: bool,
+}
+
 /// Loads one file.
 struct Loader<'a> {
     path: &'a Path,
@@ -244,9 +257,47 @@ struct Loader<'a> {
 }
 
 impl Loader<'_> {
-    /// The tool, or why it is left out.
-    fn load(&self, so_far: &Catalog) -> Result<CatalogTool, String> {
-        let source = read_source(self.path)?;
+    /// The file's tools, each ready or why it is left out: its one tool, or every tool
+    /// of a server file (several functions decorated as tools, `@mcp.tool()`), the
+    /// file's resources and prompts served with the first of them.
+    fn load(&self, so_far: &Catalog) -> Vec<Result<CatalogTool, String>> {
+        let source = match read_source(self.path) {
+            Ok(source) => source,
+            Err(why) => return vec![Err(why)],
+        };
+        let decorated = schema::tool_functions(&source);
+        if decorated.len() < 2 {
+            let one = Choice {
+                function: None,
+                decorated: decorated.first(),
+                members: true,
+            };
+            return vec![self.load_function(&source, &one, so_far)];
+        }
+        decorated
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let choice = Choice {
+                    function: Some(&d.function),
+                    decorated: Some(d),
+                    members: i == 0,
+                };
+                self.load_function(&source, &choice, so_far)
+                    .map_err(|why| format!("tool `{}`: {why}", d.function))
+            })
+            .collect()
+    }
+
+    /// One tool of the file, as `choice` says.
+    fn load_function(
+        &self,
+        source: &str,
+        choice: &Choice<'_>,
+        so_far: &Catalog,
+    ) -> Result<CatalogTool, String> {
+        let function = choice.function;
+        let source = source.to_owned();
         let file_name = self
             .path
             .file_name()
@@ -254,11 +305,16 @@ impl Loader<'_> {
             .unwrap_or("tool.py");
         let options = DeriveOptions {
             file_stem: file_name.trim_end_matches(".py").to_owned(),
-            function: None,
+            function: function.map(str::to_owned),
         };
         let derived = schema::derive(&source, &options).map_err(|e| first_error(&e))?;
         let schema = derived.schema;
-        let name = schema.name.clone();
+        // What the tool's decorator says (`@mcp.tool(name=..., title=...)`), when it
+        // decorates the function chosen.
+        let decorated = choice.decorated.filter(|d| d.function == schema.name);
+        let name = decorated
+            .and_then(|d| d.name.clone())
+            .unwrap_or_else(|| schema.name.clone());
         if let Some(first) = so_far.get(&name) {
             return Err(format!(
                 "a tool named `{name}` comes from {} already; rename one of the functions",
@@ -301,14 +357,26 @@ impl Loader<'_> {
         };
         let listed = ListedTool {
             name: name.clone(),
-            description: schema.description.clone(),
+            description: decorated
+                .and_then(|d| d.description.clone())
+                .unwrap_or_else(|| schema.description.clone()),
             parameters,
             returns: schema.returns.clone(),
             hints: Hints::of(&grants, table.is_some_and(|t| t.idempotent)),
-            title: table.and_then(|t| t.title.clone()),
+            title: table
+                .and_then(|t| t.title.clone())
+                .or_else(|| decorated.and_then(|d| d.title.clone())),
             icon: table.and_then(|t| t.icon.clone()),
-            resources: schema.resources.clone(),
-            prompts: schema.prompts.clone(),
+            resources: if choice.members {
+                schema.resources.clone()
+            } else {
+                Vec::new()
+            },
+            prompts: if choice.members {
+                schema.prompts.clone()
+            } else {
+                Vec::new()
+            },
         };
         let prepared = match self.previous.get(&name) {
             // Same file, same source: same schema, packages and warm state.

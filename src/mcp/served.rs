@@ -106,16 +106,23 @@ pub(super) fn prompts(tools: &[ListedTool]) -> ListPromptsResult {
     ListPromptsResult::with_all_items(items)
 }
 
+/// Every tool's resources, each URI once (the first tool's, in list order: two tools
+/// registered from one server file both carry its resources).
 fn all_resources(tools: &[ListedTool]) -> impl Iterator<Item = (&ListedTool, &ResourceSchema)> {
+    let mut seen = std::collections::HashSet::new();
     tools
         .iter()
         .flat_map(|t| t.resources.iter().map(move |r| (t, r)))
+        .filter(move |(_, r)| seen.insert(r.uri.as_str()))
 }
 
+/// Every tool's prompts, each name once (as for resources).
 fn all_prompts(tools: &[ListedTool]) -> impl Iterator<Item = (&ListedTool, &PromptSchema)> {
+    let mut seen = std::collections::HashSet::new();
     tools
         .iter()
         .flat_map(|t| t.prompts.iter().map(move |p| (t, p)))
+        .filter(move |(_, p)| seen.insert(p.name.as_str()))
 }
 
 /// A function's parameters: name, schema and whether it is required.

@@ -74,6 +74,26 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
     (if failed { None } else { Some(schema) }, diags)
 }
 
+/// See [`super::tool_functions`].
+pub(crate) fn decorated_tools(source: &str) -> Vec<super::DecoratedTool> {
+    let found = guard::on_analysis_stack(|| {
+        let index = LineIndex::new(source);
+        let Ok(body) = source::parse(source, &index) else {
+            return Vec::new();
+        };
+        let module = Module::new(&body);
+        let mut seen = HashSet::new();
+        module
+            .functions
+            .iter()
+            .filter(|f| f.is_decorated_as_tool())
+            .filter(|f| seen.insert(f.name))
+            .map(|f| f.tool_decoration())
+            .collect()
+    });
+    found.unwrap_or_default()
+}
+
 fn select<'a>(
     module: &Module<'a>,
     opts: &DeriveOptions,

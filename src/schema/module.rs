@@ -71,6 +71,45 @@ impl FunctionRef<'_> {
     }
 }
 
+impl FunctionRef<'_> {
+    /// What a tool decorator's arguments say: `@mcp.tool(name=..., title=...,
+    /// description=...)`, `@tool("name")` (a positional string is the name).
+    pub(crate) fn tool_decoration(&self) -> super::DecoratedTool {
+        let mut found = super::DecoratedTool {
+            function: self.name.to_owned(),
+            ..Default::default()
+        };
+        let string =
+            |e: &Expr| super::literal::scalar(e).and_then(|v| v.as_str().map(str::to_owned));
+        for d in self.decorators {
+            let Expr::Call(call) = &d.expression else {
+                continue;
+            };
+            let last = match &*call.func {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.as_str(),
+                _ => continue,
+            };
+            if !matches!(last, "tool" | "function_tool") {
+                continue;
+            }
+            if let Some(first) = call.arguments.args.first() {
+                found.name = found.name.or_else(|| string(first));
+            }
+            for keyword in &call.arguments.keywords {
+                let value = string(&keyword.value);
+                match keyword.arg.as_ref().map(|a| a.as_str()) {
+                    Some("name" | "name_override") => found.name = value.or(found.name),
+                    Some("title") => found.title = value,
+                    Some("description" | "description_override") => found.description = value,
+                    _ => {}
+                }
+            }
+        }
+        found
+    }
+}
+
 /// A type alias: what it stands for, and its type parameters (`type Pair[T] = ...`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Alias<'a> {

@@ -428,6 +428,58 @@ def twice() -> str:
     }
 
     #[test]
+    fn tool_decorators_name_title_and_describe_their_tools() {
+        let source = r#"
+from agents import function_tool
+from langchain_core.tools import tool
+
+@mcp.tool(name="lookup", title="Look up", description="Finds a key.")
+def find(key: str) -> str:
+    return key
+
+@tool("search_web")
+def search(q: str) -> str:
+    return q
+
+@function_tool(name_override="weather", description_override="The weather.")
+def get_weather(city: str) -> str:
+    return city
+
+@mcp.tool
+def plain() -> int:
+    return 1
+
+def helper() -> None:
+    pass
+"#;
+        let found = crate::schema::tool_functions(source);
+        let tool =
+            |function: &str, name: Option<&str>, title: Option<&str>, about: Option<&str>| {
+                crate::schema::DecoratedTool {
+                    function: function.into(),
+                    name: name.map(Into::into),
+                    title: title.map(Into::into),
+                    description: about.map(Into::into),
+                }
+            };
+        assert_eq!(
+            found,
+            [
+                tool(
+                    "find",
+                    Some("lookup"),
+                    Some("Look up"),
+                    Some("Finds a key.")
+                ),
+                tool("search", Some("search_web"), None, None),
+                tool("get_weather", Some("weather"), None, Some("The weather.")),
+                tool("plain", None, None, None),
+            ]
+        );
+        assert!(crate::schema::tool_functions("def broken(:\n").is_empty());
+    }
+
+    #[test]
     fn template_names_and_matches() {
         assert_eq!(template_names("weather://{city}/current"), ["city"]);
         assert_eq!(template_names("a://{x}/{+rest}"), ["x", "rest"]);

@@ -1017,3 +1017,40 @@ async fn a_server_files_resources_and_prompts_are_listed_read_and_got() {
         server.stop().await;
     }
 }
+
+/// A server file with several tools (FastMCP 2, `@app.tool` with and without arguments,
+/// sync and async, helpers beside them) serves every one of them, each under the name
+/// its decorator gives, and its resources and prompts once.
+#[tokio::test]
+async fn every_tool_of_a_server_file_is_served() {
+    let server = Server::start(&["--cold", arg(&fixture("notebook.py"))]).await;
+    let listed = server.tools().await;
+    let mut names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    names.sort();
+    assert_eq!(names, ["count", "page", "titles"]);
+    let count = listed.iter().find(|t| t.name == "count").unwrap();
+    assert_eq!(
+        count.description.as_deref(),
+        Some("How many words a page has.")
+    );
+    let r = server.call("page", json!({"title": "todo"})).await;
+    assert_eq!(text(&r), "Write the tests.");
+    let r = server.call("count", json!({"title": "todo"})).await;
+    assert_eq!(r.structured_content, Some(json!({"result": 3})));
+    let r = server.call("titles", json!({})).await;
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"result": ["intro", "todo"]}))
+    );
+    let templates = server.client.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates.len(), 1, "{templates:?}");
+    let prompts = server.client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    let read = server
+        .client
+        .read_resource(ReadResourceRequestParams::new("notebook://intro"))
+        .await
+        .unwrap();
+    assert_eq!(json!(read.contents)[0]["text"], json!("Welcome."));
+    server.stop().await;
+}

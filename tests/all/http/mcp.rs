@@ -633,6 +633,13 @@ async fn a_tenants_resources_and_prompts_are_its_own() {
         json!("Write a 2-day weather brief for Oslo, plain.")
     );
 
+    // The same file registered again (another tool name): its resources listed once.
+    s.register(&alice, json!({"source": source, "name": "forecast_again"}))
+        .await;
+    assert_eq!(names(&tools(&a).await), ["forecast", "forecast_again"]);
+    let listed = json!(a.list_all_resources().await.unwrap());
+    assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
+
     let (b, _) = connect(&url, &bob, ClientLifecycleMode::Initialize).await;
     assert_eq!(json!(b.list_all_resources().await.unwrap()), json!([]));
     assert_eq!(json!(b.list_all_prompts().await.unwrap()), json!([]));
