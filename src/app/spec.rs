@@ -256,9 +256,19 @@ pub fn manifest(
         }
     };
     let function = spec.function.clone().unwrap_or_else(|| schema.name.clone());
+    // What the function's tool decorator says (`@mcp.tool(name=..., title=...)`), where
+    // the spec says nothing: the names clients know it by. (Its `description` is the
+    // schema's already.)
+    let decorated = schema::tool_functions(&spec.source)
+        .into_iter()
+        .find(|d| d.function == function)
+        .unwrap_or_default();
     let name = match spec.name {
         Some(n) => n,
-        None => function.parse::<ToolName>()?,
+        None => match decorated.name.as_deref().map(str::parse::<ToolName>) {
+            Some(Ok(n)) => n,
+            _ => function.parse::<ToolName>()?,
+        },
     };
     let limits = spec.limits.resolve(&policy.ceilings)?;
     policy.admit_limits(&limits)?;
@@ -273,7 +283,7 @@ pub fn manifest(
         packages: Default::default(),
         tags: spec.tags,
         description: spec.description,
-        title: spec.title,
+        title: spec.title.or(decorated.title),
         icon: spec.icon,
     };
     manifest.check()?;

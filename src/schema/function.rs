@@ -50,6 +50,10 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
     };
     let mut mapper = Mapper::new(&module, &index);
     let mut schema = build(&mut mapper, &function);
+    // `@mcp.tool(description=...)`: what the model is told, as FastMCP tells it.
+    if let Some(description) = function.tool_decoration().description {
+        schema.description = description;
+    }
     let mut diags = mapper.diags;
     let (resources, prompts, left_out) = served::served(&module, &index);
     (schema.resources, schema.prompts) = (resources, prompts);

@@ -295,3 +295,43 @@ async fn an_upload_takes_the_function_its_file_chooses() {
     let message = r.json["error"]["message"].as_str().unwrap();
     assert!(message.contains("`one`, `two`"), "{message}");
 }
+
+/// A tool's decorator names it, titles it and describes it, as FastMCP and the agent
+/// frameworks do, wherever the spec says nothing; the spec's own values win.
+#[tokio::test]
+async fn a_tools_decorator_names_titles_and_describes_it() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let source = "from mcp.server.fastmcp import FastMCP\n\nmcp = FastMCP('d')\n\n\
+                  @mcp.tool(name='lookup', title='Look up', description='Finds a key.')\n\
+                  def find(key: str) -> str:\n    \"\"\"Docstring.\"\"\"\n    return key.upper()\n";
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": source})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["tool"]["name"], "lookup");
+    assert_eq!(r.json["manifest"]["function"], "find");
+    assert_eq!(r.json["manifest"]["title"], "Look up");
+    assert_eq!(r.json["manifest"]["schema"]["description"], "Finds a key.");
+    let id = r.json["tool"]["id"].as_str().unwrap();
+    assert_eq!(
+        s.run(&key, id, json!({"key": "k"})).await.json["value"],
+        "K"
+    );
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": source, "name": "mine", "title": "Mine"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["tool"]["name"], "mine");
+    assert_eq!(r.json["manifest"]["title"], "Mine");
+}
