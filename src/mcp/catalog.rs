@@ -312,8 +312,11 @@ impl Loader<'_> {
         // What the tool's decorator says (`@mcp.tool(name=..., title=...)`), when it
         // decorates the function chosen.
         let decorated = choice.decorated.filter(|d| d.function == schema.name);
+        // A decorator's name that is no tool name (CrewAI's `@tool("Search the web")`)
+        // leaves the function's.
         let name = decorated
             .and_then(|d| d.name.clone())
+            .filter(|n| n.parse::<crate::manifest::ToolName>().is_ok())
             .unwrap_or_else(|| schema.name.clone());
         if let Some(first) = so_far.get(&name) {
             return Err(format!(

@@ -1054,3 +1054,23 @@ async fn every_tool_of_a_server_file_is_served() {
     assert_eq!(json!(read.contents)[0]["text"], json!("Welcome."));
     server.stop().await;
 }
+
+/// A framework decorator's name is the tool's when it is a tool name; a name for people
+/// (CrewAI's `@tool("Search the notes")`) leaves the function's.
+#[tokio::test]
+async fn a_decorators_name_is_the_tools_when_it_is_a_tool_name() {
+    let crew = "from crewai.tools import tool\n\n@tool(\"Search the notes\")\n\
+                def search_notes(query: str) -> str:\n    \"\"\"Search.\"\"\"\n    return query\n";
+    let agents = "from agents import function_tool\n\n\
+                  @function_tool(name_override=\"weather\", description_override=\"The weather.\")\n\
+                  def get_weather(city: str) -> str:\n    return city\n";
+    let dir = tools_dir(&[], &[("crew.py", crew), ("agents_tool.py", agents)]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let listed = server.tools().await;
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["search_notes", "weather"]);
+    assert_eq!(listed[1].description.as_deref(), Some("The weather."));
+    let r = server.call("weather", json!({"city": "Oslo"})).await;
+    assert_eq!(text(&r), "Oslo");
+    server.stop().await;
+}
