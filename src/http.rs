@@ -134,6 +134,7 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
             get(h::list_tools).post(h::create_tool).layer(tool_limit),
         )
         .route("/v1/tools/upload", post(h::upload_tool).layer(tool_limit))
+        .route("/v1/servers", post(h::create_server).layer(tool_limit))
         .route(
             "/v1/tools/validate",
             post(h::validate_tool).layer(tool_limit),

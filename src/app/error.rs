@@ -38,6 +38,13 @@ pub enum AppError {
         /// How many there were in all.
         total: usize,
     },
+    /// A server registration that cannot be made as asked (a `function` or `name` given,
+    /// or a file that declares no tool).
+    #[error("{reason}")]
+    ServerFile {
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// The tool's file declares no resource or prompt function of that name (its version
     /// changed since the caller listed them).
     #[error(

@@ -52,6 +52,7 @@ use crate::tenant::AllowedFolder;
         h::create_tool,
         h::list_tools,
         h::upload_tool,
+        h::create_server,
         h::validate_tool,
         h::get_tool,
         h::update_tool,

@@ -335,3 +335,59 @@ async fn a_tools_decorator_names_titles_and_describes_it() {
     assert_eq!(r.json["tool"]["name"], "mine");
     assert_eq!(r.json["manifest"]["title"], "Mine");
 }
+
+/// `POST /v1/servers` registers every tool of a server file at once, each a tool of its
+/// own; nothing is stored unless every one can be.
+#[tokio::test]
+async fn a_server_file_registers_each_of_its_tools() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let source = std::fs::read_to_string(crate::support::fixture("notebook.py")).unwrap();
+    let post = |body: Value| s.send(Method::POST, "/v1/servers", Some(&key), Some(body));
+    let r = post(json!({"source": source, "tags": ["notes"]})).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    let tools = r.json["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["tool"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["page", "count", "titles"]);
+    assert_eq!(tools[1]["manifest"]["function"], "word_count");
+    assert_eq!(tools[1]["tool"]["tags"], json!(["notes"]));
+    let count = tools[1]["tool"]["id"].as_str().unwrap();
+    assert_eq!(
+        s.run(&key, count, json!({"title": "todo"})).await.json["value"],
+        3
+    );
+    let titles = tools[2]["tool"]["id"].as_str().unwrap();
+    assert_eq!(
+        s.run(&key, titles, json!({})).await.json["value"],
+        json!(["intro", "todo"])
+    );
+
+    // Again: every name is taken, and nothing more is stored.
+    let again = post(json!({"source": source})).await;
+    assert_eq!(
+        (again.status, again.code()),
+        (StatusCode::CONFLICT, "name_taken")
+    );
+    let listed = s.send(Method::GET, "/v1/tools", Some(&key), None).await;
+    assert_eq!(listed.json["items"].as_array().unwrap().len(), 3);
+
+    let chosen = post(json!({"source": source, "function": "page"})).await;
+    assert_eq!(
+        (chosen.status, chosen.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_server")
+    );
+    let plain = post(json!({"source": ADD})).await;
+    assert_eq!(
+        (plain.status, plain.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_server")
+    );
+    assert!(
+        plain.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("POST /v1/tools")
+    );
+}
