@@ -24,8 +24,8 @@
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CompleteResult, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ReadResourceResult, Reference,
+    CompleteResult, CompletionInfo, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Reference,
 };
 use serde_json::{Map, Value, json};
 
@@ -48,16 +48,7 @@ pub(super) struct Target {
 pub(super) fn resources(tools: &[ListedTool]) -> ListResourcesResult {
     let items = all_resources(tools)
         .filter(|(_, r)| !r.is_template())
-        .filter_map(|(_, r)| {
-            serde_json::from_value(json!({
-                "uri": r.uri,
-                "name": r.name,
-                "title": r.title,
-                "description": r.description,
-                "mimeType": r.mime_type,
-            }))
-            .ok()
-        })
+        .filter_map(|(_, r)| serde_json::from_value(described(r, "uri")).ok())
         .collect();
     ListResourcesResult::with_all_items(items)
 }
@@ -66,18 +57,20 @@ pub(super) fn resources(tools: &[ListedTool]) -> ListResourcesResult {
 pub(super) fn templates(tools: &[ListedTool]) -> ListResourceTemplatesResult {
     let items = all_resources(tools)
         .filter(|(_, r)| r.is_template())
-        .filter_map(|(_, r)| {
-            serde_json::from_value(json!({
-                "uriTemplate": r.uri,
-                "name": r.name,
-                "title": r.title,
-                "description": r.description,
-                "mimeType": r.mime_type,
-            }))
-            .ok()
-        })
+        .filter_map(|(_, r)| serde_json::from_value(described(r, "uriTemplate")).ok())
         .collect();
     ListResourceTemplatesResult::with_all_items(items)
+}
+
+/// A resource as its list shows it, its URI under `uri_key`.
+fn described(r: &ResourceSchema, uri_key: &str) -> Value {
+    json!({
+        uri_key: r.uri,
+        "name": r.name,
+        "title": r.title,
+        "description": r.description,
+        "mimeType": r.mime_type,
+    })
 }
 
 /// `prompts/list`: the prompts of every listed tool, each argument with its
@@ -284,15 +277,19 @@ pub(super) fn complete(
         .filter_map(Value::as_str)
         .filter(|v| v.starts_with(typed))
         .collect();
-    // MCP's cap on one answer.
-    const MAX_VALUES: usize = 100;
-    let completion = json!({
-        "values": allowed.iter().take(MAX_VALUES).collect::<Vec<_>>(),
-        "total": allowed.len(),
-        "hasMore": allowed.len() > MAX_VALUES,
-    });
-    serde_json::from_value(json!({ "completion": completion }))
-        .map_err(|e| ErrorData::internal_error(format!("a completion MCP cannot carry: {e}"), None))
+    let total = allowed.len();
+    let values: Vec<String> = allowed
+        .into_iter()
+        .take(CompletionInfo::MAX_VALUES)
+        .map(str::to_owned)
+        .collect();
+    let mut completion = CompletionInfo::new(values).map_err(|e| {
+        ErrorData::internal_error(format!("a completion MCP cannot carry: {e}"), None)
+    })?;
+    completion.total = Some(u32::try_from(total).unwrap_or(u32::MAX));
+    completion.has_more = Some(total > CompletionInfo::MAX_VALUES);
+    // The constructor sets the result type the 2026-07-28 wire requires.
+    Ok(CompleteResult::new(completion))
 }
 
 /// The answer of a read that ran.
