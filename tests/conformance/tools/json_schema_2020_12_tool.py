@@ -1,20 +1,23 @@
-from typing import TypedDict
+"""A tool registered with a hand-written schema (its `.schema.json` beside it): JSON
+Schema 2020-12 keywords a signature cannot express (allOf/anyOf, if/then/else, $anchor)
+must reach the client as written."""
 
 
-# Lower-case: the suite looks for the definition "address" in $defs, which is named
-# after the class.
-class address(TypedDict, total=False):  # noqa: N801
-    """A postal address."""
-
-    street: str
-    city: str
-
-
-def json_schema_2020_12_tool(name: str | None = None, address: address | None = None) -> str:
+def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict | None = None,
+    contactMethod: str | None = None,  # noqa: N803
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
     """Tool with JSON Schema 2020-12 features.
 
     Args:
         name: A name.
         address: An address.
+        contactMethod: How to reach the person.
+        phone: A phone number.
+        email: An email address.
     """
-    return f"{name} at {address}"
+    how = phone if contactMethod == "phone" else email
+    return f"{name} at {address}, reachable at {how}"
