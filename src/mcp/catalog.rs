@@ -230,6 +230,17 @@ impl Catalog {
         self.tools.values().map(|t| t.listed.clone()).collect()
     }
 
+    /// Whether `other` lists the same tools from the same sources (a source edited
+    /// without changing any listing still changes what its tool and its resources do).
+    pub fn same_as(&self, other: &Catalog) -> bool {
+        self.listed() == other.listed()
+            && self
+                .tools
+                .values()
+                .zip(other.tools.values())
+                .all(|(a, b)| a.source == b.source)
+    }
+
     /// The tools' names, sorted.
     pub fn names(&self) -> BTreeSet<&str> {
         self.tools.keys().map(String::as_str).collect()

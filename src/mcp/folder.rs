@@ -167,7 +167,7 @@ impl FolderSource {
             .flatten()
     }
 
-    /// Loads the catalog again; true when the tool list changed.
+    /// Loads the catalog again; true when the tool list or a tool's source changed.
     fn reload(&self) -> Result<bool, CatalogError> {
         let previous = self.catalog();
         let (catalog, problems) = Catalog::load(
@@ -177,7 +177,7 @@ impl FolderSource {
             &previous,
         )?;
         problems.iter().for_each(|p| (self.report)(p));
-        let changed = catalog.listed() != previous.listed();
+        let changed = !catalog.same_as(&previous);
         if changed {
             tracing::info!(tools = ?catalog.names(), "the tool list changed");
         }

@@ -12,6 +12,7 @@
 //! on the call's own stream.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -20,7 +21,8 @@ use rmcp::model::{
     ErrorCode, GetPromptRequestParams, GetPromptResponse, Icon, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
@@ -44,6 +46,8 @@ pub const JSON_SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/sch
 pub struct McpServer<S> {
     source: Arc<S>,
     log_level: Arc<Mutex<Option<LogLevel>>>,
+    /// The resource URIs the session subscribed to (`resources/subscribe`).
+    subscribed: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl<S> Clone for McpServer<S> {
@@ -51,6 +55,7 @@ impl<S> Clone for McpServer<S> {
         McpServer {
             source: Arc::clone(&self.source),
             log_level: Arc::default(),
+            subscribed: Arc::default(),
         }
     }
 }
@@ -61,6 +66,7 @@ impl<S: ToolSource> McpServer<S> {
         McpServer {
             source,
             log_level: Arc::default(),
+            subscribed: Arc::default(),
         }
     }
 
@@ -149,6 +155,7 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
                 .enable_prompts_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
+                .enable_resources_subscribe()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .build(),
@@ -250,6 +257,33 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         )?))
     }
 
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Only a resource the caller may read (another tenant's URI is unknown).
+        let tools = self.listed(&context).await?;
+        served::find_resource(&tools, &request.uri)?;
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&request.uri);
+        Ok(())
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -312,6 +346,7 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         tokio::spawn(forward_changes(
             self.source.changes(&context.extensions),
             context.peer,
+            Arc::clone(&self.subscribed),
         ));
     }
 
@@ -331,7 +366,10 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
             wanted(accepted.resources_list_changed),
             wanted(accepted.prompts_list_changed),
         );
-        if !(tools || resources || prompts) {
+        // Resources the client watches (`resourceSubscriptions`): announced as updated when
+        // the tools change, as for a 2025-11-25 session's `resources/subscribe`.
+        let watched = accepted.resource_subscriptions.clone().unwrap_or_default();
+        if !(tools || resources || prompts || !watched.is_empty()) {
             context.cancelled().await;
             return Ok(());
         }
@@ -348,6 +386,17 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
                         if !sent {
                             return Ok(());
                         }
+                        // Only resources the caller may still read.
+                        let Ok(listed) = self.source.tools(&context.request_context().extensions).await else {
+                            continue;
+                        };
+                        for uri in &watched {
+                            if served::find_resource(&listed, uri).is_ok()
+                                && sink.notify_resource_updated(uri.clone()).await.is_err()
+                            {
+                                return Ok(());
+                            }
+                        }
                     }
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
@@ -356,9 +405,16 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
     }
 }
 
-/// Sends `notifications/tools/list_changed` to a legacy session's peer on every change,
-/// until the session or the source ends.
-async fn forward_changes(mut changes: broadcast::Receiver<()>, peer: Peer<RoleServer>) {
+/// Sends `notifications/tools/list_changed` (and the resources' and prompts') to a legacy
+/// session's peer on every change, and `notifications/resources/updated` for each
+/// resource it subscribed to (a resource's content is its function's to make: what Warden
+/// knows changes is the tool version that declares it), until the session or the source
+/// ends.
+async fn forward_changes(
+    mut changes: broadcast::Receiver<()>,
+    peer: Peer<RoleServer>,
+    subscribed: Arc<Mutex<BTreeSet<String>>>,
+) {
     loop {
         match changes.recv().await {
             Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -369,6 +425,18 @@ async fn forward_changes(mut changes: broadcast::Receiver<()>, peer: Peer<RoleSe
                     || peer.notify_prompt_list_changed().await.is_err()
                 {
                     return;
+                }
+                let uris: Vec<String> = subscribed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .cloned()
+                    .collect();
+                for uri in uris {
+                    let note = ResourceUpdatedNotificationParam::new(uri);
+                    if peer.notify_resource_updated(note).await.is_err() {
+                        return;
+                    }
                 }
             }
             Err(broadcast::error::RecvError::Closed) => return,

@@ -9,7 +9,8 @@ use std::time::Duration;
 use rmcp::model::{
     ArgumentInfo, CacheScope, CallToolRequestParams, CallToolResult, CompleteRequestParams,
     ErrorCode, GetPromptRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ReadResourceRequestParams, Reference, ServerNotification, SubscriptionFilter, Tool,
+    ReadResourceRequestParams, Reference, ServerNotification, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -28,6 +29,8 @@ const PATIENCE: Duration = Duration::from_secs(60);
 struct Recorder {
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     list_changed: Arc<Notify>,
+    updated: Arc<Mutex<Vec<String>>>,
+    updated_once: Arc<Notify>,
 }
 
 impl ClientHandler for Recorder {
@@ -41,6 +44,15 @@ impl ClientHandler for Recorder {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.list_changed.notify_one();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
+        self.updated_once.notify_one();
     }
 }
 
@@ -1072,5 +1084,50 @@ async fn a_decorators_name_is_the_tools_when_it_is_a_tool_name() {
     assert_eq!(listed[1].description.as_deref(), Some("The weather."));
     let r = server.call("weather", json!({"city": "Oslo"})).await;
     assert_eq!(text(&r), "Oslo");
+    server.stop().await;
+}
+
+/// A session subscribes to a resource it may read (a static URI or one a template
+/// fits); when the file that declares it changes, it hears `notifications/resources/updated`
+/// for it, and after unsubscribing no more.
+#[tokio::test]
+#[expect(
+    deprecated,
+    reason = "resources/subscribe is the 2025-11-25 wire's, as tested"
+)]
+async fn a_subscribed_resource_is_announced_when_its_file_changes() {
+    let dir = tools_dir(&["forecast.py"], &[]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let c = &server.client;
+    let subscribe = |uri: &str| c.subscribe(SubscribeRequestParams::new(uri.to_owned()));
+    subscribe("forecast://Oslo/current")
+        .await
+        .expect("a templated URI");
+    subscribe("forecast://cities").await.expect("a static URI");
+    match subscribe("forecast://nowhere").await {
+        Err(ServiceError::McpError(e)) => {
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+            assert_eq!(e.data, Some(json!({"uri": "forecast://nowhere"})));
+        }
+        other => panic!("expected -32602, got {other:?}"),
+    }
+    c.unsubscribe(UnsubscribeRequestParams::new(
+        "forecast://cities".to_owned(),
+    ))
+    .await
+    .expect("unsubscribe");
+    let heard = server.recorder.updated_once.notified();
+    let source = std::fs::read_to_string(fixture("forecast.py")).unwrap();
+    std::fs::write(
+        dir.path().join("forecast.py"),
+        format!("{source}\n# edited\n"),
+    )
+    .unwrap();
+    tokio::time::timeout(Duration::from_secs(20), heard)
+        .await
+        .expect("notifications/resources/updated");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let updated = server.recorder.updated.lock().unwrap().clone();
+    assert_eq!(updated, ["forecast://Oslo/current"]);
     server.stop().await;
 }

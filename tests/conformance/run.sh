@@ -21,6 +21,7 @@ SCENARIOS_2025=(
   tools-call-error tools-call-with-progress tools-call-with-logging logging-set-level
   json-schema-2020-12 dns-rebinding-protection server-sse-multiple-streams
   resources-list resources-read-text resources-read-binary resources-templates-read
+  resources-subscribe resources-unsubscribe
   prompts-list prompts-get-simple prompts-get-with-args prompts-get-embedded-resource
   prompts-get-with-image completion-complete
 )
@@ -34,13 +35,12 @@ SCENARIOS_2026=(
   completion-complete caching http-header-validation
 )
 # Not run: sampling, elicitation and input-required results (a sandboxed tool cannot ask
-# the client), resource subscriptions (not served), server-sse-polling and
-# http-custom-header-server-validation (not examined yet), the tasks and skills
-# extensions. Listed so that a reader knows they are left out on purpose.
+# the client), server-sse-polling and http-custom-header-server-validation (not examined
+# yet), the tasks and skills extensions. Listed so that a reader knows they are left out
+# on purpose.
 NOT_RUN=(tools-call-sampling tools-call-elicitation elicitation-sep1034-defaults
-  elicitation-sep1330-enums input-required-result-* resources-subscribe
-  resources-unsubscribe server-sse-polling http-custom-header-server-validation tasks-*
-  sep-2640-skills-*)
+  elicitation-sep1330-enums input-required-result-* server-sse-polling
+  http-custom-header-server-validation tasks-* sep-2640-skills-*)
 
 command -v node >/dev/null || { echo "conformance: node is missing; install Node.js 20 or later" >&2; exit 1; }
 command -v npm >/dev/null || { echo "conformance: npm is missing; install npm" >&2; exit 1; }

@@ -15,7 +15,7 @@ DOT = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNQSFjwHwAD5AIge
 @mcp.tool()
 def offerings() -> str:
     """What this file serves besides this tool."""
-    return "three resources, one template and four prompts"
+    return "four resources, one template and four prompts"
 
 
 @mcp.resource("test://static-text", mime_type="text/plain")
@@ -28,6 +28,12 @@ def static_text() -> str:
 def static_binary() -> bytes:
     """A fixed image, as bytes."""
     return base64.b64decode(DOT)
+
+
+@mcp.resource("test://watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """A resource clients subscribe to: announced as updated when this file changes."""
+    return "Watched resource content."
 
 
 @mcp.resource("test://template/{id}/data", mime_type="application/json")
