@@ -25,11 +25,11 @@ use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 pub struct PreparedTool {
     folder: ToolFolder,
     schema: ToolSchema,
-    validator: ArgumentValidator,
+    /// How the tool's own arguments are checked and passed.
+    arguments: Arguments,
     /// The return annotation's schema, compiled (none without one, or when it does not
     /// compile: results are then not checked against it).
     returns: Option<jsonschema::Validator>,
-    none_if_omitted: Vec<String>,
     packages: Option<PathBuf>,
     /// Where calls start from, once known: the version's warm state, or cold with the
     /// reason. Until it is set (while the state is prepared), calls run cold.
@@ -41,22 +41,48 @@ pub struct PreparedTool {
     members: HashMap<String, Member>,
 }
 
+/// How one function's arguments are checked and passed: the tool's, or a resource's or
+/// prompt's of its file.
+#[derive(Debug)]
+struct Arguments {
+    validator: ArgumentValidator,
+    none_if_omitted: Vec<String>,
+}
+
+impl Arguments {
+    fn new(schema: &ToolSchema) -> Arguments {
+        Arguments {
+            validator: ArgumentValidator::new(schema),
+            none_if_omitted: schema::none_if_omitted(schema),
+        }
+    }
+
+    /// Checks `arguments` against `schema` (the one this was made from), returning them
+    /// as the guest will receive them.
+    fn check(&self, schema: &ToolSchema, arguments: Value) -> Result<Map<String, Value>, Refusal> {
+        if let Some(reason) = self.validator.compile_error() {
+            return Err(Refusal::BrokenSchema(reason.to_owned()));
+        }
+        let mut arguments = arguments;
+        if let Value::Object(map) = &mut arguments {
+            schema::drop_nulls_for_defaults(schema, map);
+        }
+        self.validator
+            .validate(&arguments)
+            .map_err(Refusal::Invalid)?;
+        match arguments {
+            Value::Object(map) => Ok(map),
+            // The validator refuses anything but an object.
+            _ => Err(Refusal::Invalid(Vec::new())),
+        }
+    }
+}
+
 /// A resource's or prompt's function, prepared for calls.
 #[derive(Debug)]
 struct Member {
-    validator: ArgumentValidator,
-    none_if_omitted: Vec<String>,
     schema: ToolSchema,
-}
-
-impl Member {
-    fn new(schema: &ToolSchema) -> Member {
-        Member {
-            validator: ArgumentValidator::new(schema),
-            none_if_omitted: schema::none_if_omitted(schema),
-            schema: schema.clone(),
-        }
-    }
+    arguments: Arguments,
 }
 
 /// Why arguments were refused before any guest ran.
@@ -74,12 +100,11 @@ impl PreparedTool {
     pub fn new(folder: ToolFolder, schema: ToolSchema, packages: Option<PathBuf>) -> Self {
         PreparedTool {
             folder,
-            validator: ArgumentValidator::new(&schema),
+            arguments: Arguments::new(&schema),
             returns: schema
                 .returns
                 .as_ref()
                 .and_then(|r| jsonschema::draft202012::new(r).ok()),
-            none_if_omitted: schema::none_if_omitted(&schema),
             members: members(&schema),
             schema,
             packages,
@@ -154,21 +179,7 @@ impl PreparedTool {
     /// Checks one call's arguments (a JSON object), returning them as the guest will
     /// receive them.
     pub fn check(&self, arguments: Value) -> Result<Map<String, Value>, Refusal> {
-        if let Some(reason) = self.validator.compile_error() {
-            return Err(Refusal::BrokenSchema(reason.to_owned()));
-        }
-        let mut arguments = arguments;
-        if let Value::Object(map) = &mut arguments {
-            schema::drop_nulls_for_defaults(&self.schema, map);
-        }
-        self.validator
-            .validate(&arguments)
-            .map_err(Refusal::Invalid)?;
-        match arguments {
-            Value::Object(map) => Ok(map),
-            // The validator refuses anything but an object.
-            _ => Err(Refusal::Invalid(Vec::new())),
-        }
+        self.arguments.check(&self.schema, arguments)
     }
 
     /// Checks an `ok` result against the function's return annotation: rich content
@@ -229,20 +240,7 @@ impl PreparedTool {
         arguments: Value,
     ) -> Option<Result<Map<String, Value>, Refusal>> {
         let member = self.members.get(function)?;
-        if let Some(reason) = member.validator.compile_error() {
-            return Some(Err(Refusal::BrokenSchema(reason.to_owned())));
-        }
-        let mut arguments = arguments;
-        if let Value::Object(map) = &mut arguments {
-            schema::drop_nulls_for_defaults(&member.schema, map);
-        }
-        if let Err(violations) = member.validator.validate(&arguments) {
-            return Some(Err(Refusal::Invalid(violations)));
-        }
-        Some(match arguments {
-            Value::Object(map) => Ok(map),
-            _ => Err(Refusal::Invalid(Vec::new())),
-        })
+        Some(member.arguments.check(&member.schema, arguments))
     }
 
     /// The sandbox call of `function`, one of the file's resource or prompt functions,
@@ -256,15 +254,7 @@ impl PreparedTool {
         limits: &'a Limits,
     ) -> Option<Call<'a>> {
         let (name, member) = self.members.get_key_value(function)?;
-        Some(Call {
-            tool: &self.folder,
-            function: name,
-            arguments,
-            none_if_omitted: &member.none_if_omitted,
-            grants,
-            limits,
-            packages: self.packages.as_deref(),
-        })
+        Some(self.call_of(name, &member.arguments, arguments, grants, limits))
     }
 
     /// The sandbox call for checked `arguments` with `grants` and `limits`.
@@ -274,11 +264,28 @@ impl PreparedTool {
         grants: &'a Grants,
         limits: &'a Limits,
     ) -> Call<'a> {
+        self.call_of(
+            &self.schema.name,
+            &self.arguments,
+            arguments,
+            grants,
+            limits,
+        )
+    }
+
+    fn call_of<'a>(
+        &'a self,
+        function: &'a str,
+        checked: &'a Arguments,
+        arguments: &'a Map<String, Value>,
+        grants: &'a Grants,
+        limits: &'a Limits,
+    ) -> Call<'a> {
         Call {
             tool: &self.folder,
-            function: &self.schema.name,
+            function,
             arguments,
-            none_if_omitted: &self.none_if_omitted,
+            none_if_omitted: &checked.none_if_omitted,
             grants,
             limits,
             packages: self.packages.as_deref(),
@@ -294,7 +301,13 @@ fn members(schema: &ToolSchema) -> HashMap<String, Member> {
         .map(|r| &r.function)
         .chain(schema.prompts.iter().map(|p| &p.function));
     functions
-        .map(|f| (f.name.clone(), Member::new(f)))
+        .map(|f| {
+            let member = Member {
+                arguments: Arguments::new(f),
+                schema: f.clone(),
+            };
+            (f.name.clone(), member)
+        })
         .collect()
 }
 

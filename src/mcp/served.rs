@@ -457,6 +457,12 @@ mod tests {
         };
         let mut bad = typed(&function, bad);
         assert_eq!(bad.remove("n"), Some(json!("seven")));
+        // Nested past serde_json's depth: left as the string it was, for the check.
+        let deep = "[".repeat(100_000);
+        let Value::Object(nested) = json!({"l": deep.clone()}) else {
+            unreachable!()
+        };
+        assert_eq!(typed(&function, nested).remove("l"), Some(json!(deep)));
         let Value::Object(frac) = json!({"n": "1.5"}) else {
             unreachable!()
         };

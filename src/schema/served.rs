@@ -508,6 +508,20 @@ def helper() -> None:
             Some(vec![("path".into(), "a/b/c.txt".into())])
         );
         assert_eq!(m("config://app", "config://app"), Some(vec![]));
+        // Hostile URIs: huge, unbalanced, invalid escapes; an answer, never a panic.
+        let huge = format!("weather://{}/current", "a".repeat(1 << 20));
+        assert_eq!(
+            m("weather://{city}/current", &huge).map(|v| v[0].1.len()),
+            Some(1 << 20)
+        );
+        assert_eq!(m("weather://{city", "weather://x"), None);
+        assert_eq!(m("w://{a}{b}", "w://xy"), None);
+        assert_eq!(m("w://{a}", "w://%ff%fe"), None);
+        assert_eq!(
+            m("w://{a}", "w://%zz"),
+            Some(vec![("a".into(), "%zz".into())])
+        );
+        assert!(template_names(&"{".repeat(10_000)).is_empty());
         assert_eq!(m("config://app", "config://apps"), None);
     }
 }
