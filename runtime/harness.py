@@ -170,7 +170,15 @@ def _warden_call():
             return tool_error(exc)
 
     function = module.__dict__.get(name)
-    if type(function).__name__ != "function":
+    if isinstance(function, type):
+        # A framework's tool class (smolagents' `Tool`, LangChain's or CrewAI's
+        # `BaseTool`): an instance's `forward`, else `_run`, else `_arun`, as the host
+        # read it (src/schema/frameworks.rs).
+        try:
+            function = tool_method(function)
+        except BaseException as exc:
+            return tool_error(exc)
+    if type(function).__name__ not in ("function", "method"):
         public = sorted(
             n for n, v in module.__dict__.items()
             if type(v).__name__ == "function" and not n.startswith("_")
@@ -499,11 +507,25 @@ def _warm_matplotlib(modules):
                 pass
 
 
+def tool_method(cls):
+    """The bound method that runs a framework's tool class: smolagents calls `setup()`
+    once and then `forward`; LangChain and CrewAI call `_run` (or `_arun`)."""
+    for name in ("forward", "_run", "_arun"):
+        if callable(getattr(cls, name, None)):
+            instance = cls()
+            if name == "forward" and callable(getattr(instance, "setup", None)):
+                instance.setup()
+            return getattr(instance, name)
+    raise TypeError(f"the tool class {cls.__name__} defines no forward(), _run() or _arun()")
+
+
 def bind_problem(function, arguments):
     """Why `function(**arguments)` cannot bind, or None. Reads the code object rather
-    than importing `inspect`, which the snapshot does not hold."""
+    than importing `inspect`, which the snapshot does not hold. A bound method's first
+    parameter (`self`) is bound already."""
     code = function.__code__
-    positional = code.co_varnames[code.co_posonlyargcount : code.co_argcount]
+    first = max(code.co_posonlyargcount, 1 if hasattr(function, "__self__") else 0)
+    positional = code.co_varnames[first : code.co_argcount]
     keyword_only = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
     accepts_any = bool(code.co_flags & 0x08)  # **kwargs
     defaults = function.__defaults__ or ()

@@ -543,10 +543,29 @@ class _FrameworkTool:
     def from_function(cls, func=None, *args, **kwargs):
         return cls(func=func)
 
+    def setup(self):
+        pass
+
+    def _runner(self):
+        if self.func is not None:
+            return self.func
+        for name in ("forward", "_run", "_arun"):
+            method = getattr(self, name, None)
+            if callable(method):
+                return method
+        raise TypeError("this tool wraps no function and defines no forward() or _run()")
+
     def __call__(self, *args, **kwargs):
-        if self.func is None:
-            raise TypeError("this tool wraps no function")
-        return self.func(*args, **kwargs)
+        return self._runner()(*args, **kwargs)
+
+    def run(self, tool_input=None, **kwargs):
+        if isinstance(tool_input, dict):
+            return self._runner()(**tool_input)
+        if tool_input is None:
+            return self._runner()(**kwargs)
+        return self._runner()(tool_input)
+
+    invoke = run
 
 
 # Modules of agent frameworks whose tool decorators tools import (the packages
@@ -560,7 +579,12 @@ _FRAMEWORKS = {
     "langchain.tools": {"tool": _framework_tool, "BaseTool": _FrameworkTool,
                         "StructuredTool": _FrameworkTool},
     "langchain.agents": {"tool": _framework_tool},
-    "smolagents": {"tool": _framework_tool},
+    "smolagents": {"tool": _framework_tool, "Tool": _FrameworkTool},
+    "smolagents.tools": {"tool": _framework_tool, "Tool": _FrameworkTool},
+    "langchain_core.callbacks": {"CallbackManagerForToolRun": object,
+                                 "AsyncCallbackManagerForToolRun": object},
+    "langchain_core.callbacks.manager": {"CallbackManagerForToolRun": object,
+                                         "AsyncCallbackManagerForToolRun": object},
     "crewai": {},
     "crewai.tools": {"tool": _framework_tool, "BaseTool": _FrameworkTool},
     "strands": {"tool": _framework_tool},

@@ -82,6 +82,7 @@ mod content;
 mod diagnostic;
 mod docstring;
 mod export;
+mod frameworks;
 mod function;
 mod guard;
 mod health;

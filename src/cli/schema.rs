@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::Args;
 
 use warden::limits::DEFAULT_RETURN_CHARS;
+use warden::manifest::ToolName;
 use warden::schema::{self, DeriveOptions, Format, LettaExtras, Severity};
 
 use super::args::GrantArgs;
@@ -79,7 +80,18 @@ pub(super) fn schema(args: SchemaArgs) -> Result<ExitCode> {
         tags: args.tag,
         ..LettaExtras::default()
     };
-    let exported = schema::export(&derived.schema, format, args.strict, &letta)
+    // A tool decorator's or tool class's own name (`@tool("multiply")`, smolagents'
+    // `name = "get_weather"`) is the name an agent knows the tool by, as on registration.
+    let mut shown_schema = derived.schema.clone();
+    if let Some(name) = schema::tool_functions(&source)
+        .into_iter()
+        .find(|d| d.function == derived.schema.name)
+        .and_then(|d| d.name)
+        .filter(|n| n.parse::<ToolName>().is_ok())
+    {
+        shown_schema.name = name;
+    }
+    let exported = schema::export(&shown_schema, format, args.strict, &letta)
         .map_err(|e| usage(e.to_string()))?;
     println!("{}", serde_json::to_string_pretty(&exported)?);
     Ok(ExitCode::Ok)

@@ -57,6 +57,9 @@ pub enum Code {
     ReservedParameter,
     /// A resource or prompt of an MCP server file that cannot be served (left out).
     MemberLeftOut,
+    /// A framework's own list of a tool's arguments (LangChain's and CrewAI's
+    /// `args_schema`, smolagents' `inputs`) does not fit the function it calls.
+    ArgumentsMismatch,
     /// The function has no docstring.
     MissingDocstring,
     /// A parameter has no description (docstring or `Annotated`).
@@ -92,6 +95,7 @@ impl Code {
             Code::UnimportedName => "unimported-name",
             Code::ReservedParameter => "reserved-parameter",
             Code::MemberLeftOut => "member-left-out",
+            Code::ArgumentsMismatch => "arguments-mismatch",
             Code::MissingDocstring => "missing-docstring",
             Code::UndocumentedParameter => "undocumented-parameter",
             Code::UnknownDocumentedParameter => "unknown-documented-parameter",

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::annotation::{Mapper, ParamType};
 use super::diagnostic::{Code, Diagnostic, LineIndex, Severity};
 use super::docstring::{self, Docstring};
+use super::frameworks::{self, ClassTool, Framing};
 use super::guard;
 use super::module::{FunctionRef, Module};
 use super::served;
@@ -44,17 +45,29 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
         Err(d) => return (None, vec![d]),
     };
     let module = Module::new(&body);
-    let function = match select(&module, opts, &index) {
+    let chosen = match select(&module, opts, &index) {
         Ok(f) => f,
         Err(d) => return (None, vec![d]),
     };
     let mut mapper = Mapper::new(&module, &index);
-    let mut schema = build(&mut mapper, &function);
-    // `@mcp.tool(description=...)`: what the model is told, as FastMCP tells it.
-    if let Some(description) = function.tool_decoration().description {
-        schema.description = description;
-    }
+    let (function, framing, decoration) = match chosen {
+        Chosen::Function(f) => (
+            f,
+            frameworks::function_framing(&mut mapper, &f),
+            f.tool_decoration(),
+        ),
+        Chosen::Class(c) => (c.method, c.framing(&mut mapper), c.decoration(&module)),
+    };
+    let mut schema = build(&mut mapper, &function, &framing);
+    // A tool class is called by its name; the guest makes an instance and calls `method`.
+    schema.name = decoration.function;
+    // `@mcp.tool(description=...)`, a tool class's `description`: what the model is told,
+    // as the framework tells it.
     let mut diags = mapper.diags;
+    if let Some(description) = decoration.description {
+        schema.description = description;
+        diags.retain(|d| d.code != Code::MissingDocstring);
+    }
     let (resources, prompts, left_out) = served::served(&module, &index);
     (schema.resources, schema.prompts) = (resources, prompts);
     diags.extend(left_out);
@@ -87,22 +100,43 @@ pub(crate) fn decorated_tools(source: &str) -> Vec<super::DecoratedTool> {
         };
         let module = Module::new(&body);
         let mut seen = HashSet::new();
-        module
+        let functions = module
             .functions
             .iter()
             .filter(|f| f.is_decorated_as_tool())
-            .filter(|f| seen.insert(f.name))
-            .map(|f| f.tool_decoration())
+            .map(|f| (f.range.0, f.tool_decoration()));
+        let classes = frameworks::class_tools(&module)
+            .into_iter()
+            .map(|c| (span(c.class).0, c.decoration(&module)));
+        let mut all: Vec<_> = functions.chain(classes).collect();
+        all.sort_by_key(|(at, _)| *at);
+        all.into_iter()
+            .map(|(_, d)| d)
+            .filter(|d| seen.insert(d.function.clone()))
             .collect()
     });
     found.unwrap_or_default()
+}
+
+/// The tool a file holds: a function, or a framework's tool class.
+#[derive(Clone, Copy)]
+enum Chosen<'a> {
+    Function(FunctionRef<'a>),
+    Class(ClassTool<'a>),
 }
 
 fn select<'a>(
     module: &Module<'a>,
     opts: &DeriveOptions,
     index: &LineIndex<'_>,
-) -> Result<FunctionRef<'a>, Diagnostic> {
+) -> Result<Chosen<'a>, Diagnostic> {
+    let classes = frameworks::class_tools(module);
+    let class_named = |name: &str| {
+        classes
+            .iter()
+            .find(|c| c.name() == name)
+            .map(|c| Chosen::Class(*c))
+    };
     let public: Vec<&FunctionRef<'a>> = module
         .functions
         .iter()
@@ -134,7 +168,8 @@ fn select<'a>(
             .iter()
             .rev()
             .find(|f| f.name == wanted.as_str())
-            .copied()
+            .map(|f| Chosen::Function(*f))
+            .or_else(|| class_named(wanted))
             .ok_or_else(|| {
                 let candidates = if public.is_empty() {
                     "none".into()
@@ -152,32 +187,44 @@ fn select<'a>(
                 )
             });
     }
-    let last_named = |name: &str| module.functions.iter().rev().find(|f| f.name == name);
+    let last_named = |name: &str| {
+        module
+            .functions
+            .iter()
+            .rev()
+            .find(|f| f.name == name)
+            .map(|f| Chosen::Function(*f))
+            .or_else(|| class_named(name))
+    };
     if let Some(f) = last_named(&opts.file_stem) {
-        return Ok(*f);
+        return Ok(f);
     }
     // `__all__ = ["tool"]`: the one name the file exports.
     if let Some([only]) = module.all.as_deref()
         && let Some(f) = last_named(only)
     {
-        return Ok(*f);
+        return Ok(f);
     }
     // The one function a framework's decorator marks as a tool (a FastMCP server's
-    // `@mcp.tool()` beside its helpers and `@mcp.resource`s).
+    // `@mcp.tool()` beside its helpers and `@mcp.resource`s), or the one tool class.
     let decorated: HashSet<&str> = module
         .functions
         .iter()
         .filter(|f| f.is_decorated_as_tool())
         .map(|f| f.name)
+        .chain(classes.iter().map(|c| c.name()))
         .collect();
     if let [only] = decorated.iter().collect::<Vec<_>>().as_slice()
         && let Some(f) = last_named(only)
     {
-        return Ok(*f);
+        return Ok(f);
     }
     let distinct: HashSet<&str> = public.iter().map(|f| f.name).collect();
     match distinct.len() {
-        1 => public.last().map(|f| **f).ok_or_else(|| unreachable_diag(index)),
+        1 => public
+            .last()
+            .map(|f| Chosen::Function(**f))
+            .ok_or_else(|| unreachable_diag(index)),
         0 => Err(index.diag(
             Severity::Error,
             Code::NoFunction,
@@ -209,7 +256,11 @@ fn unreachable_diag(index: &LineIndex<'_>) -> Diagnostic {
     )
 }
 
-pub(crate) fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> ToolSchema {
+pub(crate) fn build<'a>(
+    mapper: &mut Mapper<'a, '_>,
+    f: &FunctionRef<'a>,
+    framing: &Framing<'a>,
+) -> ToolSchema {
     let doc_text = source::docstring(f.body);
     let doc: Docstring = doc_text.map(docstring::parse).unwrap_or_default();
     let name_at = (f.range.0, f.range.0 + 3);
@@ -256,9 +307,11 @@ pub(crate) fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> Too
         {
             continue;
         }
-        parameter(mapper, &doc, a, &mut params);
+        parameter(mapper, &doc, framing, a, &mut params);
     }
-    for (arg, star) in [(&args.vararg, "*"), (&args.kwarg, "**")] {
+    // With `args_schema`, the model names the arguments and `**kwargs` takes them.
+    let kwarg = args.kwarg.as_ref().filter(|_| framing.args_model.is_none());
+    for (arg, star) in [(&args.vararg, "*"), (&kwarg.cloned(), "**")] {
         if let Some(arg) = arg {
             let d = mapper.index.diag(
                 Severity::Error,
@@ -271,7 +324,7 @@ pub(crate) fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> Too
         }
     }
     for a in &args.kwonlyargs {
-        parameter(mapper, &doc, a, &mut params);
+        parameter(mapper, &doc, framing, a, &mut params);
     }
     if let Some(text_expr) = f.body.first() {
         for p in &doc.params {
@@ -293,12 +346,35 @@ pub(crate) fn build<'a>(mapper: &mut Mapper<'a, '_>, f: &FunctionRef<'a>) -> Too
             }
         }
     }
-    let returns = returns(mapper, f, &doc);
-    let mut parameters = json!({
-        "type": "object",
-        "properties": params.properties,
-        "required": params.required,
-        "additionalProperties": false,
+    for name in framing.input_names() {
+        if !params.names.contains(name) {
+            let d = mapper.index.diag(
+                Severity::Warning,
+                Code::ArgumentsMismatch,
+                name_at,
+                format!(
+                    "`inputs` names `{name}`, which is not a parameter of `{}`",
+                    f.name
+                ),
+                Some("make `inputs` and the signature name the same arguments".into()),
+            );
+            mapper.diags.push(d);
+        }
+    }
+    let returns = match (f.returns, &framing.output) {
+        (None, Some(output)) => Some(output.clone()).filter(|o| o["type"] != "null"),
+        _ => returns(mapper, f, &doc),
+    };
+    let model = framing
+        .args_model
+        .and_then(|m| frameworks::model_parameters(mapper, m, f, &params.callable));
+    let mut parameters = model.unwrap_or_else(|| {
+        json!({
+            "type": "object",
+            "properties": params.properties,
+            "required": params.required,
+            "additionalProperties": false,
+        })
     });
     attach_defs(&mut parameters, &mapper.defs);
     ToolSchema {
@@ -322,12 +398,15 @@ struct Params {
     required: Vec<String>,
     /// Every parameter name, in or out of the schema.
     names: HashSet<String>,
+    /// The parameters a caller may pass, and whether each is required (for `args_schema`).
+    callable: Vec<(String, bool)>,
     injected: Vec<Injected>,
 }
 
 fn parameter(
     mapper: &mut Mapper<'_, '_>,
     doc: &Docstring,
+    framing: &Framing<'_>,
     a: &ast::ParameterWithDefault,
     params: &mut Params,
 ) {
@@ -363,15 +442,34 @@ fn parameter(
         });
         return;
     }
-    let pt = match a.parameter.annotation.as_deref() {
-        Some(annotation) => {
+    // LangChain's `run_manager` (callbacks) keeps its default: not the caller's to pass.
+    if name == "run_manager" && a.default.is_some() {
+        return;
+    }
+    params.callable.push((name.clone(), a.default.is_none()));
+    // `args_schema`: the model describes the arguments, not the signature.
+    if framing.args_model.is_some() {
+        return;
+    }
+    let pt = match (
+        a.parameter.annotation.as_deref(),
+        framing.input_schema(&name),
+    ) {
+        (Some(annotation), _) => {
             mapper.severity = Severity::Error;
             let Some(pt) = mapper.param(annotation) else {
                 return;
             };
             pt
         }
-        None => untyped_parameter(mapper, doc, &name, span(&a.parameter)),
+        // smolagents' `inputs` gives the type the signature leaves out.
+        (None, Some(schema)) => ParamType {
+            schema,
+            optional: false,
+            description: None,
+            field_default: false,
+        },
+        (None, None) => untyped_parameter(mapper, doc, &name, span(&a.parameter)),
     };
     if pt.field_default
         && a.default.is_none()
@@ -385,7 +483,11 @@ fn parameter(
         );
     }
     let mut schema = pt.schema;
-    let description = doc.param(&name).map(str::to_string).or(pt.description);
+    let description = framing
+        .input_description(&name)
+        .or(doc.param(&name))
+        .map(str::to_string)
+        .or(pt.description);
     if description.is_none() {
         let d = mapper.index.diag(
             Severity::Warning,

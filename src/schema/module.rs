@@ -38,7 +38,7 @@ pub(crate) struct FunctionRef<'a> {
 }
 
 impl<'a> FunctionRef<'a> {
-    fn new(f: &'a ast::StmtFunctionDef) -> Self {
+    pub(crate) fn new(f: &'a ast::StmtFunctionDef) -> Self {
         FunctionRef {
             name: f.name.as_str(),
             args: &f.parameters,
@@ -71,7 +71,30 @@ impl FunctionRef<'_> {
     }
 }
 
-impl FunctionRef<'_> {
+impl<'a> FunctionRef<'a> {
+    /// The value of keyword `name` in the function's tool decorator
+    /// (`@tool(args_schema=Model)`).
+    pub(crate) fn decorator_keyword(&self, name: &str) -> Option<&'a Expr> {
+        self.decorators.iter().find_map(|d| {
+            let Expr::Call(call) = &d.expression else {
+                return None;
+            };
+            let last = match &*call.func {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.as_str(),
+                _ => return None,
+            };
+            if !matches!(last, "tool" | "function_tool") {
+                return None;
+            }
+            call.arguments
+                .keywords
+                .iter()
+                .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == name))
+                .map(|k| &k.value)
+        })
+    }
+
     /// What a tool decorator's arguments say: `@mcp.tool(name=..., title=...,
     /// description=...)`, `@tool("name")` (a positional string is the name).
     pub(crate) fn tool_decoration(&self) -> super::DecoratedTool {
@@ -133,6 +156,8 @@ pub(crate) struct Module<'a> {
     aliases: HashMap<&'a str, Alias<'a>>,
     /// Top-level functions in source order.
     pub functions: Vec<FunctionRef<'a>>,
+    /// Top-level classes in source order (a name bound twice appears twice).
+    pub class_order: Vec<&'a ast::StmtClassDef>,
     /// The names listed in `__all__`, when it is a literal list or tuple of strings.
     pub all: Option<Vec<&'a str>>,
 }
@@ -196,6 +221,7 @@ impl<'a> Module<'a> {
             def_names: HashMap::new(),
             aliases: HashMap::new(),
             functions: Vec::new(),
+            class_order: Vec::new(),
             all: None,
         };
         for stmt in body {
@@ -235,6 +261,7 @@ impl<'a> Module<'a> {
             Stmt::ClassDef(class) => {
                 self.forget(class.name.as_str());
                 self.classes.insert(class.name.as_str(), class);
+                self.class_order.push(class);
                 self.index_nested(class, 0);
             }
             Stmt::FunctionDef(f) => self.functions.push(FunctionRef::new(f)),

@@ -284,7 +284,7 @@ fn schema_of(
     f: &FunctionRef<'_>,
 ) -> Result<ToolSchema, String> {
     let mut mapper = Mapper::new(module, index);
-    let schema = build(&mut mapper, f);
+    let schema = build(&mut mapper, f, &Default::default());
     match mapper.diags.iter().find(|d| d.severity == Severity::Error) {
         Some(error) => Err(error.message.clone()),
         None => Ok(schema),

@@ -817,6 +817,96 @@ fn framework_decorated_tools_run_as_written() {
         assert_eq!(o.status.code(), Some(0), "{stem}: {}", stderr(&o));
         assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "42", "{stem}");
     }
+    // Tool classes: smolagents' `Tool` (set up once, then `forward`, typed by `inputs`),
+    // LangChain's and CrewAI's `BaseTool` (`_run`, LangChain's `run_manager` left to its
+    // default); each found with no `--function`, beside a public helper.
+    let classes = [
+        (
+            "smol_class",
+            "from smolagents import Tool
+
+
+class Multiplier(Tool):
+    name = \"multiply\"
+    \
+             description = \"Multiplies two numbers.\"
+    inputs = {\"a\": {\"type\": \"integer\", \
+             \"description\": \"the first\"}, \"b\": {\"type\": \"integer\", \"description\": \"the second\"}}
+    \
+             output_type = \"integer\"
+
+    def setup(self):
+        self.factor = 1
+
+    \
+             def forward(self, a, b):
+        return a * b * self.factor
+",
+        ),
+        (
+            "lc_class",
+            "from typing import Optional
+
+from langchain_core.callbacks import CallbackManagerForToolRun
+\
+             from langchain_core.tools import BaseTool
+
+
+class Multiplier(BaseTool):
+    \
+             name: str = \"multiply\"
+    description: str = \"Multiplies two numbers.\"
+
+    \
+             def _run(self, a: int, b: int, run_manager: Optional[CallbackManagerForToolRun] = None) -> int:
+        \
+             return a * b
+",
+        ),
+        (
+            "crew_class",
+            "from crewai.tools import BaseTool
+
+
+class Multiplier(BaseTool):
+    \
+             name: str = \"multiply\"
+    description: str = \"Multiplies two numbers.\"
+
+    \
+             async def _arun(self, a: int, b: int) -> int:
+        return a * b
+",
+        ),
+    ];
+    for (stem, head) in classes {
+        let tool = dir.path().join(format!("{stem}.py"));
+        let source = format!(
+            "{head}
+
+def helper(x: int) -> int:
+    \"\"\"Not the tool.\"\"\"
+    return x
+"
+        );
+        std::fs::write(&tool, source).unwrap();
+        let o = warden(&["schema", tool.to_str().unwrap(), "--format", "openai"]);
+        assert_eq!(o.status.code(), Some(0), "{stem}: {}", stderr(&o));
+        let exported: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(exported["function"]["name"], "multiply", "{stem}");
+        assert_eq!(
+            exported["function"]["parameters"]["properties"]["a"]["type"], "integer",
+            "{stem}: {exported}"
+        );
+        let o = warden(&[
+            "run",
+            tool.to_str().unwrap(),
+            "--args",
+            r#"{"a": 6, "b": 7}"#,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{stem}: {}", stderr(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "42", "{stem}");
+    }
     // Google ADK wraps the function instead: the function stays the tool.
     let adk = dir.path().join("weather.py");
     std::fs::write(

@@ -985,7 +985,7 @@ async fn a_letta_tool_with_nested_pydantic_models_runs() {
             "previous": [{"street": "2 Road", "zip_code": "10001", "country": "US"}],
         }}),
     )
-    .packages(site)
+    .packages(site.clone())
     .call()
     .await;
     assert_eq!(r.status, warden::outcome::Status::Ok, "{r:?}");
@@ -1001,5 +1001,20 @@ async fn a_letta_tool_with_nested_pydantic_models_runs() {
             .unwrap()
             .contains("\"zip_code\": \"75001\""),
         "{v}"
+    );
+    // A LangChain tool class on the same packages: `args_schema`'s fields reach `_run`,
+    // typed as its annotations say; `run_manager` keeps its default.
+    let r = Run::new(
+        "langchain_orders.py",
+        "PlaceOrder",
+        json!({"customer": "Ada", "lines": [{"sku": "LMP-1", "quantity": 2}, {"sku": "CBL-9"}]}),
+    )
+    .packages(site)
+    .call()
+    .await;
+    assert_eq!(r.status, warden::outcome::Status::Ok, "{r:?}");
+    assert_eq!(
+        r.value.unwrap(),
+        json!({"customer": "Ada", "items": 3, "types": ["Line"], "callbacks": null})
     );
 }
