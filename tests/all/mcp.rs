@@ -1076,14 +1076,32 @@ async fn a_decorators_name_is_the_tools_when_it_is_a_tool_name() {
     let agents = "from agents import function_tool\n\n\
                   @function_tool(name_override=\"weather\", description_override=\"The weather.\")\n\
                   def get_weather(city: str) -> str:\n    return city\n";
-    let dir = tools_dir(&[], &[("crew.py", crew), ("agents_tool.py", agents)]);
+    // Two smolagents tool classes in one file: each a tool, named by its `name`.
+    let smol = "from smolagents import Tool\n\n\
+                class Shout(Tool):\n    name = \"shout\"\n    description = \"Shouts.\"\n    \
+                inputs = {\"text\": {\"type\": \"string\", \"description\": \"what\"}}\n    \
+                output_type = \"string\"\n\n    def forward(self, text):\n        return text.upper()\n\n\n\
+                class Whisper(Tool):\n    name = \"whisper\"\n    description = \"Whispers.\"\n    \
+                inputs = {\"text\": {\"type\": \"string\", \"description\": \"what\"}}\n    \
+                output_type = \"string\"\n\n    def forward(self, text):\n        return text.lower()\n";
+    let dir = tools_dir(
+        &[],
+        &[
+            ("crew.py", crew),
+            ("agents_tool.py", agents),
+            ("voices.py", smol),
+        ],
+    );
     let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
     let listed = server.tools().await;
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["search_notes", "weather"]);
-    assert_eq!(listed[1].description.as_deref(), Some("The weather."));
+    assert_eq!(names, ["search_notes", "shout", "weather", "whisper"]);
+    assert_eq!(listed[2].description.as_deref(), Some("The weather."));
+    assert_eq!(listed[1].description.as_deref(), Some("Shouts."));
     let r = server.call("weather", json!({"city": "Oslo"})).await;
     assert_eq!(text(&r), "Oslo");
+    let r = server.call("whisper", json!({"text": "Quiet"})).await;
+    assert_eq!(text(&r), "quiet");
     server.stop().await;
 }
 
