@@ -12,7 +12,11 @@
 //! tool's text block is the string itself; a dict tool's `structuredContent` is its text
 //! parsed; `warden.ToolError` is `isError` with just its message; progress strictly
 //! increasing; log records only at or above the level asked for, with the logger's
-//! name, and none at all without one.
+//! name, and none at all without one. `tools/library.py` is a FastMCP-style server file:
+//! its static and templated resources and its prompt are listed as declared, each read
+//! byte-exact (JSON text, UTF-8 text, a binary blob of the decorator's mime type), the
+//! prompt got with arguments, a `Literal` argument completed, an unknown URI `-32602`
+//! naming it.
 //!
 //! Each era's `mcp` release (pinned below) is installed on first use into its own venv
 //! under `target/mcp-python/<era>/`, once per machine; a missing python3, venv or package
@@ -73,6 +77,9 @@ in_both_eras!(
     a_tool_error_is_is_error_with_just_its_message,
     progress_is_strictly_increasing,
     log_records_come_at_the_level_asked_for_and_not_without_one,
+    a_server_files_resources_and_prompt_are_listed_as_declared,
+    every_resource_reads_byte_exact_and_a_prompt_is_got_and_completed,
+    an_unknown_uri_is_invalid_params_naming_it,
 );
 
 fn root() -> PathBuf {
@@ -206,7 +213,18 @@ fn the_session_is_of_the_era_and_lists_every_tool(era: &'static Era) {
     assert_eq!(report["clientWarnings"], json!([]), "{report}");
     let tools = report["tools"].as_object().unwrap();
     let names: Vec<&str> = tools.keys().map(String::as_str).collect();
-    assert_eq!(names, ["greet", "logs", "refuse", "rich", "stats", "steps"]);
+    assert_eq!(
+        names,
+        [
+            "find_book",
+            "greet",
+            "logs",
+            "refuse",
+            "rich",
+            "stats",
+            "steps"
+        ]
+    );
     // Rich and string results describe no output; a dict does.
     for name in ["rich", "greet", "steps"] {
         assert_eq!(tools[name].get("outputSchema"), None, "{name}");
@@ -331,5 +349,81 @@ fn log_records_come_at_the_level_asked_for_and_not_without_one(era: &'static Era
             record("warning", "careful"),
             record("error", "went wrong"),
         ])
+    );
+}
+
+/// What tests/mcp-python/tools/library.py's resources, prompt and completion gave.
+fn served(era: &'static Era) -> &'static Value {
+    &report(era)["served"]
+}
+
+fn a_server_files_resources_and_prompt_are_listed_as_declared(era: &'static Era) {
+    let served = served(era);
+    assert_eq!(
+        served["resources"],
+        json!([{"name": "shelves", "uri": "library://shelves",
+                "description": "Every book, by ISBN.", "mimeType": "application/json"}])
+    );
+    assert_eq!(
+        served["templates"],
+        json!([
+            {"name": "book", "uriTemplate": "library://books/{isbn}",
+             "description": "A book's title."},
+            {"name": "cover", "uriTemplate": "library://covers/{isbn}",
+             "description": "A book's cover.", "mimeType": "image/png"},
+        ])
+    );
+    assert_eq!(
+        served["prompts"],
+        json!([{"name": "review", "description": "Asks for a review of a book.",
+                "arguments": [{"name": "isbn", "required": true},
+                              {"name": "tone", "required": false}]}])
+    );
+}
+
+fn every_resource_reads_byte_exact_and_a_prompt_is_got_and_completed(era: &'static Era) {
+    let reads = &served(era)["reads"];
+    let contents = |uri: &str| reads[uri]["contents"].clone();
+    // A dict is JSON text; a str its text (UTF-8 intact); bytes a blob of the decorator's
+    // mime type, every byte value kept.
+    assert_eq!(
+        contents("library://shelves"),
+        json!([{"uri": "library://shelves", "mimeType": "application/json",
+                "text": "{\"fiction\":[\"9780141439518\",\"9780486282114\"]}"}])
+    );
+    assert_eq!(
+        contents("library://books/9780486282114"),
+        json!([{"uri": "library://books/9780486282114", "mimeType": "text/plain",
+                "text": "Frankenstein \u{2713}"}])
+    );
+    let cover = [
+        b"\x89PNG\r\n\x1a\n".as_slice(),
+        b"9780141439518",
+        &all_bytes(),
+    ]
+    .concat();
+    assert_eq!(
+        contents("library://covers/9780141439518"),
+        json!([{"uri": "library://covers/9780141439518", "mimeType": "image/png",
+                "blob": b64(&cover)}])
+    );
+    let prompt = &served(era)["prompt"];
+    assert_eq!(prompt["description"], "Asks for a review of a book.");
+    assert_eq!(
+        prompt["messages"],
+        json!([{"role": "user", "content": {"type": "text",
+                "text": "Write a harsh review of Pride and Prejudice."}}])
+    );
+    // `tone: Literal["kind", "harsh"]`: the values that start with what was typed.
+    assert_eq!(
+        served(era)["completion"],
+        json!({"values": ["harsh"], "total": 1, "hasMore": false})
+    );
+}
+
+fn an_unknown_uri_is_invalid_params_naming_it(era: &'static Era) {
+    assert_eq!(
+        served(era)["unknown"],
+        json!({"code": -32602, "data": {"uri": "library://nowhere"}})
     );
 }

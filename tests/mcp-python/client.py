@@ -7,7 +7,8 @@ of protocol PROTOCOL (2025-11-25: the `initialize` handshake; 2026-07-28: `serve
 which only mcp 2.x has), lists the tools, calls each tool of tests/mcp-python/tools and
 prints one JSON document with what the SDK handed over: every result as the SDK parsed
 it (dumped back to its wire form), the progress its callback heard and the log records
-its logging callback heard, per call. The same script runs under mcp 1.x and 2.x; the
+its logging callback heard, per call; then the resources and prompt of
+tests/mcp-python/tools/library.py, listed, read, got and completed. The same script runs under mcp 1.x and 2.x; the
 Rust test (tests/all/mcp_python.rs) checks the document.
 """
 
@@ -18,7 +19,7 @@ import sys
 from importlib.metadata import version
 
 import anyio
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 # The request `_meta` key that asks for log records in a 2026-07-28 request.
@@ -107,6 +108,38 @@ async def run(protocol, command):
             else:
                 await session.set_logging_level("info")
                 calls["logs_info"] = await call("logs", {})
+            out["served"] = await served(session)
+    return out
+
+
+async def served(session):
+    """The resources and prompts of tests/mcp-python/tools/library.py, as the SDK lists,
+    reads and gets them; an unknown URI's error."""
+    out = {"resources": [wire(r) for r in (await session.list_resources()).resources]}
+    templates = await session.list_resource_templates()
+    # The field's Python name: `resourceTemplates` in mcp 1.x, `resource_templates` in 2.x.
+    listed = getattr(templates, "resource_templates", None) or templates.resourceTemplates
+    out["templates"] = [wire(t) for t in listed]
+    out["prompts"] = [wire(p) for p in (await session.list_prompts()).prompts]
+    reads = out["reads"] = {}
+    for uri in ("library://shelves", "library://books/9780486282114", "library://covers/9780141439518"):
+        answer = wire(await session.read_resource(uri))
+        answer.pop("_meta", None)
+        reads[uri] = answer
+    got = wire(await session.get_prompt("review", {"isbn": "9780141439518", "tone": "harsh"}))
+    got.pop("_meta", None)
+    out["prompt"] = got
+    completion = await session.complete(
+        types.PromptReference(type="ref/prompt", name="review"), {"name": "tone", "value": "h"}
+    )
+    out["completion"] = wire(completion)["completion"]
+    try:
+        await session.read_resource("library://nowhere")
+        out["unknown"] = "read"
+    except Exception as exc:  # McpError in mcp 1.x, MCPError in 2.x
+        error = getattr(exc, "error", None)
+        out["unknown"] = {"code": getattr(error, "code", getattr(exc, "code", None)),
+                          "data": getattr(error, "data", getattr(exc, "data", None))}
     return out
 
 
