@@ -387,10 +387,17 @@ impl App {
                 reason: "a server registration takes every tool of the file under its own name: leave out `function`, `name` and `schema` (or register one tool with POST /v1/tools)".into(),
             });
         }
-        let functions = crate::schema::tool_functions(&spec.source);
+        let mut functions: Vec<Option<String>> = crate::schema::tool_functions(&spec.source)
+            .into_iter()
+            .map(|d| Some(d.function))
+            .collect();
+        // Resources and prompts alone: one entry holds them (and is no tool to call).
+        if functions.is_empty() && spec::validate(&spec).schema.is_some_and(|s| s.members_only) {
+            functions.push(None);
+        }
         if functions.is_empty() {
             return Err(AppError::ServerFile {
-                reason: "the file declares no tool: decorate its tools with @mcp.tool() (or another framework's tool decorator), or register its function with POST /v1/tools".into(),
+                reason: "the file declares no tool, resource or prompt: decorate its tools with @mcp.tool() (or another framework's tool decorator), or register its function with POST /v1/tools".into(),
             });
         }
         let t = tenant.clone();
@@ -404,9 +411,9 @@ impl App {
                 let lock = packages.lock(requirements)?;
                 // Every manifest first: one that is refused stores nothing.
                 let mut manifests = Vec::with_capacity(functions.len());
-                for decorated in &functions {
+                for function in &functions {
                     let one = ToolSpec {
-                        function: Some(decorated.function.clone()),
+                        function: function.clone(),
                         ..spec.clone()
                     };
                     let (mut manifest, diagnostics) = spec::manifest(one, &policy)?;
@@ -540,6 +547,10 @@ impl App {
         let (t, id) = (tenant.clone(), tool.clone());
         let (_, version) = self.blocking(move |r| Ok(r.current(&t, &id)?)).await?;
         let m = &version.manifest;
+        // No tool to describe to a model: its resources and prompts are in the schema.
+        if m.schema.members_only {
+            return Err(AppError::NothingToCall { tool: tool.clone() });
+        }
         let letta = LettaExtras {
             source_code: m.source.clone(),
             return_char_limit: m.limits.return_chars.0,

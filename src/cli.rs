@@ -133,6 +133,24 @@ pub(crate) fn usage(msg: impl Into<String>) -> anyhow::Error {
     UsageError(msg.into()).into()
 }
 
+/// What `run` and `schema` say of a file that declares resources and prompts and no tool.
+pub(crate) fn nothing_to_call(
+    tool: &std::path::Path,
+    schema: &warden::schema::ToolSchema,
+) -> String {
+    let functions: Vec<&str> = schema
+        .resources
+        .iter()
+        .map(|r| r.function.name.as_str())
+        .chain(schema.prompts.iter().map(|p| p.function.name.as_str()))
+        .collect();
+    format!(
+        "{} declares no tool, only resources and prompts (functions {}): serve them with `warden mcp --tools DIR`, or choose one function with `--function NAME`",
+        tool.display(),
+        functions.join(", ")
+    )
+}
+
 impl Cli {
     /// Runs the command.
     pub fn run(self) -> Result<ExitCode> {

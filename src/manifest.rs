@@ -383,6 +383,7 @@ mod tests {
                 injected: Vec::new(),
                 resources: Vec::new(),
                 prompts: Vec::new(),
+                members_only: false,
             },
             grants: Grants::default(),
             limits: Limits::default(),

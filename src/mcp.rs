@@ -120,6 +120,9 @@ pub struct ListedTool {
     pub resources: Vec<ResourceSchema>,
     /// The prompts the tool's file declares (`@mcp.prompt`).
     pub prompts: Vec<PromptSchema>,
+    /// The file declares resources and prompts and no tool: it is not in `tools/list`
+    /// and cannot be called; only its resources and prompts are served.
+    pub members_only: bool,
 }
 
 impl ListedTool {

@@ -33,6 +33,10 @@
 //!   item), else gives no return schema (any value). Either way a `missing-annotation`
 //!   warning says what was assumed.
 //!
+//! A FastMCP server file with resources or prompts and no tool (and no other public
+//! function) gets a schema marked [`ToolSchema::members_only`]: its resources and
+//! prompts are served, and there is nothing to call.
+//!
 //! # The rule for "required"
 //! A parameter is required when it has no default **and** is not `Optional[T]` / `T | None` /
 //! `Union[..., None]`. Such an optional parameter may be omitted and is then passed `None`
@@ -141,6 +145,12 @@ pub struct ToolSchema {
     /// its own function. Empty for most tools (and then not serialized).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts: Vec<PromptSchema>,
+    /// The file declares resources or prompts and no tool (a FastMCP server of resources
+    /// alone): `name` is its first resource or prompt function, `parameters` take
+    /// nothing, and there is no tool to call or list. False for most tools (and then not
+    /// serialized).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub members_only: bool,
 }
 
 /// A parameter the guest passes itself: left out of the schema, never sent by the caller.

@@ -106,6 +106,15 @@ pub enum AppError {
         /// The most allowed.
         max: usize,
     },
+    /// The tool's file declares resources and prompts and no tool: there is nothing to
+    /// call.
+    #[error(
+        "tool {tool}'s file declares no tool, only resources and prompts: read them over MCP (resources/read, prompts/get)"
+    )]
+    NothingToCall {
+        /// The tool.
+        tool: ToolId,
+    },
     /// The tool is disabled.
     #[error("tool {tool} is disabled: enable it to call it")]
     Disabled {

@@ -240,6 +240,9 @@ impl App {
         // until it is done.
         self.warm_up(&prepared, tenant);
         let checked = match member {
+            None if manifest.schema.members_only => {
+                return Err(AppError::NothingToCall { tool: tool.id });
+            }
             None => prepared.check(arguments),
             Some(function) => prepared.check_member(function, arguments).ok_or_else(|| {
                 AppError::UnknownMember {

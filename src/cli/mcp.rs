@@ -139,7 +139,11 @@ pub(super) fn mcp(config: &SandboxConfig, args: McpArgs) -> Result<ExitCode> {
         .into_iter()
         .collect::<Vec<_>>()
         .join(", ");
-    eprintln!("warden: serving over stdio: {names}");
+    let members = match source.catalog().members() {
+        0 => String::new(),
+        n => format!(" (and {n} resource(s) and prompt(s))"),
+    };
+    eprintln!("warden: serving over stdio: {names}{members}");
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -17,7 +17,9 @@ use warden::worker::{Workers, WorkersConfig};
 
 use super::args::GrantArgs;
 use super::args::PipArgs;
-use super::{ExitCode, InvalidArguments, file_stem, read_tool, render_failure, usage};
+use super::{
+    ExitCode, InvalidArguments, file_stem, nothing_to_call, read_tool, render_failure, usage,
+};
 
 /// `warden run`.
 #[derive(Debug, Args)]
@@ -296,6 +298,9 @@ impl Prepared {
                 Some("needed to check arguments before running"),
             )
         })?;
+        if derived.schema.members_only {
+            return Err(usage(nothing_to_call(&args.tool, &derived.schema)));
+        }
         let function = derived.schema.name.clone();
         let mut requirements = script::read(&source)
             .map_err(|e| usage(format!("{}: {e}", args.tool.display())))?

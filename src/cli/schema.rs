@@ -10,7 +10,7 @@ use warden::manifest::ToolName;
 use warden::schema::{self, DeriveOptions, Format, LettaExtras, Severity};
 
 use super::args::GrantArgs;
-use super::{ExitCode, file_stem, read_tool, render_failure, usage};
+use super::{ExitCode, file_stem, nothing_to_call, read_tool, render_failure, usage};
 
 /// `warden schema`.
 #[derive(Debug, Args)]
@@ -73,6 +73,9 @@ pub(super) fn schema(args: SchemaArgs) -> Result<ExitCode> {
     let shown = args.tool.display().to_string();
     for d in &derived.diagnostics {
         eprintln!("{}", d.render(&source, &shown));
+    }
+    if derived.schema.members_only {
+        return Err(usage(nothing_to_call(&args.tool, &derived.schema)));
     }
     let letta = LettaExtras {
         source_code: source.clone(),

@@ -165,7 +165,7 @@ pub(super) struct ServerView {
     responses(
         (status = 201, description = "Registered: each tool and its first version.", body = ServerView),
         (status = 409, description = "`name_taken`: the tenant has a tool of one of these names; nothing was registered.", body = ErrorBody),
-        (status = 422, description = "`invalid_server` (a `function`, `name` or `schema` given, or a file without tools), or a reason of POST /v1/tools.", body = ErrorBody),
+        (status = 422, description = "`invalid_server` (a `function`, `name` or `schema` given, or a file without tools, resources or prompts), or a reason of POST /v1/tools.", body = ErrorBody),
     ))]
 pub(super) async fn create_server(
     State(app): State<App>,
@@ -451,6 +451,7 @@ pub(super) struct SchemaQuery {
     responses(
         (status = 200, description = "The tool's schema in the format asked for.", body = Object),
         (status = 400, description = "`unknown_format`.", body = ErrorBody),
+        (status = 409, description = "`nothing_to_call`: the file declares resources and prompts and no tool.", body = ErrorBody),
         (status = 422, description = "`no_strict_variant`: the schema has no strict-mode variant.", body = ErrorBody),
     ))]
 pub(super) async fn tool_schema(
@@ -497,7 +498,7 @@ fn empty_object() -> Value {
     params(ToolIdParam), request_body = RunRequest,
     responses(
         (status = 200, description = "The call ran; `status` says how it ended.", body = RunOutput),
-        (status = 409, description = "`tool_disabled`.", body = ErrorBody),
+        (status = 409, description = "`tool_disabled`, or `nothing_to_call` (the file declares resources and prompts and no tool).", body = ErrorBody),
         (status = 422, description = "`invalid_arguments` (every violation in `details`, up to 100), \
 `grant_refused` or `grant_unavailable` (a granted folder moved), `memory_above_maximum`, or the \
 body's own `invalid_body`.", body = ErrorBody),

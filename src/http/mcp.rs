@@ -336,6 +336,7 @@ fn listed(callable: &CallableTool) -> Option<ListedTool> {
         icon: callable.manifest.icon.clone(),
         resources: schema.resources.clone(),
         prompts: schema.prompts.clone(),
+        members_only: schema.members_only,
     })
 }
 
@@ -388,10 +389,12 @@ impl ServiceSource {
                     violations,
                 })
             }
-            // Disabled or deleted since it was looked up.
+            // Disabled or deleted since it was looked up; a file of resources and
+            // prompts alone is no tool (and not in tools/list).
             Err(
                 AppError::Disabled { .. }
                 | AppError::UnknownMember { .. }
+                | AppError::NothingToCall { .. }
                 | AppError::Registry(RegistryError::NotFound { .. }),
             ) => Err(unknown()),
             Err(e) => Err(failed(e)),

@@ -241,9 +241,21 @@ impl Catalog {
                 .all(|(a, b)| a.source == b.source)
     }
 
-    /// The tools' names, sorted.
+    /// The tools' names, sorted (a file of resources and prompts alone is no tool).
     pub fn names(&self) -> BTreeSet<&str> {
-        self.tools.keys().map(String::as_str).collect()
+        self.tools
+            .iter()
+            .filter(|(_, t)| !t.listed.members_only)
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// How many resources and prompts the files declare.
+    pub fn members(&self) -> usize {
+        self.tools
+            .values()
+            .map(|t| t.listed.resources.len() + t.listed.prompts.len())
+            .sum()
     }
 }
 
@@ -391,6 +403,7 @@ impl Loader<'_> {
             } else {
                 Vec::new()
             },
+            members_only: schema.members_only,
         };
         let prepared = match self.previous.get(&name) {
             // Same file, same source: same schema, packages and warm state.

@@ -197,6 +197,10 @@ impl FolderSource {
         let tool = self.tool(name)?;
         let prepared = &tool.prepared;
         let checked = match member {
+            // A file of resources and prompts alone is no tool (and not in tools/list).
+            None if tool.listed.members_only => {
+                return Err(SourceError::UnknownTool(name.to_owned()));
+            }
             None => prepared.check(Value::Object(arguments)),
             Some(function) => prepared
                 .check_member(function, Value::Object(arguments))

@@ -181,12 +181,12 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
             .await
             .map_err(result::list_failed)?;
         let ttl_ms = u64::try_from(self.source.list_ttl().as_millis()).unwrap_or(u64::MAX);
-        Ok(
-            ListToolsResult::with_all_items(tools.iter().map(tool).collect())
-                .with_ttl_ms(ttl_ms)
-                // The list is this server's (and, for a multi-tenant source, this caller's).
-                .with_cache_scope(CacheScope::Private),
+        Ok(ListToolsResult::with_all_items(
+            tools.iter().filter(|t| !t.members_only).map(tool).collect(),
         )
+        .with_ttl_ms(ttl_ms)
+        // The list is this server's (and, for a multi-tenant source, this caller's).
+        .with_cache_scope(CacheScope::Private))
     }
 
     async fn call_tool(

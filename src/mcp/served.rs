@@ -441,6 +441,7 @@ mod tests {
             injected: Vec::new(),
             resources: Vec::new(),
             prompts: Vec::new(),
+            members_only: false,
         };
         let sent = json!({"n": "7", "x": "2.5", "b": "true", "s": "7", "l": "[1, 2]", "any": "7"});
         let Value::Object(sent) = sent else {

@@ -206,6 +206,7 @@ mod tests {
             injected: Vec::new(),
             resources: Vec::new(),
             prompts: Vec::new(),
+            members_only: false,
         };
         let mut args = json!({"a": null, "top": null, "maybe": null})
             .as_object()

@@ -57,6 +57,7 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
             f.tool_decoration(),
         ),
         Chosen::Class(c) => (c.method, c.framing(&mut mapper), c.decoration(&module)),
+        Chosen::MembersOnly(f) => return members_only(&module, &index, &f),
     };
     let mut schema = build(&mut mapper, &function, &framing);
     // A tool class is called by its name; the guest makes an instance and calls `method`.
@@ -91,6 +92,48 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
     (if failed { None } else { Some(schema) }, diags)
 }
 
+/// The schema of a file that declares resources and prompts and no tool.
+fn members_only(
+    module: &Module<'_>,
+    index: &LineIndex<'_>,
+    first: &FunctionRef<'_>,
+) -> (Option<ToolSchema>, Vec<Diagnostic>) {
+    let (resources, prompts, mut diags) = served::served(module, index);
+    if resources.is_empty() && prompts.is_empty() {
+        // Every one was left out: nothing to serve.
+        diags.push(
+            index.diag(
+                Severity::Error,
+                Code::NoFunction,
+                (first.range.0, first.range.0 + 3),
+                "the file declares no tool, and none of its resources and prompts can be served"
+                    .to_string(),
+                Some("fix the warnings about them, or add a tool function".into()),
+            ),
+        );
+    }
+    diags.sort_by_key(|d| (d.line, d.column));
+    if diags.iter().any(|d| d.severity == Severity::Error) {
+        return (None, diags);
+    }
+    let schema = ToolSchema {
+        name: first.name.to_string(),
+        description: NO_DESCRIPTION.to_string(),
+        parameters: json!({
+            "type": "object",
+            "properties": {},
+            "required": [],
+            "additionalProperties": false,
+        }),
+        returns: None,
+        injected: Vec::new(),
+        resources,
+        prompts,
+        members_only: true,
+    };
+    (Some(schema), diags)
+}
+
 /// See [`super::tool_functions`].
 pub(crate) fn decorated_tools(source: &str) -> Vec<super::DecoratedTool> {
     let found = guard::on_analysis_stack(|| {
@@ -123,6 +166,8 @@ pub(crate) fn decorated_tools(source: &str) -> Vec<super::DecoratedTool> {
 enum Chosen<'a> {
     Function(FunctionRef<'a>),
     Class(ClassTool<'a>),
+    /// No tool: the file's first resource or prompt function.
+    MembersOnly(FunctionRef<'a>),
 }
 
 fn select<'a>(
@@ -137,10 +182,11 @@ fn select<'a>(
             .find(|c| c.name() == name)
             .map(|c| Chosen::Class(*c))
     };
+    // A server's resources and prompts are not tools.
     let public: Vec<&FunctionRef<'a>> = module
         .functions
         .iter()
-        .filter(|f| !f.name.starts_with('_'))
+        .filter(|f| !f.name.starts_with('_') && !served::is_member(f))
         .collect();
     let names = |fs: &[&FunctionRef<'_>]| {
         let mut seen = HashSet::new();
@@ -220,6 +266,12 @@ fn select<'a>(
         return Ok(f);
     }
     let distinct: HashSet<&str> = public.iter().map(|f| f.name).collect();
+    // Resources and prompts alone: the first of their functions stands for the file.
+    if distinct.is_empty()
+        && let Some(first) = module.functions.iter().find(|f| served::is_member(f))
+    {
+        return Ok(Chosen::MembersOnly(*first));
+    }
     match distinct.len() {
         1 => public
             .last()
@@ -388,6 +440,7 @@ pub(crate) fn build<'a>(
         injected: params.injected,
         resources: Vec::new(),
         prompts: Vec::new(),
+        members_only: false,
     }
 }
 

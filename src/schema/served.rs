@@ -200,6 +200,12 @@ fn member(decorator: &ast::Decorator) -> Option<Member> {
     }
 }
 
+/// Whether a function is a resource or prompt of a server (`@mcp.resource(...)`,
+/// `@mcp.prompt`): never a tool candidate.
+pub(crate) fn is_member(f: &FunctionRef<'_>) -> bool {
+    f.decorators.iter().any(|d| member(d).is_some())
+}
+
 /// The resources and prompts of `module`, and a warning for each one left out.
 pub(crate) fn served(
     module: &Module<'_>,

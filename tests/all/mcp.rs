@@ -1149,3 +1149,31 @@ async fn a_subscribed_resource_is_announced_when_its_file_changes() {
     assert_eq!(updated, ["forecast://Oslo/current"]);
     server.stop().await;
 }
+
+/// `warden mcp` on a folder with a file of resources and a prompt alone: that file adds no
+/// tool (not listed, not callable, not named on stderr) and its resources are served.
+#[tokio::test]
+async fn a_file_of_resources_alone_adds_resources_and_no_tool() {
+    let add = "def add(a: int, b: int) -> int:\n    \"\"\"Adds.\"\"\"\n    return a + b\n";
+    let dir = tools_dir(&["glossary.py"], &[("add.py", add)]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let stderr = server.stderr_shows("serving over stdio").await;
+    assert!(
+        stderr.contains("serving over stdio: add (and 3 resource(s) and prompt(s))"),
+        "{stderr}"
+    );
+    let listed = server.tools().await;
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["add"]);
+    let c = &server.client;
+    let read = c
+        .read_resource(ReadResourceRequestParams::new("glossary://terms"))
+        .await
+        .unwrap();
+    assert_eq!(json!(read.contents)[0]["text"], json!(r#"["wasi","wasm"]"#));
+    match server.try_call("terms", json!({})).await {
+        Err(ServiceError::McpError(e)) => assert_eq!(e.code, ErrorCode::INVALID_PARAMS),
+        other => panic!("expected an unknown tool, got {other:?}"),
+    }
+    server.stop().await;
+}

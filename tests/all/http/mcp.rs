@@ -670,3 +670,68 @@ async fn read(
         .await
         .expect("resources/read in time")
 }
+
+/// A server file of resources and a prompt alone registers (`POST /v1/servers`) as one
+/// entry that is no tool: not in `tools/list`, refused as a call (`409 nothing_to_call`,
+/// over MCP an unknown tool) and as a schema export, while its resources and prompt are
+/// listed and read through `/mcp`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_resources_alone_serves_them_and_has_nothing_to_call() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let key = s.tenant(json!({})).await;
+    let source = std::fs::read_to_string(crate::support::fixture("glossary.py")).unwrap();
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/servers",
+            Some(&key),
+            Some(json!({"source": source})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    let entries = r.json["tools"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{}", r.json);
+    assert_eq!(
+        entries[0]["manifest"]["schema"]["members_only"],
+        json!(true)
+    );
+    let id = entries[0]["tool"]["id"].as_str().unwrap().to_owned();
+    s.register(&key, json!({"source": ADD})).await;
+
+    let run = s.run(&key, &id, json!({})).await;
+    assert_eq!(
+        (run.status, run.code()),
+        (StatusCode::CONFLICT, "nothing_to_call"),
+        "{}",
+        run.json
+    );
+    let exported = s
+        .send(
+            Method::GET,
+            &format!("/v1/tools/{id}/schema?format=openai"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(exported.code(), "nothing_to_call", "{}", exported.json);
+
+    let (c, _) = connect(&url, &key, modern()).await;
+    assert_eq!(names(&tools(&c).await), ["add"]);
+    let listed = json!(c.list_all_resources().await.unwrap());
+    assert_eq!(listed[0]["uri"], json!("glossary://terms"), "{listed}");
+    let r = read(&c, "glossary://terms/wasi").await.unwrap();
+    assert_eq!(
+        json!(r.contents)[0]["text"],
+        json!("the WebAssembly System Interface")
+    );
+    let prompts = json!(c.list_all_prompts().await.unwrap());
+    assert_eq!(prompts[0]["name"], json!("quiz"), "{prompts}");
+    let params = CallToolRequestParams::new("terms");
+    match c.call_tool(params).await {
+        Err(ServiceError::McpError(e)) => assert_eq!(e.code, ErrorCode::INVALID_PARAMS),
+        other => panic!("expected an unknown tool, got {other:?}"),
+    }
+    let _ = c.cancel().await;
+}
