@@ -54,6 +54,7 @@ mod prepare;
 mod review;
 mod run;
 mod secrets;
+mod servers;
 mod spec;
 
 use std::path::{Path, PathBuf};
@@ -89,6 +90,7 @@ pub use prepare::{PreparedTool, Refusal};
 pub use review::{version_capabilities, version_diff};
 pub use run::{AGENT_STATE, BatchCall, MAX_BATCH_CALLS, RunOutput};
 pub use secrets::{SecretKey, SecretKeyError};
+pub use servers::{Revision, RevisionVersion, ServerDetail, ServerUpdate, ServerView};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
 
 /// Longest `/readyz` waits for the registry to answer: 2 s.
@@ -371,85 +373,6 @@ impl App {
         })
     }
 
-    /// Registers every tool an MCP server file declares (each function decorated as a
-    /// tool, `@mcp.tool`), each a tool of its own (its name from its decorator, else its
-    /// function's; its own versions, enable/disable, grants and limits from then on),
-    /// with the spec's grants, limits and the rest for all. The file's resources and
-    /// prompts come with each (listed once). Nothing is stored unless every one can be:
-    /// a refused manifest or a name already taken refuses them all.
-    pub async fn register_server(
-        &self,
-        tenant: &TenantId,
-        spec: ToolSpec,
-    ) -> Result<Vec<ToolView>, AppError> {
-        if spec.function.is_some() || spec.name.is_some() || spec.schema.is_some() {
-            return Err(AppError::ServerFile {
-                reason: "a server registration takes every tool of the file under its own name: leave out `function`, `name` and `schema` (or register one tool with POST /v1/tools)".into(),
-            });
-        }
-        let mut functions: Vec<Option<String>> = crate::schema::tool_functions(&spec.source)
-            .into_iter()
-            .map(|d| Some(d.function))
-            .collect();
-        // Resources and prompts alone: one entry holds them (and is no tool to call).
-        if functions.is_empty() && spec::validate(&spec).schema.is_some_and(|s| s.members_only) {
-            functions.push(None);
-        }
-        if functions.is_empty() {
-            return Err(AppError::ServerFile {
-                reason: "the file declares no tool, resource or prompt: decorate its tools with @mcp.tool() (or another framework's tool decorator), or register its function with POST /v1/tools".into(),
-            });
-        }
-        let t = tenant.clone();
-        let tools_dir = self.inner.tools_dir.clone();
-        let packages = self.inner.packages.clone();
-        let own = self.own_folders();
-        let views = self
-            .blocking(move |r| {
-                let policy = r.policy(&t)?;
-                let requirements = spec::requirements(&spec)?;
-                let lock = packages.lock(requirements)?;
-                // Every manifest first: one that is refused stores nothing.
-                let mut manifests = Vec::with_capacity(functions.len());
-                for function in &functions {
-                    let one = ToolSpec {
-                        function: function.clone(),
-                        ..spec.clone()
-                    };
-                    let (mut manifest, diagnostics) = spec::manifest(one, &policy)?;
-                    refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
-                    manifest.packages = lock.clone();
-                    match r.tool_by_name(&t, &manifest.name) {
-                        Ok(_) => {
-                            return Err(crate::registry::RegistryError::Conflict {
-                                name: manifest.name.clone(),
-                            }
-                            .into());
-                        }
-                        Err(crate::registry::RegistryError::NotFound { .. }) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    manifests.push((manifest, diagnostics));
-                }
-                let widens =
-                    |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);
-                let gate: crate::registry::Widens<'_> = policy.review_widening.then_some(&widens);
-                let mut views = Vec::with_capacity(manifests.len());
-                for (manifest, diagnostics) in manifests {
-                    tool_folder(&tools_dir, &manifest)?;
-                    let tool = r.register_reviewed(&t, &manifest, gate)?;
-                    views.push(view(r, &t, &tool.id, diagnostics, None)?);
-                }
-                Ok(views)
-            })
-            .await?;
-        for view in &views {
-            self.warm_in_background(tenant, &view.tool.id);
-        }
-        self.tools_changed(tenant);
-        Ok(views)
-    }
-
     /// Makes `spec` the tool's current version (see [`Update`]).
     pub async fn update(
         &self,
@@ -463,12 +386,14 @@ impl App {
         let own = self.own_folders();
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
-            let current = r.tool(&t, &id)?;
+            let (current, version) = r.current(&t, &id)?;
             let mut spec = spec;
             // The name is fixed for the tool's life: default to it.
             spec.name.get_or_insert(current.name);
             let requirements = spec::requirements(&spec)?;
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
+            // A server's tool stays in its server's history, at the file's revision.
+            manifest.server = version.manifest.server;
             refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
             manifest.packages = packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;

@@ -30,6 +30,7 @@ pub mod openapi;
 mod review;
 mod secrets;
 mod server;
+mod server_files;
 mod tenant;
 
 use std::future::Future;
@@ -134,7 +135,16 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
             get(h::list_tools).post(h::create_tool).layer(tool_limit),
         )
         .route("/v1/tools/upload", post(h::upload_tool).layer(tool_limit))
-        .route("/v1/servers", post(h::create_server).layer(tool_limit))
+        .route(
+            "/v1/servers",
+            post(server_files::create_server).layer(tool_limit),
+        )
+        .route(
+            "/v1/servers/{id}",
+            get(server_files::get_server)
+                .put(server_files::update_server)
+                .layer(tool_limit),
+        )
         .route(
             "/v1/tools/validate",
             post(h::validate_tool).layer(tool_limit),

@@ -80,6 +80,37 @@ pub struct Manifest {
     /// `data:image/...;base64,` URI. Not part of the version id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
+    /// The MCP server file this tool was registered from with its siblings (`POST
+    /// /v1/servers`), and the revision of that file this version holds. Not part of the
+    /// version id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerRef>,
+}
+
+/// A tool's place in the one version history of its server file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ServerRef {
+    /// The server: every tool registered from one file shares it.
+    pub id: ServerId,
+    /// The file's revision: 1 when registered, one more with each `PUT /v1/servers/{id}`.
+    pub revision: u32,
+}
+
+/// A server's id: `srv_` and 32 lower-case hex digits (16 random bytes).
+pub type ServerId = Id<ServerKind>;
+
+/// The kind of [`ServerId`]s.
+#[derive(Debug)]
+pub enum ServerKind {}
+
+impl IdKind for ServerKind {
+    const PREFIX: &'static str = "srv_";
+    const HEX_DIGITS: usize = 32;
+    const NAME: &'static str = "ServerId";
+    type Error = ManifestError;
+    fn malformed(text: &str) -> ManifestError {
+        ManifestError::ServerId(text.to_owned())
+    }
 }
 
 impl Manifest {
@@ -354,6 +385,11 @@ pub enum ManifestError {
     /// Not a version id.
     #[error("invalid version id {0:?}: give the 64 hex digits of a version's content hash")]
     VersionId(String),
+    /// Not a server id.
+    #[error(
+        "invalid server id {0:?}: give the id POST /v1/servers answered (srv_ and 32 hex digits)"
+    )]
+    ServerId(String),
     /// A mount's host path is not UTF-8, so the manifest cannot be stored or hashed.
     #[error("mount source {0} is not valid UTF-8: rename the folder or mount a parent")]
     HostNotUtf8(String),
@@ -392,6 +428,7 @@ mod tests {
             description: None,
             title: None,
             icon: None,
+            server: None,
         }
     }
 

@@ -106,6 +106,9 @@ pub enum AppError {
         /// The most allowed.
         max: usize,
     },
+    /// No server of that id (or another tenant's).
+    #[error("server {0} not found: check the id POST /v1/servers answered")]
+    UnknownServer(String),
     /// The tool's file declares resources and prompts and no tool: there is nothing to
     /// call.
     #[error(

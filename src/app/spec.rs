@@ -285,6 +285,7 @@ pub fn manifest(
         description: spec.description,
         title: spec.title.or(decorated.title),
         icon: spec.icon,
+        server: None,
     };
     manifest.check()?;
     Ok((manifest, diagnostics))

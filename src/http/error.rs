@@ -195,6 +195,7 @@ impl ApiError {
                 AppError::Disabled { .. } => client(S::CONFLICT, "tool_disabled"),
                 AppError::UnknownMember { .. } => client(S::NOT_FOUND, "not_found"),
                 AppError::NothingToCall { .. } => client(S::CONFLICT, "nothing_to_call"),
+                AppError::UnknownServer(_) => client(S::NOT_FOUND, "not_found"),
                 AppError::ServerFile { .. } => client(S::UNPROCESSABLE_ENTITY, "invalid_server"),
                 AppError::ReviewerKeyNotAllowed => client(S::FORBIDDEN, "reviewer_key"),
                 AppError::ReviewerOnly => client(S::FORBIDDEN, "reviewer_only"),

@@ -147,37 +147,8 @@ pub(super) async fn create_tool(
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))
 }
 
-/// What registering a server file answers: a tool per tool the file declares.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct ServerView {
-    /// Each tool registered, in the file's order.
-    tools: Vec<ToolView>,
-}
-
-/// Register every tool of an MCP server file.
-///
-/// Each function the file decorates as a tool (`@mcp.tool()`, `@app.tool`, another
-/// framework's `@tool`) becomes a tool of its own, named as its decorator names it (else
-/// after its function), with the spec's grants, limits, tags and the rest; the file's
-/// resources and prompts come with it. Nothing is stored unless every tool can be.
-#[utoipa::path(post, path = "/v1/servers", tag = "tools", security(("tenantKey" = [])),
-    request_body = ToolSpec,
-    responses(
-        (status = 201, description = "Registered: each tool and its first version.", body = ServerView),
-        (status = 409, description = "`name_taken`: the tenant has a tool of one of these names; nothing was registered.", body = ErrorBody),
-        (status = 422, description = "`invalid_server` (a `function`, `name` or `schema` given, or a file without tools, resources or prompts), or a reason of POST /v1/tools.", body = ErrorBody),
-    ))]
-pub(super) async fn create_server(
-    State(app): State<App>,
-    Caller(t): Caller,
-    JsonBody(spec): JsonBody<ToolSpec>,
-) -> Answer<(StatusCode, Json<ServerView>)> {
-    let tools = app.register_server(&t, spec).await?;
-    Ok((StatusCode::CREATED, Json(ServerView { tools })))
-}
-
 /// Why a registration, update or validation may be refused with 422.
-const REGISTRATION_422: &str = "`invalid_source` (with the diagnostics in `details`), \
+pub(super) const REGISTRATION_422: &str = "`invalid_source` (with the diagnostics in `details`), \
 `invalid_manifest`, `invalid_limits`, `invalid_schema`, `above_ceiling`, `grant_refused`, \
 `invalid_grants`, or the body's own `invalid_body`.";
 

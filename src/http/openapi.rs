@@ -52,7 +52,9 @@ use crate::tenant::AllowedFolder;
         h::create_tool,
         h::list_tools,
         h::upload_tool,
-        h::create_server,
+        super::server_files::create_server,
+        super::server_files::get_server,
+        super::server_files::update_server,
         h::validate_tool,
         h::get_tool,
         h::update_tool,
@@ -90,6 +92,7 @@ use crate::tenant::AllowedFolder;
     tags(
         (name = "service", description = "Liveness, readiness, metrics and this document."),
         (name = "tools", description = "A tenant's tools and their versions."),
+        (name = "servers", description = "MCP server files: their tools registered, updated and versioned as one."),
         (name = "runs", description = "Calling tools."),
         (name = "audit", description = "A tenant's hash-chained audit trail, and its signed export."),
         (name = "tenant", description = "The caller's own tenant and policy."),

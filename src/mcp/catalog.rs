@@ -146,6 +146,7 @@ impl CatalogTool {
             description: None,
             title: self.listed.title.clone(),
             icon: self.listed.icon.clone(),
+            server: None,
         })
     }
 }

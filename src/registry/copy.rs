@@ -28,7 +28,7 @@ const TABLES: &[(&str, &str, &str)] = &[
     (
         "tools",
         "id, tenant_id, name, description, enabled, current_version, created_at_ms, updated_at_ms, \
-         pending_version",
+         pending_version, server_id",
         "id",
     ),
     (

@@ -15,6 +15,7 @@ pub(super) const SQLITE: &[&str] = &[
     include_str!("migrations/sqlite/0006_console.sql"),
     include_str!("migrations/sqlite/0007_runs_in_flight.sql"),
     include_str!("migrations/sqlite/0008_runs_in_flight_unbound.sql"),
+    include_str!("migrations/sqlite/0009_servers.sql"),
 ];
 
 /// PostgreSQL's migrations (`migrations/postgres/`), tracked in `warden_schema` and
@@ -28,6 +29,7 @@ pub(super) const POSTGRES: &[&str] = &[
     include_str!("migrations/postgres/0006_console.sql"),
     include_str!("migrations/postgres/0007_runs_in_flight.sql"),
     include_str!("migrations/postgres/0008_runs_in_flight_unbound.sql"),
+    include_str!("migrations/postgres/0009_servers.sql"),
 ];
 
 /// The schema version after every migration.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::db::{Row, Tx, vals};
 use super::reviews::ReviewState;
 use super::{Kind, Page, Registry, RegistryError, ToolId, page_size};
-use crate::manifest::{Manifest, Tag, ToolName, VersionId};
+use crate::manifest::{Manifest, ServerId, Tag, ToolName, VersionId};
 
 mod write;
 use crate::tenant::TenantId;
@@ -307,6 +307,26 @@ impl Registry {
                 None
             };
             Ok(Page { items, next })
+        })
+    }
+
+    /// The tenant's tools registered from the server file `server` (`POST
+    /// /v1/servers`), oldest first; none for a server the tenant does not have.
+    pub fn tools_of_server(
+        &self,
+        tenant: &TenantId,
+        server: &ServerId,
+    ) -> Result<Vec<Tool>, RegistryError> {
+        self.read(|tx| {
+            let sql = format!(
+                "SELECT {} FROM tools t WHERE t.tenant_id = ?1 AND t.server_id = ?2
+                 ORDER BY t.created_at_ms, t.id",
+                tool_columns(tx)
+            );
+            tx.query(&sql, vals![tenant.as_str(), server.as_str()])?
+                .iter()
+                .map(|r| read_tool(r)?.into_tool())
+                .collect()
         })
     }
 

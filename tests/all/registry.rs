@@ -37,6 +37,7 @@ fn manifest(name: &str, body: &str) -> Manifest {
         description: None,
         title: None,
         icon: None,
+        server: None,
     }
 }
 
@@ -102,6 +103,7 @@ on_both_databases!(
     the_token_bucket_allows_a_minutes_burst_then_says_when,
     concurrent_first_calls_share_a_new_bucket_exactly,
     tokens_taken_several_at_once_never_exceed_the_bucket,
+    a_servers_tools_are_found_by_its_id_and_tenant,
 );
 
 mod console;
@@ -129,6 +131,48 @@ pub(crate) fn grant(host: &Path, guest: &str) -> Grants {
         env: vec![],
         ..Grants::default()
     }
+}
+
+fn a_servers_tools_are_found_by_its_id_and_tenant(db: Db) {
+    use warden::manifest::{ServerId, ServerRef};
+    let (reg, t) = registry_with_tenant(db);
+    let server = ServerRef {
+        id: ServerId::generate(),
+        revision: 1,
+    };
+    let with_server = |mut m: Manifest| {
+        m.server = Some(server.clone());
+        m
+    };
+    let first = reg
+        .register(&t, &with_server(manifest("double", "x * 2")))
+        .unwrap();
+    reg.register(&t, &manifest("alone", "x")).unwrap();
+    let second = reg
+        .register(&t, &with_server(manifest("triple", "x * 3")))
+        .unwrap();
+    let found: Vec<_> = reg
+        .tools_of_server(&t, &server.id)
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.id)
+        .collect();
+    assert_eq!(found, [first.id, second.id]);
+    let (_, current) = reg.current(&t, &found[0]).unwrap();
+    assert_eq!(current.manifest.server, Some(server.clone()));
+    let (other, _) = reg
+        .create_tenant("other", &TenantPolicy::default())
+        .unwrap();
+    assert!(
+        reg.tools_of_server(&other.id, &server.id)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        reg.tools_of_server(&t, &ServerId::generate())
+            .unwrap()
+            .is_empty()
+    );
 }
 
 fn registering_stores_the_first_version(db: Db) {
@@ -516,7 +560,7 @@ fn reopening_keeps_tools_and_audit() {
         (tenant, key, tool, head)
     };
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 8);
+    assert_eq!(reg.schema_version().unwrap(), 9);
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
         Some(tenant.id.clone())

@@ -89,15 +89,16 @@ impl Registry {
             }
             tx.execute(
                 "INSERT INTO tools (id, tenant_id, name, description, enabled, current_version,
-                                    created_at_ms, updated_at_ms)
-                 VALUES (?1, ?2, ?3, ?4, TRUE, ?5, ?6, ?6)",
+                                    created_at_ms, updated_at_ms, server_id)
+                 VALUES (?1, ?2, ?3, ?4, TRUE, ?5, ?6, ?6, ?7)",
                 vals![
                     id.as_str(),
                     tenant.as_str(),
                     manifest.name.as_str(),
                     manifest.description.as_deref(),
                     version.as_str(),
-                    now
+                    now,
+                    manifest.server.as_ref().map(|s| s.id.as_str())
                 ],
             )
             .map_err(|e| {

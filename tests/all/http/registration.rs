@@ -346,6 +346,8 @@ async fn a_server_file_registers_each_of_its_tools() {
     let post = |body: Value| s.send(Method::POST, "/v1/servers", Some(&key), Some(body));
     let r = post(json!({"source": source, "tags": ["notes"]})).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["server"]["revision"], 1, "{}", r.json);
+    assert!(r.json["server"]["id"].as_str().unwrap().starts_with("srv_"));
     let tools = r.json["tools"].as_array().unwrap();
     let names: Vec<&str> = tools
         .iter()
@@ -389,5 +391,157 @@ async fn a_server_file_registers_each_of_its_tools() {
             .as_str()
             .unwrap()
             .contains("POST /v1/tools")
+    );
+}
+
+/// `PUT /v1/servers/{id}` makes a new source the file of every tool of the server, as its
+/// next revision: a tool still declared gets a version and keeps its own grants, limits,
+/// tags and switch; a tool the file adds is registered; one it drops is disabled. `GET
+/// /v1/servers/{id}` shows one history of the file across its tools; another tenant's
+/// server, or a malformed id, is not found.
+#[tokio::test]
+async fn a_server_file_is_updated_as_one_with_one_history() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let source = std::fs::read_to_string(crate::support::fixture("notebook.py")).unwrap();
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/servers",
+            Some(&key),
+            Some(json!({"source": source})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    let server = r.json["server"]["id"].as_str().unwrap().to_owned();
+    let id_of = |json: &Value, name: &str| {
+        json["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tool"]["name"] == name)
+            .map(|t| t["tool"]["id"].as_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("no tool {name} in {json}"))
+    };
+    let (page, count) = (id_of(&r.json, "page"), id_of(&r.json, "count"));
+    // One tool's own settings, changed on its own.
+    let mut spec = json!({"source": source, "function": "word_count",
+                          "limits": {"deadline_ms": 3000}, "tags": ["kept"]});
+    let put = s
+        .send(
+            Method::PUT,
+            &format!("/v1/tools/{count}"),
+            Some(&key),
+            Some(spec.take()),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::OK, "{}", put.json);
+
+    // The next revision: `page` changes, `titles` goes, `search` comes.
+    let next = source
+        .replace(
+            "return PAGES.get(title, \"\")\n\n\n@app.tool(name",
+            "return PAGES.get(title, \"?\")\n\n\n@app.tool(name",
+        )
+        .replace("@app.tool()\nasync def titles", "async def _titles")
+        + "\n\n@app.tool\ndef search(word: str) -> list[str]:\n    \"\"\"Pages with a word.\"\"\"\n    return sorted(t for t, p in PAGES.items() if word in p)\n";
+    let path = format!("/v1/servers/{server}");
+    let r = s
+        .send(
+            Method::PUT,
+            &path,
+            Some(&key),
+            Some(json!({"source": next})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["server"]["revision"], 2, "{}", r.json);
+    let names: Vec<&str> = r.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tool"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["page", "count", "search"]);
+    assert_eq!(
+        r.json["disabled"][0]["tool"]["name"], "titles",
+        "{}",
+        r.json
+    );
+    assert_eq!(r.json["disabled"][0]["tool"]["enabled"], false);
+    assert_eq!(id_of(&r.json, "page"), page, "the same tool, a new version");
+    let counted = &r.json["tools"][1];
+    assert_eq!(counted["version"], 3, "{counted}");
+    assert_eq!(
+        counted["manifest"]["limits"]["deadline_ms"], 3000,
+        "{counted}"
+    );
+    assert_eq!(counted["tool"]["tags"], json!(["kept"]), "{counted}");
+    assert_eq!(
+        s.run(&key, &page, json!({"title": "nowhere"})).await.json["value"],
+        "?"
+    );
+    let search = id_of(&r.json, "search");
+    assert_eq!(
+        s.run(&key, &search, json!({"word": "tests"})).await.json["value"],
+        json!(["todo"])
+    );
+
+    let detail = s.send(Method::GET, &path, Some(&key), None).await;
+    assert_eq!(detail.status, StatusCode::OK, "{}", detail.json);
+    assert_eq!(detail.json["server"]["revision"], 2);
+    assert_eq!(detail.json["tools"].as_array().unwrap().len(), 4);
+    let history = detail.json["history"].as_array().unwrap();
+    let revisions: Vec<u64> = history
+        .iter()
+        .map(|h| h["revision"].as_u64().unwrap())
+        .collect();
+    assert_eq!(revisions, [1, 2], "{}", detail.json);
+    let held = |n: usize| {
+        let mut v: Vec<String> = history[n]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| format!("{}@{}", v["name"].as_str().unwrap(), v["version"]))
+            .collect();
+        v.sort();
+        v
+    };
+    // `count`'s own update stayed in revision 1.
+    assert_eq!(held(0), ["count@1", "count@2", "page@1", "titles@1"]);
+    assert_eq!(held(1), ["count@3", "page@2", "search@1"]);
+
+    // Not another tenant's, nor a malformed id.
+    let other = s.tenant(json!({})).await;
+    let theirs = s.send(Method::GET, &path, Some(&other), None).await;
+    assert_eq!(
+        (theirs.status, theirs.code()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+    let put = s
+        .send(
+            Method::PUT,
+            &path,
+            Some(&other),
+            Some(json!({"source": next})),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::NOT_FOUND, "{}", put.json);
+    let bad = s
+        .send(Method::GET, "/v1/servers/srv_nope", Some(&key), None)
+        .await;
+    assert_eq!(bad.status, StatusCode::NOT_FOUND);
+    // A file that declares nothing is refused, and changes nothing.
+    let empty = s
+        .send(
+            Method::PUT,
+            &path,
+            Some(&key),
+            Some(json!({"source": "x = 1\n"})),
+        )
+        .await;
+    assert_eq!(
+        (empty.status, empty.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_server")
     );
 }
