@@ -1177,3 +1177,50 @@ async fn a_file_of_resources_alone_adds_resources_and_no_tool() {
     }
     server.stop().await;
 }
+
+/// A resource read and a prompt get run under the file's limits like a call: a function
+/// that spins past its fuel ends the read with `-32603` whose `data.status` says which
+/// limit, and the next read of the same file still answers.
+#[tokio::test]
+async fn a_resource_over_its_limits_fails_that_read_only() {
+    let server_file = "from mcp.server.fastmcp import FastMCP\n\nmcp = FastMCP(\"spin\")\n\n\n\
+        @mcp.tool()\ndef ping() -> str:\n    \"\"\"Answers.\"\"\"\n    return \"pong\"\n\n\n\
+        @mcp.resource(\"spin://forever\")\ndef forever() -> str:\n    \"\"\"Never ends.\"\"\"\n    \
+        while True:\n        pass\n\n\n\
+        @mcp.resource(\"spin://quick\")\ndef quick() -> str:\n    \"\"\"Ends.\"\"\"\n    return \"done\"\n\n\n\
+        @mcp.prompt()\ndef endless() -> str:\n    \"\"\"Never ends either.\"\"\"\n    \
+        return \"x\" * (1 << 28)\n";
+    let dir = tools_dir(&[], &[("spin.py", server_file)]);
+    let server = Server::start(&[
+        "--cold",
+        "--fuel",
+        "50000000",
+        "--memory",
+        "64MiB",
+        "--tools",
+        arg(dir.path()),
+    ])
+    .await;
+    let c = &server.client;
+    let read = |uri: &str| c.read_resource(ReadResourceRequestParams::new(uri.to_owned()));
+    match read("spin://forever").await {
+        Err(ServiceError::McpError(e)) => {
+            assert_eq!(e.code, ErrorCode::INTERNAL_ERROR, "{e:?}");
+            assert_eq!(e.data, Some(json!({"status": "out_of_fuel"})), "{e:?}");
+        }
+        other => panic!("expected the read to fail, got {other:?}"),
+    }
+    match c
+        .get_prompt(GetPromptRequestParams::new("endless".to_owned()))
+        .await
+    {
+        Err(ServiceError::McpError(e)) => {
+            assert_eq!(e.code, ErrorCode::INTERNAL_ERROR, "{e:?}");
+            assert_eq!(e.data, Some(json!({"status": "memory_limit"})), "{e:?}");
+        }
+        other => panic!("expected the get to fail, got {other:?}"),
+    }
+    let r = read("spin://quick").await.expect("the next read");
+    assert_eq!(json!(r.contents)[0]["text"], json!("done"));
+    server.stop().await;
+}
