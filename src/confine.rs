@@ -36,7 +36,7 @@
 //! - Landlock governs opening, creating, removing and truncating files, not `stat` (a
 //!   confined process can still learn whether a path exists, its size and times) nor
 //!   changes of owner, mode, extended attributes or times by path: seccomp closes those
-//!   ([`Profile::Worker`] allows only `utimensat`, for WASI's granted folders;
+//!   ([`Profile::Worker`] allows only `utimensat` on a descriptor, never by path;
 //!   [`Profile::Exec`] refuses or ignores all but times).
 //! - Until Landlock ABI 10, UDP is not governed by Landlock: [`Profile::Worker`] cannot
 //!   create any socket (seccomp), but [`Profile::Exec`] can send UDP (DNS needs it).

@@ -48,6 +48,8 @@ enum Operation {
         /// Its new path.
         to: String,
     },
+    /// Set a file's times by path (to the epoch), as `utimensat` with a path does.
+    Touch(String),
     /// Take a read lease on a file (whoever opens it for writing then waits).
     Lease(String),
     /// Write a line to the worker's stderr.
@@ -157,6 +159,26 @@ fn run(op: &Operation) -> Result<Value, String> {
             Ok(json!("signalled"))
         }
         Operation::Ptrace(pid) => ptrace(server(*pid)),
+        Operation::Touch(path) => {
+            let epoch = rustix::fs::Timestamps {
+                last_access: rustix::fs::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                last_modification: rustix::fs::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+            };
+            rustix::fs::utimensat(
+                rustix::fs::CWD,
+                path.as_str(),
+                &epoch,
+                rustix::fs::AtFlags::empty(),
+            )
+            .map_err(|errno| errno.to_string())?;
+            Ok(json!("touched"))
+        }
         Operation::Lease(path) => {
             let file = std::fs::File::open(path).map_err(e)?;
             lease(&file)?;

@@ -254,3 +254,92 @@ fn the_escape_hatch_is_not_a_default_feature() {
         .unwrap();
     assert!(!default.contains("escape-hatch"), "{default}");
 }
+
+/// A breached worker cannot set a file's times by path (Landlock does not govern
+/// times: by path it could skew any file's it can name, warm states' order of eviction
+/// among them): the filter allows `utimensat` on descriptors only. A guest still sets
+/// times in its grants, through a descriptor the sandbox opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_breached_worker_cannot_set_times_by_path_and_a_guest_still_can() {
+    let s = Service::start();
+    let outside = tempfile::tempdir().unwrap();
+    let canary = outside.path().join("canary.txt");
+    std::fs::write(&canary, "canary").unwrap();
+    let before = std::fs::metadata(&canary).unwrap().modified().unwrap();
+    let granted = tempfile::tempdir().unwrap();
+    std::fs::write(granted.path().join("mine.txt"), "mine").unwrap();
+    std::fs::create_dir(granted.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink("mine.txt", granted.path().join("link")).unwrap();
+    let allowed = json!([{"path": granted.path(), "mode": "rw"}]);
+    let key = s.tenant(json!({ "allowed_folders": allowed })).await;
+    let mount = json!({"host": granted.path(), "guest": "/data", "access": "rw"});
+    let tool = s
+        .register(
+            &key,
+            json!({"source": ESCAPE, "grants": {"mounts": [mount]}}),
+        )
+        .await;
+    for path in [canary.clone(), granted.path().join("mine.txt")] {
+        let r = s.run(&key, &tool, json!({"ops": [{"touch": path}]})).await;
+        match r.json["status"].as_str() {
+            Some("ok") => assert!(!ok(&r.json["value"][0]), "{}", r.json),
+            Some("crashed") => {
+                let message = r.json["message"].as_str().unwrap_or_default();
+                assert!(message.contains("SIGSYS"), "{message}");
+            }
+            _ => panic!("{}", r.json),
+        }
+    }
+    assert_eq!(
+        std::fs::metadata(&canary).unwrap().modified().unwrap(),
+        before
+    );
+
+    const UTIME: &str = r#"
+import errno
+import os
+
+
+def utime() -> dict:
+    os.utime("/data/mine.txt", (1_000_000, 2_000_000))
+    os.utime("/data/sub", ns=(3_000_000_000, 4_000_000_000))
+    os.utime("/data/link", (5_000_000, 6_000_000))
+    try:
+        os.utime("/data/link", (7, 8), follow_symlinks=False)
+        own = "set"
+    except OSError as e:
+        own = errno.errorcode.get(e.errno, str(e.errno))
+    try:
+        os.utime("/data/missing", (1, 2))
+        missing = "set"
+    except FileNotFoundError:
+        missing = "ENOENT"
+    return {
+        "file": os.stat("/data/mine.txt").st_mtime,
+        "folder": os.stat("/data/sub").st_mtime,
+        "link_itself": own,
+        "missing": missing,
+    }
+"#;
+    let utime = s
+        .register(
+            &key,
+            json!({"source": UTIME, "grants": {"mounts": [mount]}}),
+        )
+        .await;
+    let r = s.run(&key, &utime, json!({})).await;
+    assert_eq!(r.json["status"], "ok", "{}", r.json);
+    // The link was followed: the file's times are the last set through it.
+    assert_eq!(
+        r.json["value"],
+        json!({"file": 6_000_000.0, "folder": 4.0, "link_itself": "ELOOP", "missing": "ENOENT"})
+    );
+    let modified = std::fs::metadata(granted.path().join("mine.txt"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    assert_eq!(
+        modified,
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(6_000_000)
+    );
+}

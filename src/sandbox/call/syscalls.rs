@@ -22,6 +22,8 @@
 //!   or climbs with `..`, so no link the guest leaves in a read-write grant points
 //!   outside it (other programs will follow it later, without the sandbox's
 //!   confinement);
+//! - `path_filestat_set_times` sets the times through a descriptor it opens, never by
+//!   path (`times.rs`: a worker's seccomp filter allows `utimensat` on descriptors only);
 //! - `poll_oneoff` with a single relative timer (Python's `time.sleep`,
 //!   `select.select([], [], [], t)` and `select.poll().poll(t)`) sleeps on the async
 //!   runtime, where the call's deadline can cut it short; wasmtime-wasi would sleep on
@@ -50,6 +52,7 @@ use crate::sandbox::cores::{self, CoreSeat};
 mod ledger;
 mod open;
 mod timers;
+mod times;
 mod tree;
 mod write;
 
@@ -76,6 +79,7 @@ pub fn add_to_linker<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()>
     write::add(linker)?;
     tree::add(linker)?;
     timers::add(linker)?;
+    times::add(linker)?;
     linker.allow_shadowing(false);
     Ok(())
 }
