@@ -82,6 +82,7 @@
 
 mod annotation;
 mod arguments;
+mod choose;
 mod content;
 mod diagnostic;
 mod docstring;
@@ -267,7 +268,7 @@ pub struct DecoratedTool {
 /// does not parse. A file with several is served whole by `warden mcp`: each one a tool
 /// (see [`derive()`] with its `function` for each).
 pub fn tool_functions(source: &str) -> Vec<DecoratedTool> {
-    function::decorated_tools(source)
+    choose::decorated_tools(source)
 }
 
 /// Everything `warden validate` reports: syntax, the function, annotations, docstring coverage
