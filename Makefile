@@ -1,11 +1,12 @@
-# The two set-up commands (see README): `make example` and `make test`.
+# The two set-up commands (see README): `make example` and `make test`; `make docs`
+# builds the manual (docs/, an mdBook) and checks its links.
 # Both fetch, verify and compile the Python runtime on first use.
 
 CARGO ?= cargo
 # The binary `cargo build` writes (under CARGO_TARGET_DIR when that is set).
 WARDEN = $(or $(CARGO_TARGET_DIR),./target)/debug/warden
 
-.PHONY: build example test runtime runtime-pydantic-proof bench lint fuzz screenshots bundle bundle-toolchain edge-bench edge-smoke-arm64
+.PHONY: build example test runtime runtime-pydantic-proof bench lint docs fuzz screenshots bundle bundle-toolchain edge-bench edge-smoke-arm64
 
 build:
 	$(CARGO) build
@@ -27,7 +28,7 @@ test:
 	$(CARGO) test --features escape-hatch
 	bash tests/conformance/run.sh
 
-## The review console's screenshots in the README (docs/review-*.png, 1000 px wide, about
+## The review console's screenshots in the manual (docs/review-*.png, 1000 px wide, about
 ## 60 KB each): the browser test writes them under the target folder; this copies them.
 SHOTS = $(or $(CARGO_TARGET_DIR),./target)/tmp/screenshots
 screenshots:
@@ -47,25 +48,38 @@ runtime-pydantic-proof:
 	bash runtime/pydantic/build.sh
 
 ## Fuzz the schema deriver, then the server's side of the worker wire, for FUZZ_SECS
-## seconds each (default 30 minutes); see README.
+## seconds each (default 30 minutes); see docs/schema.md.
 ## The case being run is kept in target/fuzz-schema-case.py, in case the process dies on it.
 FUZZ_SECS ?= 1800
 fuzz:
 	WARDEN_FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --test all schema::fuzz -- --nocapture
 	WARDEN_FUZZ_SECS=$(FUZZ_SECS) $(CARGO) test --lib worker::fuzz -- --nocapture
 
-## Latency and throughput figures for the README.
+## Latency and throughput figures for docs/performance.md.
 bench:
 	$(CARGO) bench --bench call
 	$(CARGO) bench --bench fairness
 
-lint:
+lint: docs
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets --features escape-hatch -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 
-## An edge bundle (README "Edge deployment"): a warden built without the compiler for
+## The manual (docs/, an mdBook; book.toml) built into target/book, and every link of
+## it, the README and the changelog checked (tests/all/docs.rs). mdBook is installed
+## from crates.io, pinned, into target/tools the first time (about a minute).
+MDBOOK_VERSION = 0.4.52
+MDBOOK_ROOT = $(or $(CARGO_TARGET_DIR),./target)/tools
+MDBOOK = $(MDBOOK_ROOT)/bin/mdbook
+docs:
+	@test -x $(MDBOOK) && $(MDBOOK) --version | grep -q "v$(MDBOOK_VERSION)" || \
+	  $(CARGO) install mdbook --version $(MDBOOK_VERSION) --locked --no-default-features \
+	    --features search --root $(MDBOOK_ROOT)
+	$(MDBOOK) build
+	$(CARGO) test --features escape-hatch --test all docs::
+
+## An edge bundle (docs/edge.md): a warden built without the compiler for
 ## TARGET (default: this host; `TARGET=aarch64-unknown-linux-gnu` for arm64), and the
 ## runtime precompiled for CPU (default x86-64-v2 on x86-64, baseline on aarch64) by this
 ## host's warden. Writes target/bundle/warden-<version>-<target>-<cpu>.tar.zst, signed

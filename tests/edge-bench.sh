@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Edge footprint and start-up (README "Edge deployment"; `make edge-bench`):
+# Edge footprint and start-up (docs/edge.md; `make edge-bench`):
 #   tests/edge-bench.sh BUNDLE.tar.zst BUNDLE_BINARY
 # the bundle binary's size, the bundle's, the installed size; then from a fresh home
 # with a cold page cache (as root): `warden run` of a trivial tool, `warden serve` until

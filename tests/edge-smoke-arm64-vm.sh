@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Smoke test of an arm64 bundle in a full-system arm64 VM on this x86-64 machine (README
-# "Edge deployment"; `make edge-smoke-arm64`; too slow for CI):
+# Smoke test of an arm64 bundle in a full-system arm64 VM on this x86-64 machine (docs/edge.md:
+# `make edge-smoke-arm64`; too slow for CI):
 #   tests/edge-smoke-arm64-vm.sh BUNDLE.tar.zst HOST_WARDEN WORK_DIR
 # qemu-system-aarch64 (TCG) emulates a Raspberry Pi 4-like machine: `-M virt -cpu
 # cortex-a72` (Armv8.0, no LSE atomics), 2 cores, 3 GiB. It boots Debian's arm64 kernel

@@ -84,7 +84,7 @@ pub struct ServeArgs {
     pub require_namespaces: bool,
     /// Run every call from Warden's snapshot: do not prepare tool versions' warm states
     /// (by default each version's imports are done once, in the background, at
-    /// registration or first call; see the README's "Warm start").
+    /// registration or first call; see docs/warm-start.md).
     #[arg(long)]
     pub cold: bool,
     /// Most disk the tools' warm states may take together under $WARDEN_HOME/warm (e.g.

@@ -36,7 +36,7 @@ pub(super) async fn own_tenant(State(app): State<App>, Reader(t): Reader) -> Ans
 /// "head", "tenant", "seq", "hash", "exported_at_ms", "public_key", "signature"}`, signed
 /// with Ed25519 over the compact JSON of `["warden.audit.head.v1", tenant, seq, hash,
 /// exported_at_ms]`. Check it offline with `warden audit verify FILE --pubkey KEY`; the
-/// README gives every formula. An export that fails part-way ends without its head.
+/// manual (docs/review-and-audit.md) gives every formula. An export that fails part-way ends without its head.
 #[utoipa::path(get, path = "/v1/audit/export", tag = "audit", security(("tenantKey" = []), ("reviewerKey" = [])),
     responses(
         (status = 200, description = "The export, streamed.", body = String,

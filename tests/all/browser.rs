@@ -5,7 +5,7 @@
 //! logs a console error (a CSP violation included); a used or expired link is refused.
 //!
 //! Screenshots of every page it visits are written to `$CARGO_TARGET_TMPDIR/screenshots/`;
-//! `make screenshots` copies the queue's and the diff's, which the README shows, to
+//! `make screenshots` copies the queue's and the diff's, which the manual shows, to
 //! `docs/`.
 
 mod cdp;

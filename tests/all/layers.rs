@@ -50,7 +50,7 @@ async fn stopped(s: &Service, key: &str, tool: &str, op: &Value) -> bool {
 async fn each_layer_alone_and_all_together() {
     assert!(
         crate::support::namespaces_allowed(),
-        "this test needs unprivileged user namespaces (see the README's second wall)"
+        "this test needs unprivileged user namespaces (see docs/security.md, the second wall)"
     );
     let outside = tempfile::tempdir().unwrap();
     let canary = outside.path().join("canary.txt");

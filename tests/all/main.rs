@@ -22,6 +22,9 @@ mod browser;
 mod bundle;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
+/// The manual and the README: every link to a file or heading resolves, every chapter
+/// is in the book's summary.
+mod docs;
 #[cfg(feature = "escape-hatch")]
 mod escape;
 /// A hostile guest: blocking calls, file ceilings, special files, forged answers.

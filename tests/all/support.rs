@@ -303,7 +303,7 @@ pub fn warm_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Whether this kernel lets a process make user and network namespaces of its own, as
-/// util-linux's `unshare` finds (the README says how distributions restrict it).
+/// util-linux's `unshare` finds (docs/security.md says how distributions restrict it).
 pub fn namespaces_allowed() -> bool {
     std::process::Command::new("unshare")
         .args(["--user", "--net", "true"])
