@@ -177,14 +177,14 @@ impl App {
             .blocking(move |r| {
                 let policy = r.policy(&t)?;
                 let members = members(r, &t, &id)?;
-                let revision = members
-                    .iter()
-                    .filter_map(|(_, m)| m.server.as_ref().map(|s| s.revision))
-                    .max()
-                    .unwrap_or(1);
+                // After the newest revision any version holds (a restored older version
+                // is current with its own, older, revision).
+                let newest = history(r, &t, &members)?
+                    .last()
+                    .map_or(1, |revision| revision.revision);
                 let at = ServerRef {
                     id: id.clone(),
-                    revision: revision + 1,
+                    revision: newest + 1,
                 };
                 let spec = ToolSpec {
                     source: update.source,
@@ -238,8 +238,15 @@ impl App {
                         disabled.push(view(r, &t, &tool.id, Vec::new(), None)?);
                     }
                 }
+                // The revision the tools now hold: the new one, unless every version was
+                // unchanged (the same file again) or restored.
+                let revision = tools
+                    .iter()
+                    .filter_map(|v| v.manifest.server.as_ref().map(|s| s.revision))
+                    .max()
+                    .unwrap_or(at.revision);
                 Ok(ServerView {
-                    server: at,
+                    server: ServerRef { id, revision },
                     tools,
                     disabled,
                 })
@@ -258,36 +265,19 @@ impl App {
         let (t, id) = (tenant.clone(), server.clone());
         self.blocking(move |r| {
             let members = members(r, &t, &id)?;
-            let mut revisions: BTreeMap<u32, Revision> = BTreeMap::new();
-            let mut tools = Vec::with_capacity(members.len());
-            for (tool, _) in &members {
-                for summary in r.versions(&t, &tool.id)? {
-                    let version = r.version(&t, &tool.id, &summary.id)?;
-                    let Some(at) = version.manifest.server else {
-                        continue;
-                    };
-                    let revision = revisions.entry(at.revision).or_insert(Revision {
-                        revision: at.revision,
-                        created_at_ms: summary.created_at_ms,
-                        versions: Vec::new(),
-                    });
-                    revision.created_at_ms = revision.created_at_ms.min(summary.created_at_ms);
-                    revision.versions.push(RevisionVersion {
-                        tool: tool.id.clone(),
-                        name: tool.name.clone(),
-                        version: summary.number,
-                    });
-                }
-                tools.push(view(r, &t, &tool.id, Vec::new(), None)?);
-            }
-            let newest = revisions.keys().next_back().copied().unwrap_or(1);
+            let history = history(r, &t, &members)?;
+            let tools = members
+                .iter()
+                .map(|(tool, _)| view(r, &t, &tool.id, Vec::new(), None))
+                .collect::<Result<Vec<_>, _>>()?;
+            let newest = history.last().map_or(1, |revision| revision.revision);
             Ok(ServerDetail {
                 server: ServerRef {
                     id,
                     revision: newest,
                 },
                 tools,
-                history: revisions.into_values().collect(),
+                history,
             })
         })
         .await
@@ -320,6 +310,35 @@ fn members(
             Ok((tool, version.manifest))
         })
         .collect()
+}
+
+/// Each revision of the server's file, oldest first, with the versions that hold it.
+fn history(
+    r: &Registry,
+    tenant: &TenantId,
+    members: &[(Tool, Manifest)],
+) -> Result<Vec<Revision>, AppError> {
+    let mut revisions: BTreeMap<u32, Revision> = BTreeMap::new();
+    for (tool, _) in members {
+        for summary in r.versions(tenant, &tool.id)? {
+            let version = r.version(tenant, &tool.id, &summary.id)?;
+            let Some(at) = version.manifest.server else {
+                continue;
+            };
+            let revision = revisions.entry(at.revision).or_insert(Revision {
+                revision: at.revision,
+                created_at_ms: summary.created_at_ms,
+                versions: Vec::new(),
+            });
+            revision.created_at_ms = revision.created_at_ms.min(summary.created_at_ms);
+            revision.versions.push(RevisionVersion {
+                tool: tool.id.clone(),
+                name: tool.name.clone(),
+                version: summary.number,
+            });
+        }
+    }
+    Ok(revisions.into_values().collect())
 }
 
 /// A name already taken refuses the whole server registration or update.

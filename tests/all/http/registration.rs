@@ -511,6 +511,25 @@ async fn a_server_file_is_updated_as_one_with_one_history() {
     assert_eq!(held(0), ["count@1", "count@2", "page@1", "titles@1"]);
     assert_eq!(held(1), ["count@3", "page@2", "search@1"]);
 
+    // The same file again: nothing changes, the revision stays.
+    let again = s
+        .send(
+            Method::PUT,
+            &path,
+            Some(&key),
+            Some(json!({"source": next})),
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.json);
+    assert_eq!(again.json["server"]["revision"], 2, "{}", again.json);
+    assert_eq!(
+        again.json["tools"][0]["update"], "unchanged",
+        "{}",
+        again.json
+    );
+    let detail = s.send(Method::GET, &path, Some(&key), None).await;
+    assert_eq!(detail.json["history"].as_array().unwrap().len(), 2);
+
     // Not another tenant's, nor a malformed id.
     let other = s.tenant(json!({})).await;
     let theirs = s.send(Method::GET, &path, Some(&other), None).await;
