@@ -4,7 +4,7 @@
 //! - **Tool classes**: a smolagents `Tool` subclass (`name`, `description`, `inputs`,
 //!   `output_type`, `forward`), a LangChain or CrewAI `BaseTool` subclass (`name`,
 //!   `description`, `args_schema`, `_run`, else `_arun`). The class is the tool: the guest
-//!   makes an instance and calls that method (runtime/harness.py does the same).
+//!   makes an instance and calls that method (runtime/bind.py's `tool_method` does the same).
 //! - **`args_schema=Model`** (LangChain's `@tool(args_schema=...)`, a `BaseTool`'s class
 //!   attribute): the model's fields are the arguments, described and constrained as the
 //!   model says, and passed to the function by name.

@@ -27,6 +27,8 @@ mod cli;
 mod docs;
 #[cfg(feature = "escape-hatch")]
 mod escape;
+/// The guest side's pure parts (runtime/*.py) under the host's CPython.
+mod guest;
 /// A hostile guest: blocking calls, file ceilings, special files, forged answers.
 mod hostile;
 /// The HTTP service through its router and on a real socket: lifecycle, tenancy, load.

@@ -10,45 +10,92 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::{ToolError, Truncation};
 
-/// The harness's source.
+/// The harness's source: run in `__main__` after [`GUEST_MODULES`], it defines the
+/// entry points each turn calls (`_warden_call`, `_warden_prepare`).
 pub const HARNESS: &str = include_str!("../../../runtime/harness.py");
 
-/// The guest's half of outbound HTTP (`crate::outbound`): loaded as the module
-/// `_warden_outbound` just before the harness, which installs it.
-pub const OUTBOUND: &str = include_str!("../../../runtime/outbound.py");
+/// One Python module of the guest side.
+#[derive(Debug, Clone, Copy)]
+pub struct GuestModule {
+    /// Its name in `sys.modules`.
+    pub name: &'static str,
+    /// The file name its frames show (under `/warden/`, which no guest folder is).
+    pub file: &'static str,
+    /// Its source, from `runtime/`.
+    pub source: &'static str,
+}
 
-/// The `warden` module tools import (progress, rich results, `ToolError`, the FastMCP
-/// stand-ins): loaded as the module `warden` just before the harness.
-pub const WARDEN: &str = include_str!("../../../runtime/warden.py");
+/// The guest side's modules, loaded in this order (each may import those before it)
+/// while Warden builds its snapshot, before the harness. `tests/guest/` tests their
+/// pure parts under the host's CPython, loaded from this list.
+pub const GUEST_MODULES: &[GuestModule] = &[
+    // The stand-in `ssl` for a runtime without `_ssl`, offered by the outbound finder.
+    GuestModule {
+        name: "_warden_ssl",
+        file: "/warden/ssl_standin.py",
+        source: include_str!("../../../runtime/ssl_standin.py"),
+    },
+    // The guest's half of outbound HTTP (`crate::outbound`): the door's wire and the
+    // libraries' patches; the harness installs it.
+    GuestModule {
+        name: "_warden_outbound",
+        file: "/warden/outbound.py",
+        source: include_str!("../../../runtime/outbound.py"),
+    },
+    // The `warden` module tools import: progress, rich results, `ToolError`, `Context`.
+    GuestModule {
+        name: "warden",
+        file: "/warden/warden.py",
+        source: include_str!("../../../runtime/warden.py"),
+    },
+    // Stand-ins for the MCP SDKs' and agent frameworks' import paths.
+    GuestModule {
+        name: "_warden_compat",
+        file: "/warden/compat.py",
+        source: include_str!("../../../runtime/compat.py"),
+    },
+    // A call's arguments bound to the tool's function.
+    GuestModule {
+        name: "_warden_bind",
+        file: "/warden/bind.py",
+        source: include_str!("../../../runtime/bind.py"),
+    },
+    // A result encoded as JSON.
+    GuestModule {
+        name: "_warden_encode",
+        file: "/warden/encode.py",
+        source: include_str!("../../../runtime/encode.py"),
+    },
+];
 
 /// Turned once, while Warden builds its snapshot, with [`snapshot_stdin`] on stdin:
-/// defines `_warden_outbound` and `warden`, then the harness in `__main__`. The file
+/// defines each of [`GUEST_MODULES`], then runs the harness in `__main__`. The file
 /// names make their frames readable in a crash report.
 pub const LOAD_HARNESS: &str = r"import sys
-_w_sources = sys.stdin.buffer.read().split(b'\0', 2)
-for _w_name, _w_file, _w_source in (
-    ('_warden_outbound', '/warden/outbound.py', _w_sources[0]),
-    ('warden', '/warden/warden.py', _w_sources[1]),
-):
+_w_parts = sys.stdin.buffer.read().split(b'\0')
+_w_harness = _w_parts.pop()
+for _w_at in range(0, len(_w_parts), 3):
+    _w_name, _w_file = _w_parts[_w_at].decode(), _w_parts[_w_at + 1].decode()
     _w_module = type(sys)(_w_name)
     _w_module.__file__ = _w_file
     sys.modules[_w_name] = _w_module
-    exec(compile(_w_source, _w_file, 'exec'), _w_module.__dict__)
-exec(compile(_w_sources[2], '/warden/harness.py', 'exec'))
-del _w_sources, _w_module, _w_name, _w_file, _w_source
+    exec(compile(_w_parts[_w_at + 2], _w_file, 'exec'), _w_module.__dict__)
+exec(compile(_w_harness, '/warden/harness.py', 'exec'))
+del _w_parts, _w_harness, _w_at, _w_name, _w_file, _w_module
 ";
 
-/// The snapshot turn's stdin: the outbound module, the `warden` module and the harness,
-/// split by NULs (which Python source cannot hold).
+/// The snapshot turn's stdin: each guest module's name, file and source, then the
+/// harness, split by NULs (which Python source cannot hold).
 pub fn snapshot_stdin() -> Vec<u8> {
-    [
-        OUTBOUND.as_bytes(),
-        b"\0",
-        WARDEN.as_bytes(),
-        b"\0",
-        HARNESS.as_bytes(),
-    ]
-    .concat()
+    let mut stdin = Vec::new();
+    for module in GUEST_MODULES {
+        for part in [module.name, module.file, module.source] {
+            stdin.extend_from_slice(part.as_bytes());
+            stdin.push(0);
+        }
+    }
+    stdin.extend_from_slice(HARNESS.as_bytes());
+    stdin
 }
 
 /// Turned per call: the harness reads the request from stdin. It returns None, so the

@@ -11,7 +11,7 @@
 //!    (Wizer exports its globals and memory);
 //! 2. instantiate it with **only the runtime's own folders** (the standard library and
 //!    the empty root; no grant, no tool) and run one `turn` that defines the harness in
-//!    `__main__` ([`LOAD_HARNESS`], with `runtime/outbound.py` and `runtime/harness.py`
+//!    `__main__` ([`LOAD_HARNESS`], with the guest modules of `runtime/` and `runtime/harness.py`
 //!    on stdin; it installs the guest's HTTP transport and imports the
 //!    few modules every failing call needs);
 //! 3. make wasi-libc forget the folders it has seen (`__wasilibc_reset_preopens`), so
@@ -40,7 +40,7 @@ use crate::sandbox::guest::{Exports, turn};
 use crate::sandbox::pipe::CappedPipe;
 #[cfg(feature = "compiler")]
 use crate::sandbox::protocol::snapshot_stdin;
-use crate::sandbox::protocol::{HARNESS, LOAD_HARNESS, OUTBOUND, WARDEN};
+use crate::sandbox::protocol::{GUEST_MODULES, HARNESS, LOAD_HARNESS};
 use crate::sandbox::{RuntimeFiles, SandboxError, state_exports};
 #[cfg(feature = "compiler")]
 use crate::sandbox::{io_error, on_own_thread, wasi};
@@ -54,15 +54,14 @@ pub fn identity(files: &RuntimeFiles) -> Result<String, SandboxError> {
     use sha2::{Digest, Sha256};
     let runtime = files.manifest.artifact(Role::Snapshot)?;
     let mut h = Sha256::new();
-    for part in [
-        RECIPE,
-        runtime.sha256.as_str(),
-        HARNESS,
-        OUTBOUND,
-        WARDEN,
-        LOAD_HARNESS,
-        crate::sandbox::WASMTIME_VERSION,
-    ] {
+    let modules = GUEST_MODULES
+        .iter()
+        .flat_map(|m| [m.name, m.file, m.source]);
+    for part in [RECIPE, runtime.sha256.as_str(), HARNESS, LOAD_HARNESS]
+        .into_iter()
+        .chain(modules)
+        .chain([crate::sandbox::WASMTIME_VERSION])
+    {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
