@@ -72,7 +72,16 @@ _CONTEXT = _warden_api.Context
 # The module path of the tool a warm state has imported already (set by _warden_prepare).
 _WARM = {}
 
+# A call's answer is one frame, written by the stage that ends it; a stage that wrote it
+# returns this instead of its value.
+_ANSWERED = object()
+_MAX_TEXT = 16_000  # characters kept of an error message or traceback
+_MAX_DEPTH = 100  # nesting of lists and dicts in a result (protocol::MAX_RESULT_DEPTH)
+
+
 def _warden_call():
+    """One call, a turn of its own: read the request, load the tool, bind its arguments,
+    run it, encode its result; the stage that ends the call writes its frame."""
     # Import only what the snapshot already holds: every other import costs fuel and
     # time on every call. Modules a result may come from (decimal, uuid, numpy, ...)
     # are looked up in sys.modules: if the tool never imported one, no value is of it.
@@ -83,29 +92,48 @@ def _warden_call():
     # Keep private references: the tool may replace module attributes.
     write_fd = os.write
     dumps = json.dumps
-    loaded = sys.modules.get
-    MAX_TEXT = 16_000  # characters kept of an error message or traceback
-    MAX_DEPTH = 100  # nesting of lists and dicts in a result (protocol::MAX_RESULT_DEPTH)
-
     request = json.loads(sys.stdin.buffer.read())
-    emit = _frame_writer(request["nonce"], sys, write_fd, dumps)
+    call = _Call(request, _frame_writer(request["nonce"], sys, write_fd, dumps), sys, dumps)
+    _begin(call, os, sys)
+    function = _load(call, sys)
+    if function is _ANSWERED:
+        return
+    arguments = _bind(call, function)
+    if arguments is _ANSWERED:
+        return
+    result = _invoke(call, function, arguments)
+    if result is _ANSWERED:
+        return
+    _answer(call, result)
 
-    def clip(text):
-        return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "\n... [cut]"
 
-    def bind_error(message):
+class _Call:
+    """One call's request, and the ways it ends that are not a result."""
+
+    __slots__ = ("request", "emit", "loaded", "dumps", "module_path")
+
+    def __init__(self, request, emit, sys, dumps):
+        self.request = request
+        self.emit = emit
+        self.loaded = sys.modules.get
+        self.dumps = dumps
+        self.module_path = request["module"]
+
+    def clip(self, text):
+        return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT] + "\n... [cut]"
+
+    def bind_error(self, message):
         # The host checked the arguments against the tool's schema before the call, so a
         # function that is missing or does not bind at run time is the tool's own doing.
-        emit(
+        self.emit(
             {
                 "status": "tool_error",
-                "error": {"type": "BindError", "message": clip(message), "traceback": ""},
+                "error": {"type": "BindError", "message": self.clip(message), "traceback": ""},
             }
         )
+        return _ANSWERED
 
-    module_path = request["module"]
-
-    def tool_error(exc, kind=None, message=None):
+    def tool_error(self, exc, kind=None, message=None):
         import traceback
 
         # Drop the harness's own frames: start at the first frame of the tool file. An
@@ -113,7 +141,7 @@ def _warden_call():
         # The frames are skipped before their source lines are looked up: looking up
         # the harness's own lines (then dropped) was most of a failing call's cost.
         tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename != module_path:
+        while tb is not None and tb.tb_frame.f_code.co_filename != self.module_path:
             tb = tb.tb_next
         if tb is not None:
             frames = traceback.extract_tb(tb)
@@ -130,33 +158,39 @@ def _warden_call():
                 + (f"    {f.line.strip()}\n" if f.line else "")
                 for f in frames
             ] + traceback.format_exception_only(type(exc), exc)
-            text = clip("Traceback (most recent call last):\n" + "".join(lines))
-        emit(
+            text = self.clip("Traceback (most recent call last):\n" + "".join(lines))
+        self.emit(
             {
                 "status": "tool_error",
                 "error": {
                     "type": kind or type(exc).__name__,
-                    "message": clip(str(exc) if message is None else message),
+                    "message": self.clip(str(exc) if message is None else message),
                     "traceback": text,
                 },
             }
         )
+        return _ANSWERED
 
+
+def _begin(call, os, sys):
+    """The call's world: its granted environment, fresh module state, progress and log
+    records if asked for, and the tool's packages."""
+    request = call.request
     # The environment is exactly the granted one: the snapshot froze the environment of
     # the instance that built it.
     os.environ.clear()
     os.environ.update(request["env"])
-    _fresh_state(loaded)
+    _fresh_state(call.loaded)
 
     # Progress and log records go through the door only when the caller asked for them
     # (the host checks again: it forwards nothing that was not asked for).
     log_level = request.get("log_level")
     _warden_api._call.update(
-        progress=bool(request.get("progress")), log_level=log_level, door=_DOOR, dumps=dumps
+        progress=bool(request.get("progress")), log_level=log_level, door=_DOOR, dumps=call.dumps
     )
     if log_level:
         try:
-            _warden_api._start_logging(log_level, loaded)
+            _warden_api._start_logging(log_level, call.loaded)
         except Exception:
             pass
 
@@ -166,8 +200,13 @@ def _warden_call():
     if site and site not in sys.path:
         sys.path.append(site)
 
-    name = request["function"]
-    module = loaded("__warden_tool__")
+
+def _load(call, sys):
+    """The function the call names, from the tool's module (imported now unless this
+    instance is a warm state that has it already)."""
+    module_path = call.module_path
+    name = call.request["function"]
+    module = call.loaded("__warden_tool__")
     if _WARM.get("module") != module_path or module is None:
         module = type(sys)("__warden_tool__")
         module.__file__ = module_path
@@ -177,7 +216,7 @@ def _warden_call():
                 code = compile(f.read(), module_path, "exec")
             exec(code, module.__dict__)
         except BaseException as exc:
-            return tool_error(exc)
+            return call.tool_error(exc)
 
     function = module.__dict__.get(name)
     if isinstance(function, type):
@@ -187,17 +226,23 @@ def _warden_call():
         try:
             function = tool_method(function)
         except BaseException as exc:
-            return tool_error(exc)
+            return call.tool_error(exc)
     if type(function).__name__ not in ("function", "method"):
         public = sorted(
             n for n, v in module.__dict__.items()
             if type(v).__name__ == "function" and not n.startswith("_")
             and v.__module__ == "__warden_tool__"
         )
-        return bind_error(
+        return call.bind_error(
             f"the tool has no function {name!r}; its public functions: {', '.join(public) or 'none'}"
         )
+    return function
 
+
+def _bind(call, function):
+    """The call's arguments as `function` takes them: omitted optional ones, injected
+    ones (a FastMCP `Context`, Letta's `agent_state`), each built as its annotation says."""
+    request = call.request
     arguments = request["arguments"]
     # Letta's rule: an `Optional[T]` parameter without a default may be omitted, and is
     # then passed None.
@@ -228,7 +273,7 @@ def _warden_call():
         del arguments["agent_state"]  # sent for a tool that takes none
     problem = bind_problem(function, arguments)
     if problem:
-        return bind_error(f"arguments do not fit {name}(): {problem}")
+        return call.bind_error(f"arguments do not fit {request['function']}(): {problem}")
 
     # A parameter annotated with a richer type than JSON's gets a value of that type. Most
     # tools take plain JSON types, so that is checked here, inline: this runs on every
@@ -245,16 +290,21 @@ def _warden_call():
             except Exception:  # an unresolvable name, an unhashable annotation
                 plain = False
         if not plain:
-            arguments = typed_arguments(function, arguments, loaded)
+            arguments = typed_arguments(function, arguments, call.loaded)
     except _ArgumentError as exc:
         # The host's schema check normally catches such a value; a model's own validator
         # or a dataclass's __post_init__ may still refuse it (then its frames are shown).
-        return tool_error(exc.__cause__ or exc, "ArgumentError", f"argument {exc}")
+        return call.tool_error(exc.__cause__ or exc, "ArgumentError", f"argument {exc}")
     except Exception:
         pass  # the conversion machinery failed, not the value: pass the values as they came
     except BaseException as exc:
-        return tool_error(exc)
+        return call.tool_error(exc)
+    return arguments
 
+
+def _invoke(call, function, arguments):
+    """The tool's result (awaited, for a coroutine); a raised `ToolError` is the tool's
+    own words for the caller, any other exception a traceback of its frames."""
     try:
         result = function(**arguments)
         if hasattr(result, "__await__"):
@@ -262,19 +312,27 @@ def _warden_call():
     except _TOOL_ERROR as exc:
         # The tool's own words for the caller: the message alone, no traceback.
         try:
-            message = clip(str(exc))
+            message = call.clip(str(exc))
         except BaseException:
             message = "the tool failed"
-        return emit(
+        call.emit(
             {
                 "status": "tool_error",
                 "error": {"type": "ToolError", "message": message, "traceback": "",
                           "deliberate": True},
             }
         )
+        return _ANSWERED
     except BaseException as exc:
-        return tool_error(exc)
+        return call.tool_error(exc)
+    return result
 
+
+def _answer(call, result):
+    """The result's frame: content parts for images, audio, files and links, else its
+    JSON, cut to `return_char_limit` characters."""
+    request = call.request
+    dumps = call.dumps
     # Images, audio, files and links (runtime/warden.py): one content part each. The
     # host checks every part and the binary budget again.
     try:
@@ -286,11 +344,11 @@ def _warden_call():
         result = _UNWRAP(result)
         parts = _CONTENT(result, dumps, b64)
     except BaseException as exc:
-        return tool_error(exc, "UnserializableResult")
+        return call.tool_error(exc, "UnserializableResult")
     if parts is not None:
         binary = sum(len(p.get("data") or p.get("resource", {}).get("blob") or "") for p in parts) * 3 // 4
         if binary > request["return_bytes"]:
-            return emit(
+            return call.emit(
                 {
                     "status": "tool_error",
                     "error": {
@@ -302,20 +360,20 @@ def _warden_call():
                     },
                 }
             )
-        return emit({"status": "ok", "content": parts})
+        return call.emit({"status": "ok", "content": parts})
 
     try:
-        value = to_json(result, "result", set(), dumps, loaded, MAX_DEPTH)
+        value = to_json(result, "result", set(), dumps, call.loaded, _MAX_DEPTH)
     except _Unserializable as exc:
-        return tool_error(exc, "UnserializableResult")
+        return call.tool_error(exc, "UnserializableResult")
     except BaseException as exc:
-        return tool_error(exc)
+        return call.tool_error(exc)
 
     # Measured as the host measures it: json.dumps's text, or the string itself.
     limit = request["return_char_limit"]
     text = value if isinstance(value, str) else dumps(value, ensure_ascii=False, allow_nan=False)
     if len(text) > limit:
-        emit(
+        call.emit(
             {
                 "status": "ok",
                 "value": text[:limit],
@@ -323,7 +381,7 @@ def _warden_call():
             }
         )
     else:
-        emit({"status": "ok", "value": value})
+        call.emit({"status": "ok", "value": value})
 
 
 def _frame_writer(nonce, sys, write_fd, dumps):
