@@ -48,6 +48,16 @@ class FastMCP:
         return None
 
 
+class ToolAnnotations:
+    """`mcp.types.ToolAnnotations`, as decorators take it: the hints a tool declares
+    (`readOnlyHint=True`, ...), which the host reads from the source."""
+
+    __module__ = "mcp.types"
+
+    def __init__(self, **hints):
+        self.__dict__.update(hints)
+
+
 def _framework_tool(*args, **kwargs):
     """An agent framework's tool decorator, as the guest needs it: the function itself.
     `@tool`, `@tool("name", ...)`, `@tool(parse_docstring=True)`, `tool(func)`; the
@@ -177,6 +187,7 @@ def install(sys):
     mcp.__path__, server.__path__ = [], []
     types = make("mcp.types")
     types.__dict__.update(_MCP_TYPES)
+    types.ToolAnnotations = ToolAnnotations
     mcp.types = types
     sys.modules.setdefault("mcp.types", types)
     # For annotations only (`Context[ServerSession, None]`): Warden's context has no

@@ -420,6 +420,7 @@ mod tests {
                 resources: Vec::new(),
                 prompts: Vec::new(),
                 members_only: false,
+                annotations: None,
             },
             grants: Grants::default(),
             limits: Limits::default(),

@@ -42,7 +42,9 @@ use tokio::sync::broadcast;
 use crate::events::Events;
 use crate::grants::{Access, Grants};
 use crate::outcome::{CallResult, Start};
-use crate::schema::{PromptSchema, ResourceSchema, Violation, mcp_output, mcp_output_wraps};
+use crate::schema::{
+    DeclaredHints, PromptSchema, ResourceSchema, Violation, mcp_output, mcp_output_wraps,
+};
 
 pub use folder::FolderSource;
 pub use handler::McpServer;
@@ -161,14 +163,19 @@ pub struct Hints {
 }
 
 impl Hints {
-    /// The hints of a tool with `grants`; `idempotent` is the operator's word.
-    pub fn of(grants: &Grants, idempotent: bool) -> Hints {
+    /// The hints of a tool with `grants`; `idempotent` is the operator's word, and
+    /// `declared` what the tool's decorator says (`@mcp.tool(annotations=...)`). The
+    /// more cautious word wins: a declaration can add caution (destructive, open world,
+    /// not read-only) but never take away what the grants allow, and a tool is
+    /// idempotent when its operator or its author says so.
+    pub fn of(grants: &Grants, idempotent: bool, declared: Option<&DeclaredHints>) -> Hints {
         let writes = grants.mounts.iter().any(|m| m.access == Access::Rw);
+        let said = declared.copied().unwrap_or_default();
         Hints {
-            read_only: !writes && !grants.has_outbound(),
-            destructive: writes,
-            idempotent,
-            open_world: grants.has_outbound(),
+            read_only: !writes && !grants.has_outbound() && said.read_only != Some(false),
+            destructive: writes || said.destructive == Some(true),
+            idempotent: idempotent || said.idempotent == Some(true),
+            open_world: grants.has_outbound() || said.open_world == Some(true),
         }
     }
 }

@@ -152,6 +152,29 @@ pub struct ToolSchema {
     /// serialized).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub members_only: bool,
+    /// What the tool's decorator says of its effects (`@mcp.tool(annotations=...)`),
+    /// if anything. MCP clients are shown these only where the grants agree (see
+    /// `crate::mcp::Hints`). Not serialized when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<DeclaredHints>,
+}
+
+/// MCP tool annotations as a tool's author declared them (`readOnlyHint`,
+/// `destructiveHint`, `idempotentHint`, `openWorldHint`), each `None` when not said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeclaredHints {
+    /// `readOnlyHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// `destructiveHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// `idempotentHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// `openWorldHint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
 }
 
 /// A parameter the guest passes itself: left out of the schema, never sent by the caller.
@@ -261,6 +284,8 @@ pub struct DecoratedTool {
     pub title: Option<String>,
     /// The decorator's `description`, if given.
     pub description: Option<String>,
+    /// The decorator's `tags` (FastMCP's `tags={"a", "b"}`), as written.
+    pub tags: Vec<String>,
 }
 
 /// The functions a file marks as tools with a framework's decorator (`@mcp.tool()`,

@@ -281,7 +281,21 @@ pub fn manifest(
         grants: spec.grants,
         limits,
         packages: Default::default(),
-        tags: spec.tags,
+        // FastMCP's `tags={...}` where the spec gives none; a tag Warden cannot hold
+        // (upper case, spaces) is left out rather than refusing the tool.
+        tags: if spec.tags.is_empty() {
+            let mut tags: Vec<Tag> = decorated
+                .tags
+                .iter()
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            tags.sort();
+            tags.dedup();
+            tags.truncate(crate::manifest::MAX_TAGS);
+            tags
+        } else {
+            spec.tags
+        },
         description: spec.description,
         title: spec.title.or(decorated.title),
         icon: spec.icon,

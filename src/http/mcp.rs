@@ -331,7 +331,11 @@ fn listed(callable: &CallableTool) -> Option<ListedTool> {
         description: schema.description.clone(),
         parameters,
         returns: schema.returns.clone(),
-        hints: Hints::of(&callable.manifest.grants, false),
+        hints: Hints::of(
+            &callable.manifest.grants,
+            false,
+            schema.annotations.as_ref(),
+        ),
         title: callable.manifest.title.clone(),
         icon: callable.manifest.icon.clone(),
         resources: schema.resources.clone(),

@@ -389,7 +389,11 @@ impl Loader<'_> {
                 .unwrap_or_else(|| schema.description.clone()),
             parameters,
             returns: schema.returns.clone(),
-            hints: Hints::of(&grants, table.is_some_and(|t| t.idempotent)),
+            hints: Hints::of(
+                &grants,
+                table.is_some_and(|t| t.idempotent),
+                schema.annotations.as_ref(),
+            ),
             title: table
                 .and_then(|t| t.title.clone())
                 .or_else(|| decorated.and_then(|d| d.title.clone())),

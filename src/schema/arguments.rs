@@ -207,6 +207,7 @@ mod tests {
             resources: Vec::new(),
             prompts: Vec::new(),
             members_only: false,
+            annotations: None,
         };
         let mut args = json!({"a": null, "top": null, "maybe": null})
             .as_object()

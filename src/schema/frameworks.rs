@@ -16,13 +16,14 @@ use std::collections::HashMap;
 use ruff_python_ast::{self as ast, Expr, Stmt};
 use serde_json::{Map, Value, json};
 
-use super::DecoratedTool;
 use super::annotation::Mapper;
 use super::diagnostic::{Code, Severity};
 use super::literal::{literal, scalar};
 use super::models;
+use super::module::annotation_entries;
 use super::module::{ClassKind, FunctionRef, Module, Resolved};
 use super::source::{self, span};
+use super::{DeclaredHints, DecoratedTool};
 
 /// Deepest chain of local base classes followed to find a framework's tool class.
 const MAX_BASES: u32 = 16;
@@ -88,6 +89,7 @@ impl<'a> ClassTool<'a> {
             title: None,
             description: string("description")
                 .or_else(|| source::docstring(&self.class.body).map(|d| d.trim().to_owned())),
+            tags: Vec::new(),
         }
     }
 
@@ -145,6 +147,58 @@ impl Framing<'_> {
     /// The names `inputs` lists, in no particular order.
     pub(crate) fn input_names(&self) -> impl Iterator<Item = &str> {
         self.inputs.keys().map(String::as_str)
+    }
+}
+
+/// What a tool decorator says of the tool's effects: `@mcp.tool(annotations=
+/// ToolAnnotations(readOnlyHint=True, ...))` or `annotations={"readOnlyHint": True}`.
+pub(crate) fn declared_hints(f: &FunctionRef<'_>) -> Option<DeclaredHints> {
+    let value = f.decorator_keyword("annotations")?;
+    let mut hints = DeclaredHints::default();
+    for (name, value) in annotation_entries(value) {
+        let Some(Value::Bool(b)) = scalar(value) else {
+            continue;
+        };
+        match name.as_str() {
+            "readOnlyHint" | "read_only_hint" => hints.read_only = Some(b),
+            "destructiveHint" | "destructive_hint" => hints.destructive = Some(b),
+            "idempotentHint" | "idempotent_hint" => hints.idempotent = Some(b),
+            "openWorldHint" | "open_world_hint" => hints.open_world = Some(b),
+            _ => {}
+        }
+    }
+    (hints != DeclaredHints::default()).then_some(hints)
+}
+
+/// What a tool decorator says of its result's schema: `output_schema={...}` replaces
+/// the derived one, `output_schema=None` or `structured_output=False` (the MCP SDK's)
+/// gives none (the result is content, not data). `None` when it says nothing.
+pub(crate) fn declared_output(
+    mapper: &mut Mapper<'_, '_>,
+    f: &FunctionRef<'_>,
+) -> Option<Option<Value>> {
+    if let Some(structured) = f.decorator_keyword("structured_output")
+        && scalar(structured) == Some(Value::Bool(false))
+    {
+        return Some(None);
+    }
+    let value = f.decorator_keyword("output_schema")?;
+    if value.is_none_literal_expr() {
+        return Some(None);
+    }
+    match literal(value) {
+        Some(schema @ Value::Object(_)) if schema.get("type") == Some(&json!("object")) => {
+            Some(Some(schema))
+        }
+        _ => {
+            mapper.warn(
+                Code::ArgumentsMismatch,
+                value,
+                "`output_schema` is not a literal JSON Schema of an object, so the return annotation's schema is used".into(),
+                Some("write it as a dict literal with \"type\": \"object\""),
+            );
+            None
+        }
     }
 }
 

@@ -58,6 +58,11 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
         Chosen::MembersOnly(f) => return members_only(&module, &index, &f),
     };
     let mut schema = build(&mut mapper, &function, &framing);
+    // `@mcp.tool(annotations=..., output_schema=..., structured_output=...)`.
+    schema.annotations = frameworks::declared_hints(&function);
+    if let Some(output) = frameworks::declared_output(&mut mapper, &function) {
+        schema.returns = output;
+    }
     // A tool class is called by its name; the guest makes an instance and calls `method`.
     schema.name = decoration.function;
     // `@mcp.tool(description=...)`, a tool class's `description`: what the model is told,
@@ -128,6 +133,7 @@ fn members_only(
         resources,
         prompts,
         members_only: true,
+        annotations: None,
     };
     (Some(schema), diags)
 }
@@ -265,6 +271,7 @@ pub(crate) fn build<'a>(
         resources: Vec::new(),
         prompts: Vec::new(),
         members_only: false,
+        annotations: None,
     }
 }
 

@@ -125,12 +125,63 @@ impl<'a> FunctionRef<'a> {
                     Some("name" | "name_override") => found.name = value.or(found.name),
                     Some("title") => found.title = value,
                     Some("description" | "description_override") => found.description = value,
+                    Some("tags") => found.tags = string_items(&keyword.value),
+                    // `annotations=ToolAnnotations(title=...)`: a title for people.
+                    Some("annotations") => {
+                        found.title = found.title.or_else(|| annotation_title(&keyword.value));
+                    }
                     _ => {}
                 }
             }
         }
         found
     }
+}
+
+/// The strings of a literal set, list or tuple (`tags={"a", "b"}`), in source order.
+fn string_items(value: &Expr) -> Vec<String> {
+    let elts = match value {
+        Expr::Set(s) => &s.elts,
+        Expr::List(l) => &l.elts,
+        Expr::Tuple(t) => &t.elts,
+        _ => return Vec::new(),
+    };
+    elts.iter()
+        .filter_map(|e| match e {
+            Expr::StringLiteral(s) => Some(s.value.to_str().to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The keyword arguments of `ToolAnnotations(...)` or the entries of a literal dict
+/// (`{"readOnlyHint": True}`), as (name, value) pairs.
+pub(crate) fn annotation_entries(value: &Expr) -> Vec<(String, &Expr)> {
+    match value {
+        Expr::Call(call) => call
+            .arguments
+            .keywords
+            .iter()
+            .filter_map(|k| Some((k.arg.as_ref()?.as_str().to_owned(), &k.value)))
+            .collect(),
+        Expr::Dict(d) => d
+            .items
+            .iter()
+            .filter_map(|item| match item.key.as_ref()? {
+                Expr::StringLiteral(s) => Some((s.value.to_str().to_owned(), &item.value)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `annotations=ToolAnnotations(title="...")`'s title.
+fn annotation_title(value: &Expr) -> Option<String> {
+    annotation_entries(value)
+        .into_iter()
+        .find(|(name, _)| name == "title")
+        .and_then(|(_, v)| super::literal::scalar(v)?.as_str().map(str::to_owned))
 }
 
 /// A type alias: what it stands for, and its type parameters (`type Pair[T] = ...`).

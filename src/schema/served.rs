@@ -466,6 +466,7 @@ def helper() -> None:
                     name: name.map(Into::into),
                     title: title.map(Into::into),
                     description: about.map(Into::into),
+                    tags: Vec::new(),
                 }
             };
         assert_eq!(

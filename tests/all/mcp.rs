@@ -1224,3 +1224,74 @@ async fn a_resource_over_its_limits_fails_that_read_only() {
     assert_eq!(json!(r.contents)[0]["text"], json!("done"));
     server.stop().await;
 }
+
+/// A decorator's `annotations`, `output_schema` and `structured_output` reach
+/// `tools/list`: the more cautious of the decorator's word and the grants' wins (a
+/// read-write mount makes a tool declared read-only neither read-only nor harmless), a
+/// declared output schema replaces the derived one, `structured_output=False` leaves none.
+#[tokio::test]
+async fn a_decorators_annotations_and_output_schema_are_listed() {
+    let search = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/schema/server_decorator_arguments.py"),
+    )
+    .unwrap();
+    let report = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/schema/server_unstructured_output.py"),
+    )
+    .unwrap();
+    let dir = tools_dir(&[], &[("search.py", &search), ("report.py", &report)]);
+    let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
+    let listed = server.tools().await;
+    let tool = |name: &str| json!(listed.iter().find(|t| t.name == name).unwrap());
+    let search = tool("search");
+    assert_eq!(search["title"], json!("Search notes"));
+    assert_eq!(
+        search["annotations"]["readOnlyHint"],
+        json!(true),
+        "{search}"
+    );
+    assert_eq!(
+        search["annotations"]["idempotentHint"],
+        json!(true),
+        "{search}"
+    );
+    assert_eq!(
+        search["annotations"]["openWorldHint"],
+        json!(false),
+        "{search}"
+    );
+    assert_eq!(
+        search["outputSchema"]["properties"]["hits"],
+        json!({"type": "array", "items": {"type": "string"}})
+    );
+    let report = tool("report");
+    assert_eq!(
+        report["annotations"]["destructiveHint"],
+        json!(true),
+        "{report}"
+    );
+    assert_eq!(report.get("outputSchema"), None, "{report}");
+    let r = server.call("search", json!({"query": "milk"})).await;
+    assert_eq!(r.structured_content, Some(json!({"hits": ["milk"]})));
+    server.stop().await;
+
+    // A read-write mount for every tool: no declaration makes the tool read-only.
+    let data = tempfile::tempdir().unwrap();
+    let mount = format!("{}:/data:rw", data.path().display());
+    let server = Server::start(&["--cold", "--mount", &mount, "--tools", arg(dir.path())]).await;
+    let listed = server.tools().await;
+    let search = json!(listed.iter().find(|t| t.name == "search").unwrap());
+    assert_eq!(
+        search["annotations"]["readOnlyHint"],
+        json!(false),
+        "{search}"
+    );
+    assert_eq!(
+        search["annotations"]["destructiveHint"],
+        json!(true),
+        "{search}"
+    );
+    server.stop().await;
+}

@@ -35,6 +35,20 @@ class McpSdks(unittest.TestCase):
         self.assertIs(Context, warden.Context)
         self.assertIs(Image, warden.Image)
 
+    def test_a_decorators_arguments_are_taken_as_written(self):
+        from mcp.server.fastmcp import FastMCP
+        from mcp.types import ToolAnnotations
+
+        def search(query: str) -> dict:
+            return {"hits": [query]}
+
+        hints = ToolAnnotations(readOnlyHint=True, title="Search")
+        self.assertTrue(hints.readOnlyHint)
+        decorate = FastMCP("notes").tool(annotations=hints, tags={"notes"},
+                                         output_schema={"type": "object"},
+                                         structured_output=False)
+        self.assertIs(decorate(search), search)
+
 
 class Frameworks(unittest.TestCase):
     def test_decorators_return_the_function(self):

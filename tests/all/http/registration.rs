@@ -564,3 +564,37 @@ async fn a_server_file_is_updated_as_one_with_one_history() {
         (StatusCode::UNPROCESSABLE_ENTITY, "invalid_server")
     );
 }
+
+/// A server file's decorator tags become its tools' tags when the spec gives none (a
+/// tag Warden cannot hold is left out); the spec's own tags win.
+#[tokio::test]
+async fn a_decorators_tags_label_the_tool_unless_the_spec_gives_some() {
+    let s = Service::start();
+    let key = s.tenant(json!({})).await;
+    let source = "from fastmcp import FastMCP\n\nmcp = FastMCP(\"n\")\n\n\n\
+                  @mcp.tool(tags={\"notes\", \"Not A Tag\", \"search\"})\n\
+                  def find(word: str) -> str:\n    \"\"\"Finds.\"\"\"\n    return word\n";
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/servers",
+            Some(&key),
+            Some(json!({"source": source})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(
+        r.json["tools"][0]["tool"]["tags"],
+        json!(["notes", "search"])
+    );
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/tools",
+            Some(&key),
+            Some(json!({"source": source, "name": "find2", "tags": ["mine"]})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    assert_eq!(r.json["tool"]["tags"], json!(["mine"]));
+}
