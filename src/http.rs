@@ -31,6 +31,7 @@ mod review;
 mod secrets;
 mod server;
 mod server_files;
+mod service;
 mod tenant;
 
 use std::future::Future;
@@ -125,11 +126,11 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
     let run_limit = DefaultBodyLimit::max(config.max_run_body_bytes);
     let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
     let router = Router::new()
-        .route("/healthz", get(h::healthz))
-        .route("/livez", get(h::livez))
-        .route("/readyz", get(h::readyz))
-        .route("/metrics", get(h::operator_metrics))
-        .route("/openapi.json", get(h::openapi))
+        .route("/healthz", get(service::healthz))
+        .route("/livez", get(service::livez))
+        .route("/readyz", get(service::readyz))
+        .route("/metrics", get(service::operator_metrics))
+        .route("/openapi.json", get(service::openapi))
         .route(
             "/v1/tools",
             get(h::list_tools).post(h::create_tool).layer(tool_limit),
@@ -256,7 +257,7 @@ fn with_request_ids(router: Router) -> Router {
 /// scraper can reach (`warden serve --metrics-listen`). Every other path is 404.
 pub fn metrics_router(app: App) -> Router {
     let router = Router::new()
-        .route("/metrics", get(handlers::metrics))
+        .route("/metrics", get(service::metrics))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::Method })
         .with_state(app);

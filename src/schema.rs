@@ -84,6 +84,7 @@ mod annotation;
 mod arguments;
 mod choose;
 mod content;
+mod decorators;
 mod diagnostic;
 mod docstring;
 mod export;

@@ -44,11 +44,11 @@ use crate::tenant::AllowedFolder;
             request sent, or a fresh one; the service's log lines about the request carry it too."
     ),
     paths(
-        h::healthz,
-        h::livez,
-        h::readyz,
-        h::operator_metrics,
-        h::openapi,
+        super::service::healthz,
+        super::service::livez,
+        super::service::readyz,
+        super::service::operator_metrics,
+        super::service::openapi,
         h::create_tool,
         h::list_tools,
         h::upload_tool,

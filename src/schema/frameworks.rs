@@ -17,10 +17,10 @@ use ruff_python_ast::{self as ast, Expr, Stmt};
 use serde_json::{Map, Value, json};
 
 use super::annotation::Mapper;
+use super::decorators::annotation_entries;
 use super::diagnostic::{Code, Severity};
 use super::literal::{literal, scalar};
 use super::models;
-use super::module::annotation_entries;
 use super::module::{ClassKind, FunctionRef, Module, Resolved};
 use super::source::{self, span};
 use super::{DeclaredHints, DecoratedTool};
@@ -422,4 +422,37 @@ pub(crate) fn model_parameters(
         o.remove("description");
     }
     Some(schema)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::schema::{DeriveOptions, derive, tool_functions};
+
+    /// Classes whose bases go round in a circle (no Python would run the file, the parser
+    /// takes it) and a chain of bases past the bound end with an answer, not a hang.
+    #[test]
+    fn circular_and_deep_bases_end() {
+        let circle = "from smolagents import Tool\n\n\
+                      class A(B):\n    pass\n\n\
+                      class B(A, Tool):\n    name = 'b'\n    def forward(self, x: int) -> int:\n        \"\"\"Doubles.\"\"\"\n        return 2 * x\n";
+        let found: Vec<String> = tool_functions(circle)
+            .into_iter()
+            .map(|d| d.function)
+            .collect();
+        assert_eq!(found, ["A", "B"]);
+        let opts = DeriveOptions {
+            function: Some("B".into()),
+            ..DeriveOptions::default()
+        };
+        assert_eq!(derive(circle, &opts).unwrap().schema.name, "B");
+        let mut deep = String::from("from smolagents import Tool\n\nclass C0(Tool):\n    pass\n");
+        for n in 1..200 {
+            deep.push_str(&format!("\nclass C{n}(C{}):\n    pass\n", n - 1));
+        }
+        deep.push_str(
+            "\nclass Last(C199):\n    def forward(self, x: int) -> int:\n        return x\n",
+        );
+        // Past the bound, a class is not taken for a tool: nothing to find, no hang.
+        assert!(tool_functions(&deep).iter().all(|d| d.function != "Last"));
+    }
 }

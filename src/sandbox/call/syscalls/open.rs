@@ -106,7 +106,7 @@ pub(super) fn add<T: Checked>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
 
 /// Regular files and folders; never FIFOs, sockets or devices. A symbolic link is let
 /// through: opened without following it fails by itself.
-fn openable(kind: Filetype) -> bool {
+pub(super) fn openable(kind: Filetype) -> bool {
     matches!(
         kind,
         Filetype::RegularFile | Filetype::Directory | Filetype::SymbolicLink

@@ -49,11 +49,12 @@ async fn set_times(
     (atim, mtim): (i64, i64),
     fst: types::Fstflags,
 ) -> wasmtime::Result<i32> {
-    // Only what `path_open` may open: a FIFO would block the host thread in open(2).
+    // Only what `path_open` may open (a FIFO would block the host thread in open(2)),
+    // and a link only when followed.
     match ctx.path_filestat_get(mem, dirfd, lookup, path).await {
-        Ok(stat) if matches!(stat.filetype, Filetype::RegularFile | Filetype::Directory) => {}
+        Ok(stat) if !super::open::openable(stat.filetype) => return Ok(errno(Errno::Acces)),
         Ok(stat) if stat.filetype == Filetype::SymbolicLink => return Ok(errno(Errno::Loop)),
-        Ok(_) => return Ok(errno(Errno::Acces)),
+        Ok(_) => {}
         Err(e) => return code(e),
     }
     let opened = match ctx
