@@ -53,6 +53,7 @@ mod metrics;
 mod prepare;
 mod review;
 mod run;
+mod runs;
 mod secrets;
 mod servers;
 mod spec;
@@ -89,9 +90,23 @@ pub use prepare::any_list;
 pub use prepare::{PreparedTool, Refusal};
 pub use review::{version_capabilities, version_diff};
 pub use run::{AGENT_STATE, BatchCall, MAX_BATCH_CALLS, RunOutput};
+pub use runs::{
+    DEFAULT_QUEUE_TIMEOUT, KEEPER_TICK, MAX_QUEUE_TIMEOUT, MAX_WAIT, RUN_LEASE, RunLinks,
+    RunSubmission, RunView,
+};
 pub use secrets::{SecretKey, SecretKeyError};
 pub use servers::{Revision, RevisionVersion, ServerDetail, ServerUpdate, ServerView};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
+
+/// The name this node holds runs under: the registry's node name when several nodes
+/// share it, else one made up for this process (a restarted process takes its former
+/// self's runs over once their leases run out, as another node would).
+fn registry_node_or_random(registry: &Registry) -> String {
+    match registry.node() {
+        Some(node) => node.to_owned(),
+        None => format!("local-{}", hex::encode(rand::random::<[u8; 8]>())),
+    }
+}
 
 /// Longest `/readyz` waits for the registry to answer: 2 s.
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -135,6 +150,13 @@ struct Inner {
     cache: cache::Cache,
     /// How long review console links and sessions last ([`console`]).
     console: console::ConsoleSettings,
+    /// This node's name for the runs it holds: the registry's node name on
+    /// PostgreSQL, a random one per process on SQLite ([`runs`]).
+    node_id: String,
+    /// The runs this node holds ([`runs`]).
+    runs: runs::LocalRuns,
+    /// How a failed run stores its error ([`App::describe_failures`]).
+    failure_body: OnceLock<fn(AppError) -> serde_json::Value>,
 }
 
 impl std::fmt::Debug for App {
@@ -168,6 +190,7 @@ impl App {
     /// An app over `registry`, running every guest call in `workers`, set up by `config`
     /// in one step.
     pub fn new(registry: Arc<Registry>, workers: Arc<Workers>, config: AppConfig) -> App {
+        let node_id = registry_node_or_random(&registry);
         let app = App {
             inner: Arc::new(Inner {
                 journal: journal::Journal::new(Arc::clone(&registry)),
@@ -192,6 +215,9 @@ impl App {
                 renewing: std::sync::atomic::AtomicBool::new(false),
                 cache: cache::Cache::default(),
                 console: console::ConsoleSettings::default(),
+                node_id,
+                runs: runs::LocalRuns::default(),
+                failure_body: OnceLock::new(),
             }),
         };
         // Other nodes' tool changes reach this node's MCP sessions too. Weak: the

@@ -28,6 +28,7 @@ mod handlers;
 mod mcp;
 pub mod openapi;
 mod review;
+mod runs;
 mod secrets;
 mod server;
 mod server_files;
@@ -125,6 +126,8 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
     let tool_limit = DefaultBodyLimit::max(config.max_tool_body_bytes);
     let run_limit = DefaultBodyLimit::max(config.max_run_body_bytes);
     let batch_limit = DefaultBodyLimit::max(config.max_batch_body_bytes);
+    // A failed run stores the body this surface would have answered with.
+    app.describe_failures(error::failure_json);
     let router = Router::new()
         .route("/healthz", get(service::healthz))
         .route("/livez", get(service::livez))
@@ -168,6 +171,17 @@ fn routes(app: App, config: HttpConfig, access: &McpAccess, shutdown: Cancellati
         .route("/v1/tools/{id}/schema", get(h::tool_schema))
         .route("/v1/tools/{id}/run", post(h::run_tool).layer(run_limit))
         .route("/v1/runs/batch", post(h::run_batch).layer(batch_limit))
+        .route(
+            "/v1/tools/{id}/runs",
+            post(runs::start_run).layer(run_limit),
+        )
+        .route(
+            "/v1/tools/{id}/versions/{n}/runs",
+            post(runs::start_version_run).layer(run_limit),
+        )
+        .route("/v1/runs", get(runs::list_runs))
+        .route("/v1/runs/{id}", get(runs::get_run))
+        .route("/v1/runs/{id}/cancel", post(runs::cancel_run))
         .route("/v1/audit", get(h::audit))
         .route("/v1/audit/export", get(tenant::export_audit))
         .route("/v1/audit/pubkey", get(tenant::audit_pubkey))

@@ -403,13 +403,16 @@ pub fn parse_open_files(s: &str) -> Result<FileCount, LimitError> {
     )
 }
 
-mod millis {
+/// A [`Duration`](std::time::Duration) as whole milliseconds in JSON.
+pub(crate) mod millis {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
+    /// Writes whole milliseconds.
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
+    /// Reads whole milliseconds.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         Ok(Duration::from_millis(u64::deserialize(d)?))
     }

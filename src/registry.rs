@@ -30,6 +30,7 @@
 //!   audit trail keeps the tool's id, name and version ids, so history stays readable.
 //!   Until deletion, every version stays readable through [`Registry::version`].
 
+mod async_runs;
 mod audit;
 mod ceilings;
 mod console;
@@ -56,6 +57,7 @@ use serde::{Deserialize, Serialize};
 use db::Tx;
 pub use postgres::{CONNECT_TIMEOUT, POOL_SIZE, POOL_WAIT};
 
+pub use async_runs::{AsyncRun, NewRun, RunEnd, RunQuery, RunStatus};
 pub use audit::{
     AuditEvent, AuditFilter, AuditRecord, ChainCheck, GENESIS_HASH, ReviewDecision, ToolLabels,
 };
@@ -378,6 +380,8 @@ pub enum Kind {
     Secret,
     /// A tenant's reviewer key.
     ReviewerKey,
+    /// A run (`POST /v1/tools/{id}/runs`).
+    Run,
 }
 
 impl fmt::Display for Kind {
@@ -388,6 +392,7 @@ impl fmt::Display for Kind {
             Kind::Version => "version",
             Kind::Secret => "secret",
             Kind::ReviewerKey => "reviewer key",
+            Kind::Run => "run",
         })
     }
 }
@@ -492,6 +497,15 @@ pub enum RegistryError {
         recorded: String,
         /// This node's key's fingerprint.
         given: String,
+    },
+    /// The tenant already has as many runs queued as its policy allows.
+    #[error(
+        "the tenant already has {max} runs queued (its max_queued_runs): wait for some to \
+         start or end, cancel some, or raise the policy's max_queued_runs"
+    )]
+    QueueFull {
+        /// The tenant's `max_queued_runs`.
+        max: u32,
     },
     /// A copy's target already holds a registry.
     #[error(

@@ -42,6 +42,12 @@ pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 4;
 /// with a rate-limit error.
 pub const DEFAULT_CALLS_PER_MINUTE: u32 = 120;
 
+/// Runs a tenant may have queued (accepted, not started) across nodes: 100.
+pub const DEFAULT_MAX_QUEUED_RUNS: u32 = 100;
+
+/// How long an ended run's result is kept: 24 hours.
+pub const DEFAULT_RUN_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// A tenant's id: `tnt_` and 32 lower-case hex digits (16 random bytes).
 pub type TenantId = Id<TenantKind>;
 
@@ -177,6 +183,28 @@ pub struct TenantPolicy {
     /// approved version meanwhile. Default: false (every version runs once registered).
     #[serde(skip_serializing_if = "is_false")]
     pub review_widening: bool,
+    /// Runs (`POST /v1/tools/{id}/runs`) accepted and not yet started, across every
+    /// node; one more is refused with `429 queue_full`. Default:
+    /// [`DEFAULT_MAX_QUEUED_RUNS`].
+    #[serde(skip_serializing_if = "is_default_queued")]
+    pub max_queued_runs: u32,
+    /// How long an ended run's result is kept before it is deleted (its audit events
+    /// stay). Default: [`DEFAULT_RUN_RETENTION`].
+    #[serde(
+        rename = "run_retention_ms",
+        with = "crate::limits::millis",
+        skip_serializing_if = "is_default_retention"
+    )]
+    #[schema(value_type = u64)]
+    pub run_retention: std::time::Duration,
+}
+
+fn is_default_queued(n: &u32) -> bool {
+    *n == DEFAULT_MAX_QUEUED_RUNS
+}
+
+fn is_default_retention(d: &std::time::Duration) -> bool {
+    *d == DEFAULT_RUN_RETENTION
 }
 
 fn is_false(b: &bool) -> bool {
@@ -308,6 +336,8 @@ impl Default for TenantPolicy {
             allowed_folders: Vec::new(),
             allowed_hosts: Vec::new(),
             review_widening: false,
+            max_queued_runs: DEFAULT_MAX_QUEUED_RUNS,
+            run_retention: DEFAULT_RUN_RETENTION,
         }
     }
 }

@@ -133,6 +133,17 @@ pub enum AppError {
         /// When the next call will be allowed.
         retry_after: Duration,
     },
+    /// A run's queue timeout is zero or too long.
+    #[error(
+        "queue_timeout_ms must be between 1 and {} ms, not {} ms",
+        .max.as_millis(), .given.as_millis()
+    )]
+    QueueTimeout {
+        /// What was asked.
+        given: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
     /// A batch holds no calls or too many.
     #[error("a batch holds 1 to {max} calls, not {count}: split it")]
     BatchSize {

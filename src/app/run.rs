@@ -61,12 +61,12 @@ fn empty_object() -> Value {
 }
 
 /// Everything a call needs once admitted.
-struct Admitted {
+pub(super) struct Admitted {
     tenant: TenantId,
     tool: ToolId,
-    version: VersionId,
+    pub(super) version: VersionId,
     /// The hint of the tenant's key at admission, for the audit event.
-    key_hint: Option<String>,
+    pub(super) key_hint: Option<String>,
     prepared: Arc<PreparedTool>,
     /// The resource or prompt function of the tool's file to run, when not the tool.
     member: Option<String>,
@@ -77,6 +77,8 @@ struct Admitted {
     limits: Limits,
     outbound: Outbound,
     gate: Arc<Gate>,
+    /// Told when the call has its permit and starts (a run's, see `runs.rs`).
+    pub(super) started: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl App {
@@ -205,10 +207,37 @@ impl App {
         member: Option<&str>,
         arguments: Value,
     ) -> Result<Admitted, AppError> {
+        self.admit_version(tenant, tool, None, member, arguments)
+            .await
+    }
+
+    /// [`App::admit`] of the tool's version numbered `number` (`None`: its current one).
+    pub(super) async fn admit_version(
+        &self,
+        tenant: &TenantId,
+        tool: &ToolId,
+        number: Option<u32>,
+        member: Option<&str>,
+        arguments: Value,
+    ) -> Result<Admitted, AppError> {
         let (tenant_row, current) = self.current_cached(tenant, tool).await?;
-        let (tool, version) = (current.0.clone(), current.1.clone());
+        let (tool, mut version) = (current.0.clone(), current.1.clone());
+        if let Some(n) = number.filter(|n| *n != version.number) {
+            let (t, id) = (tenant.clone(), tool.id.clone());
+            version = self
+                .blocking(move |r| Ok(r.version_numbered(&t, &id, n)?))
+                .await?;
+            // A version other than the current one runs only once approved itself.
+            match version.review {
+                crate::registry::ReviewState::Approved => {}
+                crate::registry::ReviewState::Rejected => {
+                    return Err(AppError::ReviewRejected { tool: tool.id });
+                }
+                _ => return Err(AppError::ReviewPending { tool: tool.id }),
+            }
+        }
         // Nothing about a version a reviewer has not approved runs.
-        if !tool.approved {
+        if number.is_none() && !tool.approved {
             return Err(match version.review {
                 crate::registry::ReviewState::Rejected => {
                     AppError::ReviewRejected { tool: tool.id }
@@ -284,6 +313,7 @@ impl App {
             limits: manifest.limits.bounded_by(&policy.ceilings),
             outbound,
             gate,
+            started: None,
         })
     }
 
@@ -411,7 +441,11 @@ impl App {
     }
 
     /// Waits for a permit, runs the call and audits it.
-    async fn execute(&self, a: Admitted, cancel: CancellationToken) -> Result<RunOutput, AppError> {
+    pub(super) async fn execute(
+        &self,
+        a: Admitted,
+        cancel: CancellationToken,
+    ) -> Result<RunOutput, AppError> {
         let permit = Arc::clone(&a.gate.running).acquire_owned();
         let _permit = tokio::select! {
             permit = permit => permit.map_err(|e| AppError::Task(e.to_string()))?,
@@ -419,6 +453,10 @@ impl App {
         };
         // Several nodes: the tenant's ceiling across all of them too.
         let _slot = self.cluster_slot(&a.tenant, &a.gate, &cancel).await?;
+        let mut a = a;
+        if let Some(started) = a.started.take() {
+            let _ = started.send(());
+        }
         let warm = a.prepared.warm_state();
         // On disk while the guest runs; its end is recorded below (or, the request
         // dropped, as cancelled when `record` is).

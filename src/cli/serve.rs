@@ -252,6 +252,9 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        // Leases of this node's runs, and runs of nodes that stopped (this one's former
+        // self included) taken over.
+        app.keep_runs();
         // A worker that has loaded the runtime, ready for the first tenant's call.
         tokio::spawn(async move {
             if let Err(e) = workers.keep_spare().await {

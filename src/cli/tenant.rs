@@ -153,6 +153,13 @@ pub struct PolicyArgs {
     /// the last approved version meanwhile.
     #[arg(long)]
     pub review_widening: bool,
+    /// Runs (`POST /v1/tools/{id}/runs`) the tenant may have queued at once, across
+    /// nodes; one more is refused with 429 `queue_full`.
+    #[arg(long, value_name = "N", default_value_t = warden::tenant::DEFAULT_MAX_QUEUED_RUNS)]
+    pub max_queued_runs: u32,
+    /// How long an ended run's result is kept (e.g. 24h, 7d); its audit events stay.
+    #[arg(long, value_name = "DURATION", default_value_t = warden::tenant::DEFAULT_RUN_RETENTION.into())]
+    pub run_retention: humantime::Duration,
 }
 
 impl PolicyArgs {
@@ -172,6 +179,8 @@ impl PolicyArgs {
                 ..Limits::default()
             },
             review_widening: self.review_widening,
+            max_queued_runs: self.max_queued_runs,
+            run_retention: self.run_retention.into(),
         };
         policy.check().map_err(|e| usage(e.to_string()))?;
         Ok(policy)

@@ -207,6 +207,9 @@ impl ApiError {
                 // Only a caller that can cancel (an MCP client) gets this.
                 AppError::Cancelled => client(S::SERVICE_UNAVAILABLE, "cancelled"),
                 AppError::BatchSize { .. } => client(S::UNPROCESSABLE_ENTITY, "batch_size"),
+                AppError::QueueTimeout { .. } => {
+                    client(S::UNPROCESSABLE_ENTITY, "invalid_queue_timeout")
+                }
                 AppError::Registry(r) => registry(r),
                 AppError::Tenant(t) => tenant(t),
                 AppError::Manifest(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_manifest"),
@@ -290,6 +293,7 @@ fn registry(e: &RegistryError) -> Wire {
     use StatusCode as S;
     match e {
         RegistryError::NotFound { .. } => client(S::NOT_FOUND, "not_found"),
+        RegistryError::QueueFull { .. } => client(S::TOO_MANY_REQUESTS, "queue_full"),
         RegistryError::Conflict { .. } => client(S::CONFLICT, "name_taken"),
         RegistryError::Rename { .. } => client(S::UNPROCESSABLE_ENTITY, "rename"),
         RegistryError::Manifest(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_manifest"),
@@ -335,6 +339,13 @@ fn tenant(e: &TenantError) -> Wire {
         | TenantError::Ceiling(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_tenant"),
         TenantError::ApiKey => client(S::UNAUTHORIZED, "unauthorized"),
     }
+}
+
+/// The body an error answers with, as JSON: what a failed run stores as its result
+/// ([`App::describe_failures`](crate::app::App::describe_failures)).
+pub(super) fn failure_json(e: AppError) -> serde_json::Value {
+    // A body is strings and numbers: it always serializes.
+    serde_json::to_value(ApiError::App(e).logged()).unwrap_or_default()
 }
 
 impl ApiError {

@@ -49,6 +49,13 @@ const TABLES: &[(&str, &str, &str)] = &[
     ),
     ("node_keys", "name, fingerprint, recorded_at_ms", "name"),
     (
+        "async_runs",
+        "id, tenant_id, tool_id, version_number, version_id, status, arguments, callback_url, \
+         queue_timeout_ms, created_at_ms, started_at_ms, ended_at_ms, node, lease_until_ms, \
+         cancel_requested, attempts, result, delete_after_ms",
+        "id",
+    ),
+    (
         "reviewer_keys",
         "id, tenant_id, key_hash, key_hint, created_at_ms, revoked_at_ms",
         "id",

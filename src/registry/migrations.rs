@@ -16,6 +16,7 @@ pub(super) const SQLITE: &[&str] = &[
     include_str!("migrations/sqlite/0007_runs_in_flight.sql"),
     include_str!("migrations/sqlite/0008_runs_in_flight_unbound.sql"),
     include_str!("migrations/sqlite/0009_servers.sql"),
+    include_str!("migrations/sqlite/0010_async_runs.sql"),
 ];
 
 /// PostgreSQL's migrations (`migrations/postgres/`), tracked in `warden_schema` and
@@ -30,6 +31,7 @@ pub(super) const POSTGRES: &[&str] = &[
     include_str!("migrations/postgres/0007_runs_in_flight.sql"),
     include_str!("migrations/postgres/0008_runs_in_flight_unbound.sql"),
     include_str!("migrations/postgres/0009_servers.sql"),
+    include_str!("migrations/postgres/0010_async_runs.sql"),
 ];
 
 /// The schema version after every migration.

@@ -16,6 +16,7 @@ mod properties;
 mod registration;
 mod rejections;
 mod review;
+mod runs;
 mod server;
 mod tenancy;
 

@@ -560,7 +560,7 @@ fn reopening_keeps_tools_and_audit() {
         (tenant, key, tool, head)
     };
     let reg = Registry::open(&path).unwrap();
-    assert_eq!(reg.schema_version().unwrap(), 9);
+    assert_eq!(reg.schema_version().unwrap(), 10);
     assert_eq!(
         reg.authenticate(key.expose()).unwrap(),
         Some(tenant.id.clone())

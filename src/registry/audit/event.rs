@@ -7,7 +7,7 @@ use crate::grants::Grants;
 use crate::limits::Fuel;
 use crate::manifest::{Tag, ToolName, VersionId};
 use crate::outcome::{CallResult, RequestRecord, Status, Warning};
-use crate::registry::ToolId;
+use crate::registry::{RunId, RunStatus, ToolId};
 use crate::tenant::TenantPolicy;
 
 /// Something that happened to a tenant or its tools.
@@ -187,6 +187,55 @@ pub enum AuditEvent {
         /// When the call started, in Unix milliseconds on its node's clock.
         started_at_ms: i64,
     },
+    /// A run was accepted (`POST /v1/tools/{id}/runs`): it is queued, and its call
+    /// happens later.
+    RunAccepted {
+        /// The run.
+        run: RunId,
+        /// The tool.
+        tool: ToolId,
+        /// The version asked for by number (absent: the current one when it starts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version_number: Option<u32>,
+        /// As in `run`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key_hint: Option<String>,
+    },
+    /// A run's call started; its outcome is a `run` (or `run_cancelled`, `run_failed`)
+    /// event, and the run's own end a `run_ended`.
+    RunStarted {
+        /// The run.
+        run: RunId,
+        /// The tool.
+        tool: ToolId,
+        /// The version that runs.
+        version: VersionId,
+        /// 1 for the first start; more when it started again after its node was lost.
+        attempt: u32,
+    },
+    /// A run ended: completed, failed, cancelled, expired in its queue, or interrupted
+    /// (its node was lost while it ran).
+    RunEnded {
+        /// The run.
+        run: RunId,
+        /// The tool.
+        tool: ToolId,
+        /// The version that ran (absent when it never started).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<VersionId>,
+        /// How it ended.
+        status: RunStatus,
+    },
+    /// A run that had started on a node since lost is queued again: its tool is marked
+    /// safe to repeat (`idempotentHint`).
+    RunRequeued {
+        /// The run.
+        run: RunId,
+        /// The tool.
+        tool: ToolId,
+        /// How many times it had started.
+        attempts: u32,
+    },
     /// A version widens what the tool can do, under a policy that holds such versions
     /// (`review_widening`): it waits for a reviewer, and calls keep running the tool's
     /// current version (a tool without one answers `review_pending`).
@@ -327,7 +376,7 @@ impl AuditEvent {
     }
 
     /// Every kind of event, as [`AuditEvent::kind`] names them.
-    pub const KINDS: [&'static str; 23] = [
+    pub const KINDS: [&'static str; 27] = [
         "tenant_created",
         "key_rotated",
         "key_revoked",
@@ -343,6 +392,10 @@ impl AuditEvent {
         "run_cancelled",
         "run_failed",
         "run_interrupted",
+        "run_accepted",
+        "run_started",
+        "run_ended",
+        "run_requeued",
         "secret_set",
         "secret_deleted",
         "review_pending",
@@ -371,6 +424,10 @@ impl AuditEvent {
             AuditEvent::RunCancelled { .. } => "run_cancelled",
             AuditEvent::RunFailed { .. } => "run_failed",
             AuditEvent::RunInterrupted { .. } => "run_interrupted",
+            AuditEvent::RunAccepted { .. } => "run_accepted",
+            AuditEvent::RunStarted { .. } => "run_started",
+            AuditEvent::RunEnded { .. } => "run_ended",
+            AuditEvent::RunRequeued { .. } => "run_requeued",
             AuditEvent::SecretSet { .. } => "secret_set",
             AuditEvent::SecretDeleted { .. } => "secret_deleted",
             AuditEvent::ReviewPending { .. } => "review_pending",
@@ -396,6 +453,10 @@ impl AuditEvent {
             | AuditEvent::RunCancelled { tool, .. }
             | AuditEvent::RunFailed { tool, .. }
             | AuditEvent::RunInterrupted { tool, .. }
+            | AuditEvent::RunAccepted { tool, .. }
+            | AuditEvent::RunStarted { tool, .. }
+            | AuditEvent::RunEnded { tool, .. }
+            | AuditEvent::RunRequeued { tool, .. }
             | AuditEvent::ReviewPending { tool, .. }
             | AuditEvent::ReviewNotNeeded { tool, .. }
             | AuditEvent::ReviewSuperseded { tool, .. }

@@ -390,7 +390,7 @@ async fn every_route_in_the_openapi_document_is_served() {
             }
         }
     }
-    assert_eq!(documented, 42);
+    assert_eq!(documented, 47);
 }
 
 #[tokio::test]
