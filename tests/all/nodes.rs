@@ -613,3 +613,152 @@ fn db_migrate_brings_a_new_database_to_the_current_schema() {
     let again = migrate();
     assert_eq!(String::from_utf8_lossy(&again.stdout), said);
 }
+
+/// A nap the tool's author marks safe to repeat.
+const NAP_AGAIN: &str = "import time\nfrom mcp.server.fastmcp import FastMCP\n\nmcp = FastMCP(\"naps\")\n\n\n@mcp.tool(annotations={\"idempotentHint\": True})\ndef nap_again(seconds: float) -> float:\n    \"\"\"Sleep; safe to repeat.\"\"\"\n    time.sleep(seconds)\n    return seconds\n";
+
+/// Registers `source` with a 60 s deadline.
+async fn register_long(node: &cluster::Node, key: &str, source: &str) -> String {
+    let spec = json!({"source": source, "limits": {"deadline_ms": 60_000}});
+    let (status, body) = node
+        .send(reqwest::Method::POST, "/v1/tools", key, Some(spec))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    body["tool"]["id"].as_str().unwrap().to_owned()
+}
+
+/// Starts a run of `tool`; its id.
+async fn start_run(node: &cluster::Node, key: &str, tool: &str, seconds: f64) -> String {
+    let (status, body) = node
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/tools/{tool}/runs"),
+            key,
+            Some(json!({"arguments": {"seconds": seconds}})),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    body["id"].as_str().unwrap().to_owned()
+}
+
+/// Polls `run` on `node` until its status is one of `statuses` (at most `within`).
+async fn run_until(
+    node: &cluster::Node,
+    key: &str,
+    run: &str,
+    statuses: &[&str],
+    within: Duration,
+) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, body) = node
+            .send(
+                reqwest::Method::GET,
+                &format!("/v1/runs/{run}?wait=1s"),
+                key,
+                None,
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        if statuses.iter().any(|s| body["status"] == *s) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "never {statuses:?}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_accepted_on_one_node_is_polled_and_cancelled_on_another() {
+    let cluster = Cluster::new();
+    let (key, tenant) = cluster.tenant(&["--max-deadline", "60s"]);
+    let nodes = [cluster.node(), cluster.node()];
+    let nap = register_long(&nodes[0], &key, NAP).await;
+    let run = start_run(&nodes[0], &key, &nap, 30.0).await;
+    run_until(&nodes[1], &key, &run, &["running"], Duration::from_secs(20)).await;
+    let (status, body) = nodes[1]
+        .send(
+            reqwest::Method::POST,
+            &format!("/v1/runs/{run}/cancel"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["status"] == "cancelled" || body["cancel_requested"] == true,
+        "{body}"
+    );
+    let asked = Instant::now();
+    let ended = run_until(
+        &nodes[1],
+        &key,
+        &run,
+        &["cancelled"],
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "the cancellation took {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(ended["result"]["error"]["code"], "cancelled", "{ended}");
+    // The node that ran it says the same.
+    let (_, same) = nodes[0]
+        .send(reqwest::Method::GET, &format!("/v1/runs/{run}"), &key, None)
+        .await;
+    assert_eq!(same["status"], "cancelled", "{same}");
+    export_and_verify(&cluster, &tenant);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_nodes_runs_are_interrupted_or_run_again_never_lost() {
+    let cluster = Cluster::new();
+    let (key, tenant) = cluster.tenant(&["--max-deadline", "60s", "--max-concurrent-calls", "2"]);
+    let mut nodes = vec![cluster.node(), cluster.node()];
+    let nap = register_long(&nodes[0], &key, NAP).await;
+    let again = register_long(&nodes[0], &key, NAP_AGAIN).await;
+    // Two running on the node about to die (the tenant's two slots), one queued there.
+    let plain = start_run(&nodes[0], &key, &nap, 40.0).await;
+    let repeatable = start_run(&nodes[0], &key, &again, 5.0).await;
+    let queued = start_run(&nodes[0], &key, &nap, 0.1).await;
+    for run in [&plain, &repeatable] {
+        run_until(&nodes[1], &key, run, &["running"], Duration::from_secs(20)).await;
+    }
+    let (_, q) = nodes[1]
+        .send(
+            reqwest::Method::GET,
+            &format!("/v1/runs/{queued}"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(q["status"], "queued", "{q}");
+    nodes.remove(0).kill();
+    let survivor = &nodes[0];
+    let within = warden::app::RUN_LEASE + Duration::from_secs(30);
+    let interrupted = run_until(survivor, &key, &plain, &["interrupted"], within).await;
+    assert_eq!(interrupted["result"]["error"]["code"], "interrupted");
+    let done = run_until(survivor, &key, &repeatable, &["completed"], within).await;
+    assert_eq!(done["attempts"], 2, "{done}");
+    assert_eq!(done["result"]["value"], 5.0, "{done}");
+    let done = run_until(survivor, &key, &queued, &["completed"], within).await;
+    assert_eq!(done["attempts"], 1, "{done}");
+    let verified = export_and_verify(&cluster, &tenant);
+    assert!(!verified.is_empty());
+    let (_, audit) = survivor
+        .send(reqwest::Method::GET, "/v1/audit?limit=500", &key, None)
+        .await;
+    let kinds: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["kind"].as_str().unwrap_or(""))
+        .collect();
+    assert!(kinds.contains(&"run_requeued"), "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "run_ended").count(),
+        3,
+        "{kinds:?}"
+    );
+}
