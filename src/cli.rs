@@ -13,6 +13,7 @@ mod mcp;
 mod packages;
 mod review;
 mod run;
+mod runs;
 mod runtime;
 mod schema;
 mod serve;
@@ -54,6 +55,10 @@ pub enum Command {
     /// Check a tool without running it: syntax, function, annotations, docstrings,
     /// schema health.
     Validate(schema::ValidateArgs),
+    /// Runs on a Warden server: start one and leave, read it, wait for its result,
+    /// cancel it, list them.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
     /// Manage the pinned Python runtime (fetched and compiled on first use anyway).
     #[command(subcommand)]
     Runtime(runtime::RuntimeCommand),
@@ -175,6 +180,7 @@ impl Cli {
             Command::Run(args) => run::run(&config, *args),
             Command::Schema(args) => schema::schema(args),
             Command::Validate(args) => schema::validate(args),
+            Command::Runs(cmd) => runs::runs(cmd),
             Command::Runtime(cmd) => runtime::runtime(&config, cmd),
             Command::Serve(args) => serve::serve(&config, args),
             Command::Mcp(args) => mcp::mcp(&config, *args),

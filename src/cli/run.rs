@@ -59,6 +59,26 @@ pub struct RunArgs {
     /// "files").
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+
+    /// Start a run of a tool registered on a Warden server instead, and print its id at
+    /// once: TOOL is then the tool's id (`tool_...`), and --server and --key say where
+    /// and as whom (`warden runs wait ID` waits for its result).
+    #[arg(long, requires = "server", requires = "key")]
+    pub detach: bool,
+
+    /// The server, with --detach (e.g. http://127.0.0.1:8080).
+    #[arg(long, env = "WARDEN_SERVER", value_name = "URL", requires = "detach")]
+    pub server: Option<String>,
+
+    /// The tenant's API key, with --detach.
+    #[arg(
+        long,
+        env = "WARDEN_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true,
+        requires = "detach"
+    )]
+    pub key: Option<String>,
 }
 
 /// The limits, grants and start of every call: `warden run`'s flags, shared with
@@ -98,6 +118,9 @@ impl CallArgs {
 }
 
 pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
+    if args.detach {
+        return detach(args);
+    }
     let prepared = match Prepared::from_args(&args) {
         Ok(prepared) => prepared,
         // With --json, arguments refused before running are a result like any other,
@@ -441,4 +464,24 @@ fn print_human(r: &CallResult, start: Start) {
             eprintln!("--- tool {name} ---\n{}", text.trim_end());
         }
     }
+}
+
+/// `warden run --detach`: `warden runs start` of the tool id given as TOOL.
+fn detach(args: RunArgs) -> Result<ExitCode> {
+    let (Some(server), Some(key)) = (args.server, args.key) else {
+        return Err(usage("--detach needs --server URL and --key KEY"));
+    };
+    let start = super::runs::StartArgs {
+        tool: args.tool.to_string_lossy().into_owned(),
+        args: args.args,
+        version: None,
+        queue_timeout: None,
+        wait: false,
+        server: super::runs::ServerArgs { server, key },
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(super::runs::start(start))
 }

@@ -762,3 +762,63 @@ async fn a_killed_nodes_runs_are_interrupted_or_run_again_never_lost() {
         "{kinds:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_starts_a_run_on_a_server_and_waits_for_its_result() {
+    let cluster = Cluster::new();
+    let (key, _) = cluster.tenant(&[]);
+    let node = cluster.node();
+    let add = node.register(&key, ADD).await;
+    let server = format!("http://{}", node.address);
+    let home = node_home();
+    let cli = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--server", server.as_str(), "--key", key.as_str()]);
+        warden_in(home.path(), &all).output().unwrap()
+    };
+    let out = cli(&["run", "--detach", &add, "--args", r#"{"a": 2, "b": 3}"#]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(id.starts_with("run_"), "{id}");
+    let out = cli(&["runs", "wait", &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["result"]["value"], 5, "{run}");
+    let out = cli(&["runs", "list", "--tool", &add]);
+    let listed = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        listed.contains(&id) && listed.contains("completed"),
+        "{listed}"
+    );
+    // A tool error is the call's exit code, as `warden run` gives it.
+    let boom = node
+        .register(
+            &key,
+            "def boom() -> int:\n    \"\"\"Fail.\"\"\"\n    raise ValueError(\"no\")\n",
+        )
+        .await;
+    let out = cli(&["runs", "start", &boom, "--wait"]);
+    assert_eq!(
+        out.status.code(),
+        Some(10),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Refusals say why, with exit code 2.
+    let out = cli(&["runs", "get", "run_nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("404") && said.contains("not_found"), "{said}");
+    let out = cli(&["runs", "start", &add, "--args", "[1]"]);
+    assert_eq!(out.status.code(), Some(2));
+}
