@@ -550,7 +550,16 @@ struct Compared {
     /// Calls per second of a busy node ([`service::BUSY_PER_CORE`] connections per
     /// core): SQLite strict, PostgreSQL strict.
     busy_rates: [f64; 2],
+    /// Runs on SQLite strict: accepting one, reading an ended one, and runs per second
+    /// of [`QUEUED_RUNS`] queued at once.
+    runs: (Stats, Stats, f64),
 }
+
+/// Runs accepted one at a time for the accept and poll figures.
+const RUN_SAMPLES: usize = 200;
+
+/// Runs queued at once for the runs' throughput.
+const QUEUED_RUNS: usize = 1000;
 
 /// Measures the headline and the service's paths in [`ROUNDS`] rounds that take turns
 /// between them (each round starting with another path): the service's figures are
@@ -628,6 +637,7 @@ fn compare(
             busy_made[i] = (busy_made[i].0 + calls, busy_made[i].1 + took);
         }
     }
+    let runs = rt.block_on(services[0].runs(RUN_SAMPLES, QUEUED_RUNS))?;
     for service in services {
         rt.block_on(service.stop())?;
     }
@@ -645,6 +655,11 @@ fn compare(
         http: [next()?, next()?, next()?, next()?],
         rates: made.map(|(calls, took)| calls as f64 / took.as_secs_f64()),
         busy_rates: busy_made.map(|(calls, took)| calls as f64 / took.as_secs_f64()),
+        runs: (
+            stats(runs.accept),
+            stats(runs.poll),
+            runs.queued.0 as f64 / runs.queued.1.as_secs_f64(),
+        ),
     })
 }
 
@@ -678,6 +693,7 @@ fn main() -> anyhow::Result<()> {
     let [service, relaxed, service_pg, relaxed_pg] = &compared.http;
     let [http_rate, http_relaxed_rate, http_pg_rate] = compared.rates;
     let [http_busy_rate, http_pg_busy_rate] = compared.busy_rates;
+    let (run_accept, run_poll, queued_rate) = &compared.runs;
     let arguments = tool
         .check(json!({"a": 1, "b": 2}))
         .map_err(|e| anyhow::anyhow!("arguments refused: {e:?}"))?;
@@ -952,6 +968,16 @@ fn main() -> anyhow::Result<()> {
         100.0 * (with_scratch.p50.as_secs_f64() / without_scratch.p50.as_secs_f64() - 1.0),
     );
     println!(
+        "runs (SQLite): accepting one (202) p50 {} ({:.2}x the synchronous call's p50); reading \
+         an ended one p50 {} ({:.2}x); {QUEUED_RUNS} queued at once: {queued_rate:.0} runs/s \
+         ({:.0}% of the busy node's calls/s)",
+        ms(run_accept.p50),
+        run_accept.p50.as_secs_f64() / service.p50.as_secs_f64(),
+        ms(run_poll.p50),
+        run_poll.p50.as_secs_f64() / service.p50.as_secs_f64(),
+        100.0 * queued_rate / http_busy_rate,
+    );
+    println!(
         "MCP over stdio (`warden mcp`, warm): resources/read p50 {} p99 {}, tools/call of the \
          same file p50 {} p99 {} (read / call: {:.2}x)",
         ms(mcp_read.p50),
@@ -1033,6 +1059,9 @@ fn main() -> anyhow::Result<()> {
         "tool_error_p50_us": us(error_calls.p50),
         "chart_p50_us": us(chart_warden.p50),
         "chart_fuel": chart_fuel,
+        "run_accept_p50_us": us(run_accept.p50),
+        "run_poll_p50_us": us(run_poll.p50),
+        "queued_runs_per_s": queued_rate,
         "mcp_read_p50_us": us(mcp_read.p50),
         "mcp_call_p50_us": us(mcp_call.p50),
         "scratch_p50_us": us(with_scratch.p50),

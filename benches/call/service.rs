@@ -75,6 +75,34 @@ async fn request(
     Ok((status, serde_json::from_slice(&buf)?))
 }
 
+/// What [`Service::runs`] measured.
+pub struct RunFigures {
+    /// Each accept's round trip (`202`).
+    pub accept: Vec<Duration>,
+    /// Each read of an ended run.
+    pub poll: Vec<Duration>,
+    /// Runs queued at once, and how long from the first accept to the last end.
+    pub queued: (usize, Duration),
+}
+
+/// Waits for run `id`'s end (a minute at a time); the run.
+async fn wait_run(conn: &mut Connection, key: &str, id: &str) -> anyhow::Result<Value> {
+    loop {
+        let (status, reply) = request(
+            conn,
+            "GET",
+            &format!("/v1/runs/{id}?wait=60s"),
+            key,
+            &Value::Null,
+        )
+        .await?;
+        anyhow::ensure!(status == 200, "bad reply: {reply}");
+        if !matches!(reply["status"].as_str(), Some("queued" | "running")) {
+            return Ok(reply);
+        }
+    }
+}
+
 async fn connect(addr: std::net::SocketAddr) -> anyhow::Result<Connection> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
@@ -114,6 +142,8 @@ impl Service {
         let registry = Arc::new(Registry::connect_with(&location, durability)?);
         let policy = TenantPolicy {
             calls_per_minute: 1_000_000,
+            // The runs' throughput queues a thousand at once.
+            max_queued_runs: 100_000,
             ..TenantPolicy::default()
         };
         let (_, key) = registry.create_tenant("bench", &policy)?;
@@ -269,6 +299,80 @@ impl Service {
             _ => Duration::ZERO,
         };
         Ok((per_connection * connections, took))
+    }
+
+    /// Runs (`POST /v1/tools/{id}/runs`): `samples` accepted one at a time (each
+    /// waited for before the next, unmeasured), each ended one read once
+    /// (`GET /v1/runs/{id}`), then `queued` accepted at once on every connection and
+    /// waited for.
+    pub async fn runs(&mut self, samples: usize, queued: usize) -> anyhow::Result<RunFigures> {
+        let runs_path = format!("{}s", self.path);
+        self.conn = connect(self.addr).await?;
+        let (mut accept, mut poll) = (Vec::new(), Vec::new());
+        let mut ended = Vec::new();
+        for i in 0..WARM_UP + samples {
+            let t = Instant::now();
+            let (status, reply) =
+                request(&mut self.conn, "POST", &runs_path, &self.key, &self.body).await?;
+            let took = t.elapsed();
+            anyhow::ensure!(status == 202, "bad reply: {reply}");
+            let id = reply["id"].as_str().unwrap_or_default().to_owned();
+            let done = wait_run(&mut self.conn, &self.key, &id).await?;
+            anyhow::ensure!(done["result"]["value"] == json!(3), "bad run: {done}");
+            if i >= WARM_UP {
+                accept.push(took);
+                ended.push(id);
+            }
+        }
+        for id in &ended {
+            let t = Instant::now();
+            let (status, reply) = request(
+                &mut self.conn,
+                "GET",
+                &format!("/v1/runs/{id}"),
+                &self.key,
+                &Value::Null,
+            )
+            .await?;
+            poll.push(t.elapsed());
+            anyhow::ensure!(status == 200 && reply["status"] == "completed", "{reply}");
+        }
+        // A thousand at once, accepted on every connection, then waited for.
+        let connections = self.parallel.len();
+        let started = Instant::now();
+        let mut submitters = Vec::new();
+        for _ in 0..connections {
+            let (addr, key, path, body) = (
+                self.addr,
+                self.key.clone(),
+                runs_path.clone(),
+                self.body.clone(),
+            );
+            let share = queued / connections;
+            submitters.push(tokio::spawn(async move {
+                let mut conn = connect(addr).await?;
+                let mut ids = Vec::with_capacity(share);
+                for _ in 0..share {
+                    let (status, reply) = request(&mut conn, "POST", &path, &key, &body).await?;
+                    anyhow::ensure!(status == 202, "bad reply: {reply}");
+                    ids.push(reply["id"].as_str().unwrap_or_default().to_owned());
+                }
+                anyhow::Ok(ids)
+            }));
+        }
+        let mut ids = Vec::new();
+        for s in submitters {
+            ids.extend(s.await??);
+        }
+        for id in &ids {
+            let done = wait_run(&mut self.conn, &self.key, id).await?;
+            anyhow::ensure!(done["status"] == "completed", "bad run: {done}");
+        }
+        Ok(RunFigures {
+            accept,
+            poll,
+            queued: (ids.len(), started.elapsed()),
+        })
     }
 
     /// Closes the connections and stops the server.
