@@ -41,6 +41,7 @@ mod audit;
 mod auth;
 pub mod bytecode;
 mod cache;
+mod callbacks;
 mod changes;
 mod cluster;
 mod config;
@@ -78,6 +79,10 @@ use crate::worker::Workers;
 
 pub use approval::{MAX_NOTE_CHARS, PendingReview, Principal, ReviewOutcome, ReviewRequest};
 pub use audit::ExportStream;
+pub use callbacks::{
+    CALLBACK_ATTEMPTS, CALLBACK_FIRST_RETRY, CALLBACK_TIMEOUT, SIGNATURE_HEADER, WEBHOOK_SECRET,
+    signature as callback_signature,
+};
 pub use cluster::SLOT_POLL;
 pub use config::AppConfig;
 pub use console::{
@@ -155,6 +160,8 @@ struct Inner {
     node_id: String,
     /// The runs this node holds ([`runs`]).
     runs: runs::LocalRuns,
+    /// The HTTP clients runs' callbacks are posted with ([`callbacks`]).
+    callback_clients: crate::outbound::Clients,
     /// How a failed run stores its error ([`App::describe_failures`]).
     failure_body: OnceLock<fn(AppError) -> serde_json::Value>,
 }
@@ -218,6 +225,7 @@ impl App {
                 node_id,
                 runs: runs::LocalRuns::default(),
                 failure_body: OnceLock::new(),
+                callback_clients: crate::outbound::Clients::default(),
             }),
         };
         // Other nodes' tool changes reach this node's MCP sessions too. Weak: the

@@ -57,7 +57,9 @@ use serde::{Deserialize, Serialize};
 use db::Tx;
 pub use postgres::{CONNECT_TIMEOUT, POOL_SIZE, POOL_WAIT};
 
-pub use async_runs::{AsyncRun, NewRun, RunEnd, RunQuery, RunStatus};
+pub use async_runs::{
+    AsyncRun, CallbackOutcome, CallbackState, NewRun, RunEnd, RunQuery, RunStatus,
+};
 pub use audit::{
     AuditEvent, AuditFilter, AuditRecord, ChainCheck, GENESIS_HASH, ReviewDecision, ToolLabels,
 };

@@ -133,6 +133,10 @@ pub enum AppError {
         /// When the next call will be allowed.
         retry_after: Duration,
     },
+    /// A run's callback URL cannot be used (not http(s), a host the policy does not
+    /// allow, no webhook secret set).
+    #[error("invalid callback_url: {0}")]
+    InvalidCallback(String),
     /// A run's queue timeout is zero or too long.
     #[error(
         "queue_timeout_ms must be between 1 and {} ms, not {} ms",

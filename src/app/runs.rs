@@ -28,7 +28,8 @@ use tokio_util::sync::CancellationToken;
 use super::{App, AppError};
 use crate::manifest::VersionId;
 use crate::registry::{
-    AsyncRun, LEASE, NewRun, Page, RunEnd, RunId, RunQuery, RunStatus, ToolId, now_ms,
+    AsyncRun, CallbackState, LEASE, NewRun, Page, RunEnd, RunId, RunQuery, RunStatus, ToolId,
+    now_ms,
 };
 use crate::tenant::TenantId;
 
@@ -62,6 +63,8 @@ pub struct RunSubmission {
     pub version: Option<u32>,
     /// How long it may wait for a slot ([`DEFAULT_QUEUE_TIMEOUT`] when `None`).
     pub queue_timeout: Option<Duration>,
+    /// Where to post its result once it ended (see `callbacks.rs`).
+    pub callback_url: Option<String>,
 }
 
 /// A run as answered: where it is, and its result once it ended.
@@ -96,6 +99,15 @@ pub struct RunView {
     /// How many times its call started (more than one when a lost node's run was
     /// started again).
     pub attempts: u32,
+    /// Where its result is posted once it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+    /// Where that stands: `pending`, `delivered` or `undelivered`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback: Option<CallbackState>,
+    /// Attempts made to post it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub callback_attempts: u32,
     /// Whether a cancellation was asked and has not taken effect yet.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cancel_requested: bool,
@@ -118,6 +130,10 @@ pub struct RunLinks {
     pub cancel: String,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl From<AsyncRun> for RunView {
     fn from(run: AsyncRun) -> RunView {
         let this = format!("/v1/runs/{}", run.id);
@@ -137,6 +153,9 @@ impl From<AsyncRun> for RunView {
             queue_timeout_ms: u64::try_from(run.queue_timeout.as_millis()).unwrap_or(u64::MAX),
             attempts: run.attempts,
             cancel_requested: run.cancel_requested && !run.status.ended(),
+            callback_url: run.callback_url,
+            callback: run.callback,
+            callback_attempts: run.callback_attempts,
             result: run.result,
         }
     }
@@ -216,12 +235,15 @@ impl App {
             )
             .await?;
         let (_, policy) = self.tenant_policy(tenant).await?;
+        if let Some(url) = &submission.callback_url {
+            self.check_callback(tenant, &policy, url).await?;
+        }
         let run = NewRun {
             id: RunId::generate(),
             tool: tool.clone(),
             version_number: submission.version,
             arguments: submission.arguments,
-            callback_url: None,
+            callback_url: submission.callback_url,
             queue_timeout,
             node: self.inner.node_id.clone(),
             lease_until_ms: lease_from_now(),
@@ -394,9 +416,15 @@ impl App {
             result,
             retention,
         };
-        if let Err(e) = self.blocking(move |r| Ok(r.end_run(&t, &i, &end)?)).await {
+        match self.blocking(move |r| Ok(r.end_run(&t, &i, &end)?)).await {
+            // Its result posted at once, from here.
+            Ok(Some(ended)) if ended.callback_url.is_some() => {
+                let app = self.clone();
+                tokio::spawn(async move { app.deliver(&ended.id).await });
+            }
+            Ok(_) => {}
             // Its lease then runs out and another node (or this one) takes it over.
-            tracing::warn!(run = %run.id, "cannot record the run's end: {e}");
+            Err(e) => tracing::warn!(run = %run.id, "cannot record the run's end: {e}"),
         }
     }
 
@@ -452,6 +480,9 @@ impl App {
         }
         if let Err(e) = self.take_over_lost_runs().await {
             tracing::warn!("cannot look for runs of lost nodes: {e}");
+        }
+        if let Err(e) = self.deliver_due_callbacks().await {
+            tracing::warn!("cannot look for callbacks to post: {e}");
         }
         if tick.is_multiple_of(10) {
             let deleted = self
@@ -553,7 +584,7 @@ impl App {
     }
 
     /// The tenant's row and policy, from the cache or read.
-    async fn tenant_policy(
+    pub(super) async fn tenant_policy(
         &self,
         tenant: &TenantId,
     ) -> Result<(Arc<crate::registry::Tenant>, crate::tenant::TenantPolicy), AppError> {

@@ -93,7 +93,7 @@ impl SecretKey {
         })
     }
 
-    fn open(
+    pub(super) fn open(
         &self,
         tenant: &TenantId,
         name: &str,
@@ -143,7 +143,7 @@ impl App {
         let _ = self.inner.secret_key.set(key);
     }
 
-    fn secret_key(&self) -> Result<&SecretKey, AppError> {
+    pub(super) fn secret_key(&self) -> Result<&SecretKey, AppError> {
         self.inner.secret_key.get().ok_or(AppError::SecretsDisabled)
     }
 

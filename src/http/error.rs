@@ -207,6 +207,7 @@ impl ApiError {
                 // Only a caller that can cancel (an MCP client) gets this.
                 AppError::Cancelled => client(S::SERVICE_UNAVAILABLE, "cancelled"),
                 AppError::BatchSize { .. } => client(S::UNPROCESSABLE_ENTITY, "batch_size"),
+                AppError::InvalidCallback(_) => client(S::UNPROCESSABLE_ENTITY, "invalid_callback"),
                 AppError::QueueTimeout { .. } => {
                     client(S::UNPROCESSABLE_ENTITY, "invalid_queue_timeout")
                 }

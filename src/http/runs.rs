@@ -42,6 +42,11 @@ pub(super) struct RunRequest {
     /// Its deadline counts from its start, not from here.
     #[serde(default)]
     queue_timeout_ms: Option<u64>,
+    /// Post the run here once it ended, signed with the tenant's webhook secret (the
+    /// tenant secret `WARDEN_WEBHOOK_SECRET`): an `http(s)` URL whose host the tenant's
+    /// policy allows (`allowed_hosts`). Retried with backoff until a 2xx answer.
+    #[serde(default)]
+    callback_url: Option<String>,
 }
 
 fn empty_object() -> Value {
@@ -54,6 +59,7 @@ impl RunRequest {
             arguments: self.arguments,
             version,
             queue_timeout: self.queue_timeout_ms.map(Duration::from_millis),
+            callback_url: self.callback_url,
         }
     }
 }
@@ -104,7 +110,7 @@ fn accepted(view: RunView) -> (StatusCode, HeaderMap, Json<RunView>) {
         (status = 202, description = "Accepted and queued; `Location` is the run.", body = RunView,
             headers(("Location" = String, description = "The run: `/v1/runs/{id}`."))),
         (status = 409, description = "`tool_disabled`, `review_pending`, `review_rejected` or `nothing_to_call`.", body = ErrorBody),
-        (status = 422, description = "`invalid_arguments`, `invalid_queue_timeout`, a grant refused, or the body's own `invalid_body`.", body = ErrorBody),
+        (status = 422, description = "`invalid_arguments`, `invalid_queue_timeout`, `invalid_callback` (not an allowed http(s) host, or no webhook secret set), a grant refused, or the body's own `invalid_body`.", body = ErrorBody),
         (status = 429, description = "`rate_limited` (calls per minute), or `queue_full`: the tenant has `max_queued_runs` runs queued already.", body = ErrorBody),
     ))]
 pub(super) async fn start_run(

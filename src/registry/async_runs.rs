@@ -129,6 +129,60 @@ pub struct AsyncRun {
     pub result: Option<Json>,
     /// When the row (and its result) is deleted.
     pub delete_after_ms: Option<i64>,
+    /// Where its callback stands, when it has a `callback_url`.
+    pub callback: Option<CallbackState>,
+    /// Attempts made to post its result.
+    pub callback_attempts: u32,
+}
+
+/// Where a run's callback (its result posted to its `callback_url`) stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallbackState {
+    /// The run has not ended, or an attempt is due.
+    Pending,
+    /// The receiver answered 2xx.
+    Delivered,
+    /// Every attempt failed.
+    Undelivered,
+}
+
+impl CallbackState {
+    fn as_str(self) -> &'static str {
+        match self {
+            CallbackState::Pending => "pending",
+            CallbackState::Delivered => "delivered",
+            CallbackState::Undelivered => "undelivered",
+        }
+    }
+
+    fn parse(s: &str) -> Result<CallbackState, String> {
+        [
+            CallbackState::Pending,
+            CallbackState::Delivered,
+            CallbackState::Undelivered,
+        ]
+        .into_iter()
+        .find(|c| c.as_str() == s)
+        .ok_or_else(|| format!("unknown callback state {s:?}"))
+    }
+}
+
+/// How one attempt to post a run's result went, as [`Registry::callback_attempted`]
+/// records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallbackOutcome {
+    /// The receiver answered 2xx with this status.
+    Delivered(u16),
+    /// It failed; the next attempt is due at this time (Unix ms).
+    Retry {
+        /// When.
+        at_ms: i64,
+        /// What failed.
+        error: String,
+    },
+    /// It failed, and it was the last attempt.
+    GaveUp(String),
 }
 
 /// A run to accept.
@@ -181,7 +235,8 @@ pub struct RunEnd {
 /// The columns of a run, as [`read`] takes them.
 const COLUMNS: &str = "id, tenant_id, tool_id, version_number, version_id, status, arguments, \
      callback_url, queue_timeout_ms, created_at_ms, started_at_ms, ended_at_ms, node, \
-     lease_until_ms, cancel_requested, attempts, result, delete_after_ms";
+     lease_until_ms, cancel_requested, attempts, result, delete_after_ms, callback_state, \
+     callback_attempts";
 
 fn read(row: &Row) -> Result<AsyncRun, RegistryError> {
     let corrupt = |e: String| RegistryError::corrupt("run", e);
@@ -213,6 +268,11 @@ fn read(row: &Row) -> Result<AsyncRun, RegistryError> {
         attempts: u32::try_from(row.get::<i64>(15)?).unwrap_or(u32::MAX),
         result: row.get::<Option<String>>(16)?.map(json).transpose()?,
         delete_after_ms: row.get(17)?,
+        callback: row
+            .get::<Option<String>>(18)?
+            .map(|c| CallbackState::parse(&c).map_err(corrupt))
+            .transpose()?,
+        callback_attempts: u32::try_from(row.get::<i64>(19)?).unwrap_or(u32::MAX),
     })
 }
 
@@ -259,8 +319,8 @@ impl Registry {
             tx.execute(
                 "INSERT INTO async_runs (id, tenant_id, tool_id, version_number, status,
                      arguments, callback_url, queue_timeout_ms, created_at_ms, node,
-                     lease_until_ms)
-                 VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, ?9, ?10)",
+                     lease_until_ms, callback_state)
+                 VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 vals![
                     run.id.as_str(),
                     tenant.as_str(),
@@ -271,7 +331,10 @@ impl Registry {
                     ms(run.queue_timeout),
                     now,
                     run.node.as_str(),
-                    run.lease_until_ms
+                    run.lease_until_ms,
+                    run.callback_url
+                        .as_ref()
+                        .map(|_| CallbackState::Pending.as_str())
                 ],
             )?;
             append(
@@ -338,7 +401,8 @@ impl Registry {
             tx.lock_tenant(tenant)?;
             let changed = tx.execute(
                 "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
-                     delete_after_ms = ?4, node = NULL, lease_until_ms = NULL
+                     delete_after_ms = ?4, node = NULL, lease_until_ms = NULL,
+                     callback_due_ms = CASE WHEN callback_url IS NULL THEN NULL ELSE CAST(?3 AS BIGINT) END
                  WHERE id = ?5 AND tenant_id = ?6 AND ended_at_ms IS NULL",
                 vals![
                     end.status.as_str(),
@@ -539,13 +603,99 @@ impl Registry {
         })
     }
 
+    /// Ended runs whose callback attempt is due by `now_ms`, at most `limit`.
+    pub fn due_callbacks(&self, now_ms: i64, limit: u32) -> Result<Vec<RunId>, RegistryError> {
+        self.read(|tx| {
+            tx.query(
+                "SELECT id FROM async_runs WHERE callback_due_ms <= ?1
+                 ORDER BY callback_due_ms LIMIT ?2",
+                vals![now_ms, i64::from(limit)],
+            )?
+            .iter()
+            .map(|row| row.get::<String>(0)?.parse())
+            .collect()
+        })
+    }
+
+    /// Takes run `id`'s due callback attempt for the caller until `hold_until_ms` (no
+    /// other node tries it meanwhile): the run, its attempts counted one more; `None`
+    /// when it is not due (another node took it, or it is done).
+    pub fn take_callback(
+        &self,
+        id: &RunId,
+        now_ms: i64,
+        hold_until_ms: i64,
+    ) -> Result<Option<AsyncRun>, RegistryError> {
+        self.write(|tx| {
+            let taken = tx.execute(
+                "UPDATE async_runs SET callback_due_ms = ?1, callback_attempts = callback_attempts + 1
+                 WHERE id = ?2 AND callback_due_ms <= ?3 AND callback_state = 'pending'",
+                vals![hold_until_ms, id.as_str(), now_ms],
+            )?;
+            if taken == 0 {
+                return Ok(None);
+            }
+            let row = tx.query_one(
+                &format!("SELECT {COLUMNS} FROM async_runs WHERE id = ?1"),
+                vals![id.as_str()],
+            )?;
+            read(&row).map(Some)
+        })
+    }
+
+    /// Records how the attempt taken with [`Registry::take_callback`] went: delivered
+    /// (a `run_delivered` event), due again, or given up (a `run_undelivered` event).
+    pub fn callback_attempted(
+        &self,
+        run: &AsyncRun,
+        outcome: &CallbackOutcome,
+    ) -> Result<(), RegistryError> {
+        self.write(|tx| {
+            tx.lock_tenant(&run.tenant)?;
+            let (state, due, event) = match outcome {
+                CallbackOutcome::Delivered(status) => (
+                    CallbackState::Delivered,
+                    None,
+                    Some(AuditEvent::RunDelivered {
+                        run: run.id.clone(),
+                        tool: run.tool.clone(),
+                        attempts: run.callback_attempts,
+                        status: *status,
+                    }),
+                ),
+                CallbackOutcome::Retry { at_ms, .. } => {
+                    (CallbackState::Pending, Some(*at_ms), None)
+                }
+                CallbackOutcome::GaveUp(error) => (
+                    CallbackState::Undelivered,
+                    None,
+                    Some(AuditEvent::RunUndelivered {
+                        run: run.id.clone(),
+                        tool: run.tool.clone(),
+                        attempts: run.callback_attempts,
+                        error: error.clone(),
+                    }),
+                ),
+            };
+            tx.execute(
+                "UPDATE async_runs SET callback_state = ?1, callback_due_ms = ?2 WHERE id = ?3",
+                vals![state.as_str(), due, run.id.as_str()],
+            )?;
+            if let Some(event) = event {
+                append(tx, &run.tenant, &event)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Deletes the ended runs whose retention ran out before `now_ms`, at most `limit`;
     /// returns how many. Their audit events stay.
     pub fn delete_kept_runs(&self, now_ms: i64, limit: u32) -> Result<u64, RegistryError> {
         self.write(|tx| {
             tx.execute(
                 "DELETE FROM async_runs WHERE id IN (SELECT id FROM async_runs
-                     WHERE delete_after_ms < ?1 ORDER BY delete_after_ms LIMIT ?2)",
+                     WHERE delete_after_ms < ?1 AND callback_due_ms IS NULL
+                     ORDER BY delete_after_ms LIMIT ?2)",
                 vals![now_ms, i64::from(limit)],
             )
         })

@@ -52,7 +52,8 @@ const TABLES: &[(&str, &str, &str)] = &[
         "async_runs",
         "id, tenant_id, tool_id, version_number, version_id, status, arguments, callback_url, \
          queue_timeout_ms, created_at_ms, started_at_ms, ended_at_ms, node, lease_until_ms, \
-         cancel_requested, attempts, result, delete_after_ms",
+         cancel_requested, attempts, result, delete_after_ms, callback_state, \
+         callback_attempts, callback_due_ms",
         "id",
     ),
     (

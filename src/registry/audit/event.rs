@@ -226,6 +226,29 @@ pub enum AuditEvent {
         /// How it ended.
         status: RunStatus,
     },
+    /// A run's result was posted to its `callback_url`, and the receiver answered 2xx.
+    RunDelivered {
+        /// The run.
+        run: RunId,
+        /// The tool.
+        tool: ToolId,
+        /// Attempts it took.
+        attempts: u32,
+        /// The receiver's HTTP status.
+        status: u16,
+    },
+    /// Every attempt to post a run's result to its `callback_url` failed; the result
+    /// stays readable with `GET /v1/runs/{id}` for the tenant's retention.
+    RunUndelivered {
+        /// The run.
+        run: RunId,
+        /// The tool.
+        tool: ToolId,
+        /// Attempts made.
+        attempts: u32,
+        /// What the last one met.
+        error: String,
+    },
     /// A run that had started on a node since lost is queued again: its tool is marked
     /// safe to repeat (`idempotentHint`).
     RunRequeued {
@@ -376,7 +399,7 @@ impl AuditEvent {
     }
 
     /// Every kind of event, as [`AuditEvent::kind`] names them.
-    pub const KINDS: [&'static str; 27] = [
+    pub const KINDS: [&'static str; 29] = [
         "tenant_created",
         "key_rotated",
         "key_revoked",
@@ -396,6 +419,8 @@ impl AuditEvent {
         "run_started",
         "run_ended",
         "run_requeued",
+        "run_delivered",
+        "run_undelivered",
         "secret_set",
         "secret_deleted",
         "review_pending",
@@ -428,6 +453,8 @@ impl AuditEvent {
             AuditEvent::RunStarted { .. } => "run_started",
             AuditEvent::RunEnded { .. } => "run_ended",
             AuditEvent::RunRequeued { .. } => "run_requeued",
+            AuditEvent::RunDelivered { .. } => "run_delivered",
+            AuditEvent::RunUndelivered { .. } => "run_undelivered",
             AuditEvent::SecretSet { .. } => "secret_set",
             AuditEvent::SecretDeleted { .. } => "secret_deleted",
             AuditEvent::ReviewPending { .. } => "review_pending",
@@ -457,6 +484,8 @@ impl AuditEvent {
             | AuditEvent::RunStarted { tool, .. }
             | AuditEvent::RunEnded { tool, .. }
             | AuditEvent::RunRequeued { tool, .. }
+            | AuditEvent::RunDelivered { tool, .. }
+            | AuditEvent::RunUndelivered { tool, .. }
             | AuditEvent::ReviewPending { tool, .. }
             | AuditEvent::ReviewNotNeeded { tool, .. }
             | AuditEvent::ReviewSuperseded { tool, .. }

@@ -315,3 +315,125 @@ async fn a_named_version_runs_and_ended_runs_go_after_their_retention() {
     // Its events stay.
     assert!(kinds(&s, &tenant).iter().any(|k| k == "run_ended"));
 }
+
+/// A receiver of callbacks on loopback: records every request, answers 500 to the
+/// first and 200 after.
+async fn receiver() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<(axum::http::HeaderMap, axum::body::Bytes)>>>,
+) {
+    use axum::routing::post;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let app = axum::Router::new().route(
+        "/hook",
+        post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| async move {
+                let mut seen = log.lock().unwrap();
+                seen.push((headers, body));
+                if seen.len() == 1 {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                } else {
+                    StatusCode::NO_CONTENT
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn a_runs_result_is_posted_signed_to_its_callback_and_retried_until_delivered() {
+    use hmac::Mac;
+    let s = Service::start();
+    s.app.set_secret_key(warden::app::SecretKey::generate());
+    s.app
+        .set_private_network(warden::outbound::PrivateNetwork::Allowed);
+    let (key, tenant) = s
+        .tenant_with_id(json!({"allowed_hosts": ["127.0.0.1"]}))
+        .await;
+    let tool = s.register(&key, json!({"source": ADD})).await;
+    let (addr, seen) = receiver().await;
+    let hook = format!("http://{addr}/hook");
+    let body = json!({"arguments": {"a": 2, "b": 3}, "callback_url": hook});
+    // No webhook secret yet, then a host outside the policy: refused, nothing stored.
+    let r = start(&s, &key, &tool, body.clone()).await;
+    assert_eq!(r.code(), "invalid_callback", "{}", r.json);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("WARDEN_WEBHOOK_SECRET")
+    );
+    let secret = "whsec-0123456789abcdef";
+    let put = s
+        .send(
+            Method::PUT,
+            "/v1/secrets/WARDEN_WEBHOOK_SECRET",
+            Some(&key),
+            Some(json!({ "value": secret })),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.json);
+    for elsewhere in [
+        "http://localhost:9/hook",
+        "file:///etc/passwd",
+        "https://example.com/",
+    ] {
+        let mut b = body.clone();
+        b["callback_url"] = json!(elsewhere);
+        let r = start(&s, &key, &tool, b).await;
+        assert_eq!(r.code(), "invalid_callback", "{elsewhere}: {}", r.json);
+    }
+
+    let r = start(&s, &key, &tool, body).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.json);
+    assert_eq!(r.json["callback_url"], hook.as_str());
+    assert_eq!(r.json["callback"], "pending");
+    let id = r.json["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let view = loop {
+        let v = get(&s, &key, &id, "1s").await.json;
+        if v["callback"] == "delivered" {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "never delivered: {v}");
+    };
+    assert_eq!(view["callback_attempts"], 2, "{view}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "a failed attempt, then the delivered one");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (attempt, (headers, body)) in seen.iter().enumerate() {
+        // The receiver's check, written from the documented scheme.
+        let signature = headers["warden-signature"].to_str().unwrap();
+        let (t, v1) = signature.split_once(",v1=").unwrap();
+        let t: u64 = t.strip_prefix("t=").unwrap().parse().unwrap();
+        assert!(now.abs_diff(t) < 60, "timestamp {t}, now {now}");
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{t}.").as_bytes());
+        mac.update(body);
+        mac.verify_slice(&hex::decode(v1).unwrap())
+            .expect("the signature checks");
+        assert_eq!(headers["warden-run"], id.as_str());
+        assert_eq!(
+            headers["warden-attempt"],
+            (attempt + 1).to_string().as_str()
+        );
+        let posted: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(posted["id"], id.as_str());
+        assert_eq!(posted["status"], "completed");
+        assert_eq!(posted["result"]["value"], 5, "{posted}");
+        // A body changed in transit does not check.
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{t}.").as_bytes());
+        mac.update(&body[1..]);
+        assert!(mac.verify_slice(&hex::decode(v1).unwrap()).is_err());
+    }
+    assert!(kinds(&s, &tenant).iter().any(|k| k == "run_delivered"));
+}

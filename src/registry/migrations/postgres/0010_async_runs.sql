@@ -17,8 +17,12 @@ CREATE TABLE async_runs (
     cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
     attempts         BIGINT NOT NULL DEFAULT 0,
     result           TEXT,
-    delete_after_ms  BIGINT
+    delete_after_ms  BIGINT,
+    callback_state    TEXT,
+    callback_attempts BIGINT NOT NULL DEFAULT 0,
+    callback_due_ms   BIGINT
 );
 CREATE INDEX async_runs_by_tenant ON async_runs (tenant_id, created_at_ms, id);
 CREATE INDEX async_runs_open ON async_runs (lease_until_ms) WHERE ended_at_ms IS NULL;
+CREATE INDEX async_runs_callbacks ON async_runs (callback_due_ms) WHERE callback_due_ms IS NOT NULL;
 CREATE INDEX async_runs_kept ON async_runs (delete_after_ms) WHERE delete_after_ms IS NOT NULL;

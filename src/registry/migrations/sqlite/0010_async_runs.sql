@@ -5,7 +5,10 @@
 -- another (queued again, or ended `interrupted` when it was running and its tool is not
 -- safe to repeat). `result` is the call's answer once it ended (the synchronous run's
 -- JSON, or an error body), deleted with the row after `delete_after_ms` (the tenant's
--- retention); the run's audit events stay. Times are Unix milliseconds.
+-- retention); the run's audit events stay. A run with a `callback_url` has its result
+-- posted there once it ended: `callback_state` is `pending` (next attempt due at
+-- `callback_due_ms`, held a while by the node trying it), then `delivered` or
+-- `undelivered` (every attempt failed). Times are Unix milliseconds.
 CREATE TABLE async_runs (
     id               TEXT PRIMARY KEY,
     tenant_id        TEXT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -24,8 +27,12 @@ CREATE TABLE async_runs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     attempts         INTEGER NOT NULL DEFAULT 0,
     result           TEXT,
-    delete_after_ms  INTEGER
+    delete_after_ms  INTEGER,
+    callback_state    TEXT,
+    callback_attempts INTEGER NOT NULL DEFAULT 0,
+    callback_due_ms   INTEGER
 ) STRICT;
 CREATE INDEX async_runs_by_tenant ON async_runs (tenant_id, created_at_ms, id);
 CREATE INDEX async_runs_open ON async_runs (lease_until_ms) WHERE ended_at_ms IS NULL;
+CREATE INDEX async_runs_callbacks ON async_runs (callback_due_ms) WHERE callback_due_ms IS NOT NULL;
 CREATE INDEX async_runs_kept ON async_runs (delete_after_ms) WHERE delete_after_ms IS NOT NULL;
