@@ -58,6 +58,17 @@ class ToolAnnotations:
         self.__dict__.update(hints)
 
 
+class TaskConfig:
+    """FastMCP's `fastmcp.server.tasks.TaskConfig`, as `@mcp.tool(task=...)` takes it:
+    whether the tool runs as an MCP task, which the host reads from the source."""
+
+    __module__ = "fastmcp.server.tasks"
+
+    def __init__(self, mode="optional", **settings):
+        self.mode = mode
+        self.__dict__.update(settings)
+
+
 def _framework_tool(*args, **kwargs):
     """An agent framework's tool decorator, as the guest needs it: the function itself.
     `@tool`, `@tool("name", ...)`, `@tool(parse_docstring=True)`, `tool(func)`; the
@@ -183,6 +194,14 @@ def install(sys):
     sys.modules["fastmcp"].tools = tools
     sys.modules["fastmcp.tools"], sys.modules["fastmcp.tools.tool"] = tools, tool
     sys.modules["fastmcp"].__path__ = []
+    fastmcp_server, fastmcp_tasks = make("fastmcp.server"), make("fastmcp.server.tasks")
+    fastmcp_server.__path__ = []
+    fastmcp_server.FastMCP = FastMCP
+    fastmcp_server.tasks = fastmcp_tasks
+    fastmcp_tasks.TaskConfig = TaskConfig
+    sys.modules["fastmcp"].server = fastmcp_server
+    sys.modules["fastmcp.server"] = fastmcp_server
+    sys.modules["fastmcp.server.tasks"] = fastmcp_tasks
     mcp, server = make("mcp"), make("mcp.server")
     mcp.__path__, server.__path__ = [], []
     types = make("mcp.types")

@@ -421,6 +421,7 @@ mod tests {
                 prompts: Vec::new(),
                 members_only: false,
                 annotations: None,
+                task: None,
             },
             grants: Grants::default(),
             limits: Limits::default(),

@@ -28,6 +28,7 @@ mod folder;
 mod handler;
 mod result;
 mod served;
+mod tasks;
 mod trail;
 mod watch;
 
@@ -48,6 +49,7 @@ use crate::schema::{
 
 pub use folder::FolderSource;
 pub use handler::McpServer;
+pub use tasks::{POLL_INTERVAL, TASK_KEPT, TASK_REQUIRED_ABOVE, TaskMode, task_mode};
 pub use trail::{LocalTrail, TRAIL_TENANT};
 
 /// Where an MCP server's tools come from, and how one of them runs.
@@ -84,6 +86,20 @@ pub trait ToolSource: Send + Sync + 'static {
         std::future::ready(Err(SourceError::UnknownTool(tool.to_owned())))
     }
 
+    /// The tool `name` as `tools/list` shows it to the caller of `request`, if it is
+    /// one of theirs: what a call's task mode is read from. Default: from
+    /// [`ToolSource::tools`].
+    fn listed(
+        &self,
+        request: &Extensions,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<ListedTool>, SourceError>> + Send {
+        async move {
+            let tools = self.tools(request).await?;
+            Ok(tools.into_iter().find(|t| t.name == name))
+        }
+    }
+
     /// Fires whenever the tool list the caller of `request` sees may have changed.
     fn changes(&self, request: &Extensions) -> broadcast::Receiver<()>;
 
@@ -91,6 +107,13 @@ pub trait ToolSource: Send + Sync + 'static {
     /// Default: not at all.
     fn list_ttl(&self) -> Duration {
         Duration::ZERO
+    }
+
+    /// Whose the request is: tasks made for one caller are unknown to every other (a
+    /// multi-tenant source answers the tenant). Default: one caller.
+    fn owner(&self, request: &Extensions) -> String {
+        let _ = request;
+        "local".to_owned()
     }
 
     /// What the operator does to raise the limits named (as `warden.toml` and the
@@ -125,6 +148,10 @@ pub struct ListedTool {
     /// The file declares resources and prompts and no tool: it is not in `tools/list`
     /// and cannot be called; only its resources and prompts are served.
     pub members_only: bool,
+    /// Whether its calls run as MCP tasks ([`task_mode`]).
+    pub task: TaskMode,
+    /// Its deadline: how long a task of it may run (its TTL is this and [`TASK_KEPT`]).
+    pub deadline: Duration,
 }
 
 impl ListedTool {

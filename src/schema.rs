@@ -158,6 +158,23 @@ pub struct ToolSchema {
     /// `crate::mcp::Hints`). Not serialized when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<DeclaredHints>,
+    /// Whether the tool may run as an MCP task, as its decorator says (FastMCP's
+    /// `@mcp.tool(task=True)`, `task=TaskConfig(mode="required")`); `None` when it says
+    /// nothing. Not serialized when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskMode>,
+}
+
+/// Whether a tool runs as an MCP task (the Tasks extension) when its client can take one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskMode {
+    /// Never: its calls are answered at once.
+    Forbidden,
+    /// When the client declared the Tasks extension; at once otherwise.
+    Optional,
+    /// Always: a client without the Tasks extension is refused (-32021).
+    Required,
 }
 
 /// MCP tool annotations as a tool's author declared them (`readOnlyHint`,

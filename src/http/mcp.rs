@@ -341,6 +341,8 @@ fn listed(callable: &CallableTool) -> Option<ListedTool> {
         resources: schema.resources.clone(),
         prompts: schema.prompts.clone(),
         members_only: schema.members_only,
+        task: crate::mcp::task_mode(schema.task, callable.manifest.limits.deadline),
+        deadline: callable.manifest.limits.deadline,
     })
 }
 
@@ -417,6 +419,20 @@ impl ToolSource for ServiceSource {
         Ok(tools.iter().filter_map(listed).collect())
     }
 
+    async fn listed(
+        &self,
+        request: &Extensions,
+        name: &str,
+    ) -> Result<Option<ListedTool>, SourceError> {
+        let caller = caller(request)?;
+        let tool = self
+            .app
+            .callable_tool(&caller.tenant, name, caller.tag.clone())
+            .await
+            .map_err(failed)?;
+        Ok(tool.as_ref().and_then(listed))
+    }
+
     async fn call(
         &self,
         request: &Extensions,
@@ -425,6 +441,14 @@ impl ToolSource for ServiceSource {
         events: Arc<Events>,
     ) -> Result<Ran, SourceError> {
         self.run(request, name, None, arguments, events).await
+    }
+
+    fn owner(&self, request: &Extensions) -> String {
+        match caller(request) {
+            Ok(caller) => caller.tenant.to_string(),
+            // No tenant: a task nobody else can read.
+            Err(_) => String::new(),
+        }
     }
 
     async fn call_member(

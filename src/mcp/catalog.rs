@@ -409,6 +409,8 @@ impl Loader<'_> {
                 Vec::new()
             },
             members_only: schema.members_only,
+            task: super::task_mode(schema.task, limits.deadline),
+            deadline: limits.deadline,
         };
         let prepared = match self.previous.get(&name) {
             // Same file, same source: same schema, packages and warm state.

@@ -17,19 +17,20 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    ErrorCode, GetPromptRequestParams, GetPromptResponse, Icon, Implementation, ListPromptsResult,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CreateTaskResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Icon, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
     ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
-use super::{ListedTool, Ran, SourceError, ToolSource, result, served};
+use super::{ListedTool, Ran, SourceError, ToolSource, result, served, tasks};
 use crate::events::{CallEvent, Events, LogLevel, Wants};
 use crate::manifest::check_icon;
 
@@ -45,6 +46,8 @@ pub const JSON_SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/sch
 #[derive(Debug)]
 pub struct McpServer<S> {
     source: Arc<S>,
+    /// Calls run as MCP tasks, shared by every session of the server.
+    tasks: Arc<tasks::Tasks>,
     log_level: Arc<Mutex<Option<LogLevel>>>,
     /// The resource URIs the session subscribed to (`resources/subscribe`).
     subscribed: Arc<Mutex<BTreeSet<String>>>,
@@ -54,6 +57,7 @@ impl<S> Clone for McpServer<S> {
     fn clone(&self) -> Self {
         McpServer {
             source: Arc::clone(&self.source),
+            tasks: Arc::clone(&self.tasks),
             log_level: Arc::default(),
             subscribed: Arc::default(),
         }
@@ -65,6 +69,7 @@ impl<S: ToolSource> McpServer<S> {
     pub fn new(source: Arc<S>) -> McpServer<S> {
         McpServer {
             source,
+            tasks: Arc::default(),
             log_level: Arc::default(),
             subscribed: Arc::default(),
         }
@@ -158,6 +163,7 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
                 .enable_resources_subscribe()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(
@@ -195,6 +201,29 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
+        // A task when the tool may be one and the client takes them (`tasks.rs`).
+        let listed = self
+            .source
+            .listed(&context.extensions, &request.name)
+            .await
+            .map_err(result::list_failed)?;
+        if let Some(tool) = listed.filter(|t| t.task != tasks::TaskMode::Forbidden) {
+            if tasks::client_takes_tasks(&context) {
+                let owner = self.source.owner(&context.extensions);
+                let task = self.tasks.start(
+                    Arc::clone(&self.source),
+                    context.extensions.clone(),
+                    &tool,
+                    arguments,
+                    owner,
+                    tool.deadline,
+                );
+                return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+            }
+            if tool.task == tasks::TaskMode::Required {
+                return Err(tasks::task_required(&tool.name));
+            }
+        }
         let (events, reports) = Events::channel(self.wants(&context));
         let events = Arc::new(events);
         let call = self.source.call(
@@ -218,6 +247,35 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
             Err(e) => result::refused(e)?,
         };
         Ok(answer.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let owner = self.source.owner(&context.extensions);
+        Ok(GetTaskResult::new(
+            self.tasks.get(&request.task_id, &owner)?,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.source.owner(&context.extensions);
+        self.tasks.cancel(&request.task_id, &owner)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = self.source.owner(&context.extensions);
+        self.tasks.update(&request.task_id, &owner)
     }
 
     async fn list_resources(

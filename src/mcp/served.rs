@@ -443,6 +443,7 @@ mod tests {
             prompts: Vec::new(),
             members_only: false,
             annotations: None,
+            task: None,
         };
         let sent = json!({"n": "7", "x": "2.5", "b": "true", "s": "7", "l": "[1, 2]", "any": "7"});
         let Value::Object(sent) = sent else {

@@ -208,6 +208,7 @@ mod tests {
             prompts: Vec::new(),
             members_only: false,
             annotations: None,
+            task: None,
         };
         let mut args = json!({"a": null, "top": null, "maybe": null})
             .as_object()

@@ -170,6 +170,36 @@ pub(crate) fn declared_hints(f: &FunctionRef<'_>) -> Option<DeclaredHints> {
     (hints != DeclaredHints::default()).then_some(hints)
 }
 
+/// Whether a tool decorator lets the tool run as an MCP task: FastMCP's `task=True`
+/// (optional) or `task=False`, a mode's name (`task="required"`), or
+/// `task=TaskConfig(mode="required")`. `None` when it says nothing readable.
+pub(crate) fn declared_task(f: &FunctionRef<'_>) -> Option<super::TaskMode> {
+    use super::TaskMode;
+    let value = f.decorator_keyword("task")?;
+    let mode = match value {
+        Expr::Call(call) => {
+            let keyword = call
+                .arguments
+                .keywords
+                .iter()
+                .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "mode"))?;
+            scalar(&keyword.value)?
+        }
+        other => scalar(other)?,
+    };
+    match mode {
+        Value::Bool(true) => Some(TaskMode::Optional),
+        Value::Bool(false) => Some(TaskMode::Forbidden),
+        Value::String(s) => match s.as_str() {
+            "optional" => Some(TaskMode::Optional),
+            "required" => Some(TaskMode::Required),
+            "forbidden" => Some(TaskMode::Forbidden),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// What a tool decorator says of its result's schema: `output_schema={...}` replaces
 /// the derived one, `output_schema=None` or `structured_output=False` (the MCP SDK's)
 /// gives none (the result is content, not data). `None` when it says nothing.

@@ -60,6 +60,7 @@ fn analyse_here(source: &str, opts: &DeriveOptions) -> (Option<ToolSchema>, Vec<
     let mut schema = build(&mut mapper, &function, &framing);
     // `@mcp.tool(annotations=..., output_schema=..., structured_output=...)`.
     schema.annotations = frameworks::declared_hints(&function);
+    schema.task = frameworks::declared_task(&function);
     if let Some(output) = frameworks::declared_output(&mut mapper, &function) {
         schema.returns = output;
     }
@@ -134,6 +135,7 @@ fn members_only(
         prompts,
         members_only: true,
         annotations: None,
+        task: None,
     };
     (Some(schema), diags)
 }
@@ -272,6 +274,7 @@ pub(crate) fn build<'a>(
         prompts: Vec::new(),
         members_only: false,
         annotations: None,
+        task: None,
     }
 }
 

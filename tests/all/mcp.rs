@@ -1295,3 +1295,157 @@ async fn a_decorators_annotations_and_output_schema_are_listed() {
     );
     server.stop().await;
 }
+
+/// A tool that sleeps, a task when the client takes them (FastMCP's `task=True`).
+const SLOW_TASK: &str = "import time\nfrom mcp.server.fastmcp import FastMCP\n\nmcp = FastMCP(\"jobs\")\n\n\n@mcp.tool(task=True)\ndef slow(seconds: float) -> str:\n    \"\"\"Sleep, then say so.\"\"\"\n    time.sleep(seconds)\n    return f\"slept {seconds}\"\n";
+
+/// A tool whose author requires a task.
+const ONLY_TASK: &str = "from fastmcp import FastMCP\nfrom fastmcp.server.tasks import TaskConfig\n\nmcp = FastMCP(\"jobs\")\n\n\n@mcp.tool(task=TaskConfig(mode=\"required\"))\ndef only_task() -> str:\n    \"\"\"Answer, as a task.\"\"\"\n    return \"done\"\n";
+
+/// A JSON-RPC conversation with `warden mcp` over stdio, one request at a time.
+struct Conversation {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    out: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    next: u64,
+}
+
+impl Conversation {
+    /// `warden mcp ARGS`, its session opened with `capabilities`.
+    fn open(args: &[&str], capabilities: Value) -> Conversation {
+        use std::io::BufRead;
+        sandbox();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+            .arg("mcp")
+            .args(args)
+            .env("WARDEN_HOME", home())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut c = Conversation {
+            child,
+            stdin,
+            out,
+            next: 1,
+        };
+        let opened = c.ask(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+                "clientInfo": {"name": "raw", "version": "0"}}),
+        );
+        assert!(opened.get("result").is_some(), "{opened}");
+        c.say(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c
+    }
+
+    fn say(&mut self, message: Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{message}").unwrap();
+    }
+
+    /// Sends a request; its answer (notifications before it are passed over).
+    fn ask(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.say(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.out.next().expect("the server answers").unwrap();
+            let line: Value = serde_json::from_str(&line).unwrap();
+            if line["id"] == id && line.get("method").is_none() {
+                return line;
+            }
+        }
+    }
+
+    /// Polls task `id` until it ends (or fails after 30 s).
+    fn until_ended(&mut self, id: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = self.ask("tasks/get", json!({"taskId": id}));
+            let status = got["result"]["status"].as_str().unwrap_or("").to_owned();
+            if ["completed", "failed", "cancelled"].contains(&status.as_str()) {
+                return got["result"].clone();
+            }
+            assert!(std::time::Instant::now() < deadline, "never ended: {got}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Conversation {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_task_tool_runs_as_a_task_for_a_client_that_takes_them() {
+    let dir = tools_dir(&[], &[("slow.py", SLOW_TASK), ("only_task.py", ONLY_TASK)]);
+    let args = ["--cold", "--tools", arg(dir.path())];
+    let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let mut c = Conversation::open(&args, tasks);
+    let created = c.ask(
+        "tools/call",
+        json!({"name": "slow", "arguments": {"seconds": 0.2}}),
+    );
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    assert_eq!(task["status"], "working", "{created}");
+    assert!(task["ttlMs"].as_u64().unwrap() > 3_600_000, "{created}");
+    assert_eq!(task["pollIntervalMs"], 1000, "{created}");
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let ended = c.until_ended(&id);
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(
+        ended["result"]["content"][0]["text"], "slept 0.2",
+        "{ended}"
+    );
+
+    // Cancelled while it runs: the guest stops, the task says so.
+    let long = c.ask(
+        "tools/call",
+        json!({"name": "slow", "arguments": {"seconds": 9}}),
+    );
+    let long = long["result"]["taskId"].as_str().unwrap().to_owned();
+    let asked = std::time::Instant::now();
+    let ack = c.ask("tasks/cancel", json!({"taskId": long}));
+    assert!(ack.get("error").is_none(), "{ack}");
+    assert_eq!(c.until_ended(&long)["status"], "cancelled");
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        asked.elapsed()
+    );
+
+    let unknown = c.ask("tasks/get", json!({"taskId": "no-such-task"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let required = c.ask("tools/call", json!({"name": "only_task", "arguments": {}}));
+    assert_eq!(required["result"]["resultType"], "task", "{required}");
+
+    // A client without the extension: a task-capable tool answers at once, a tool that
+    // requires a task is refused with -32021, and tasks/* are refused.
+    let mut plain = Conversation::open(&args, json!({}));
+    let at_once = plain.ask(
+        "tools/call",
+        json!({"name": "slow", "arguments": {"seconds": 0}}),
+    );
+    assert_eq!(
+        at_once["result"]["content"][0]["text"], "slept 0",
+        "{at_once}"
+    );
+    let refused = plain.ask("tools/call", json!({"name": "only_task", "arguments": {}}));
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert!(
+        refused["error"]["data"]["requiredCapabilities"]["extensions"]
+            .get("io.modelcontextprotocol/tasks")
+            .is_some(),
+        "{refused}"
+    );
+    let gated = plain.ask("tasks/get", json!({"taskId": id}));
+    assert_eq!(gated["error"]["code"], -32021, "{gated}");
+}

@@ -35,6 +35,18 @@ class McpSdks(unittest.TestCase):
         self.assertIs(Context, warden.Context)
         self.assertIs(Image, warden.Image)
 
+    def test_a_task_config_is_taken_as_written(self):
+        from fastmcp import FastMCP
+        from fastmcp.server.tasks import TaskConfig
+
+        def job() -> str:
+            return "done"
+
+        config = TaskConfig(mode="required", poll_interval=2)
+        self.assertEqual((config.mode, config.poll_interval), ("required", 2))
+        self.assertIs(FastMCP("jobs").tool(task=config)(job), job)
+        self.assertIs(FastMCP("jobs").tool(task=True)(job), job)
+
     def test_a_decorators_arguments_are_taken_as_written(self):
         from mcp.server.fastmcp import FastMCP
         from mcp.types import ToolAnnotations

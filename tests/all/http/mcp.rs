@@ -735,3 +735,87 @@ async fn a_file_of_resources_alone_serves_them_and_has_nothing_to_call() {
     }
     let _ = c.cancel().await;
 }
+
+/// The JSON-RPC answer in a `/mcp` response (plain JSON, or the last `data:` line of an
+/// event stream).
+async fn answer(r: reqwest::Response) -> Value {
+    let text = r.text().await.unwrap();
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .rfind(|d| !d.trim().is_empty())
+        .unwrap_or(&text);
+    serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Opens a 2025-11-25 session for `key` that declares the Tasks extension.
+async fn open_tasks_session(url: &str, key: &str) -> String {
+    let mut init = initialize();
+    init["params"]["capabilities"] = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let opened = post(url, Some(key), None, init).await;
+    assert_eq!(opened.status(), StatusCode::OK);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let r = post(url, Some(key), Some(&session), initialized).await;
+    assert!(r.status().is_success(), "{}", r.status());
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_tasks_are_unknown_to_every_other_tenant() {
+    let s = Service::start();
+    let (addr, _stop) = start(&s).await;
+    let url = format!("http://{addr}/mcp");
+    let alice = s.tenant(json!({})).await;
+    let mallory = s.tenant(json!({})).await;
+    let source = "import time\nfrom mcp.server.fastmcp import FastMCP\n\nmcp = FastMCP(\"jobs\")\n\n\n@mcp.tool(task=True)\ndef job(seconds: float) -> str:\n    \"\"\"Sleep.\"\"\"\n    time.sleep(seconds)\n    return \"done\"\n";
+    s.register(&alice, json!({ "source": source })).await;
+    let session = open_tasks_session(&url, &alice).await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "job", "arguments": {"seconds": 0.1}}});
+    let created = answer(post(&url, Some(&alice), Some(&session), call).await).await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let get = |n: u64| json!({"jsonrpc": "2.0", "id": n, "method": "tasks/get", "params": {"taskId": id}});
+    let cancel =
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tasks/cancel", "params": {"taskId": id}});
+    // Mallory, with the id in hand: unknown, word for word as a made-up id; cancelling
+    // does nothing.
+    let theirs = open_tasks_session(&url, &mallory).await;
+    let seen = answer(post(&url, Some(&mallory), Some(&theirs), get(3)).await).await;
+    let made_up = json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
+        "params": {"taskId": "made-up"}});
+    let unknown = answer(post(&url, Some(&mallory), Some(&theirs), made_up).await).await;
+    assert_eq!(seen["error"]["code"], -32602, "{seen}");
+    assert_eq!(
+        seen["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace(&id, "ID"),
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("made-up", "ID")
+    );
+    let refused = answer(post(&url, Some(&mallory), Some(&theirs), cancel).await).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // Alice's task ran to its end, uncancelled.
+    let mut n = 4;
+    let ended = loop {
+        let got = answer(post(&url, Some(&alice), Some(&session), get(n)).await).await;
+        if got["result"]["status"] != "working" {
+            break got;
+        }
+        n += 1;
+        assert!(n < 200, "never ended: {got}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(ended["result"]["status"], "completed", "{ended}");
+    assert_eq!(
+        ended["result"]["result"]["content"][0]["text"], "done",
+        "{ended}"
+    );
+}
