@@ -427,3 +427,43 @@ fn an_unknown_uri_is_invalid_params_naming_it(era: &'static Era) {
         json!({"code": -32602, "data": {"uri": "library://nowhere"}})
     );
 }
+
+/// The Tasks extension as the SDK's extension interface declares it (mcp 2.x: a
+/// `ClientExtension` whose claim takes a task from `tools/call` and polls `tasks/get`):
+/// `slow` (`task=True`) comes back as a task the client resolves to the tool's result,
+/// `greet` (no word) at once.
+#[test]
+fn a_task_tool_is_a_task_the_sdks_extension_resolves() {
+    let python = python(&Y2026);
+    sandbox();
+    let tools = tempfile::tempdir().unwrap();
+    for file in ["tasks/slow.py", "tools/greet.py"] {
+        let from = root().join("tests/mcp-python").join(file);
+        std::fs::copy(&from, tools.path().join(from.file_name().unwrap())).unwrap();
+    }
+    let mut client = Command::new(python);
+    client
+        .arg(root().join("tests/mcp-python/tasks_client.py"))
+        .arg(env!("CARGO_BIN_EXE_warden"))
+        .args(["mcp", "--cold", "--tools"])
+        .arg(tools.path())
+        .env("WARDEN_HOME", home())
+        .env_remove("WARDEN_LOG");
+    let out = run(client, "the Python client could not finish its session");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["slow"]["content"][0]["text"], "slept 0.3",
+        "{report}"
+    );
+    assert_eq!(report["slow"]["isError"], false, "{report}");
+    assert_eq!(
+        report["greet"]["content"][0]["text"], "hello, Ada ✓",
+        "{report}"
+    );
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "only slow is a task: {report}");
+    assert_eq!(tasks[0]["tool"], "slow");
+    let statuses = tasks[0]["statuses"].as_array().unwrap();
+    assert_eq!(statuses.first().unwrap(), "working", "{report}");
+    assert_eq!(statuses.last().unwrap(), "completed", "{report}");
+}
