@@ -319,6 +319,21 @@ impl App {
         Ok(run.into())
     }
 
+    /// Lets the other nodes take this node's queued runs at once (it is shutting down):
+    /// they never start here. Running ones run on; a run cut by the shutdown is taken
+    /// over once its lease runs out. Returns how many were released.
+    pub async fn release_runs(&self) -> Result<usize, AppError> {
+        let node = self.inner.node_id.clone();
+        let released = self
+            .blocking(move |r| Ok(r.release_queued_runs(&node)?))
+            .await?;
+        for id in &released {
+            // Its task stops; the run is no longer this node's to end.
+            self.inner.runs.cancel(id);
+        }
+        Ok(released.len())
+    }
+
     /// Runs `admitted` for the stored `run` in the background, and stores how it ended.
     fn drive(&self, run: AsyncRun, mut admitted: super::run::Admitted, queue_timeout: Duration) {
         let token = CancellationToken::new();
@@ -410,13 +425,20 @@ impl App {
             Ok((_, policy)) => policy.run_retention,
             Err(_) => crate::tenant::DEFAULT_RUN_RETENTION,
         };
-        let (t, i) = (run.tenant.clone(), run.id.clone());
+        let (t, i, node) = (
+            run.tenant.clone(),
+            run.id.clone(),
+            self.inner.node_id.clone(),
+        );
         let end = RunEnd {
             status,
             result,
             retention,
         };
-        match self.blocking(move |r| Ok(r.end_run(&t, &i, &end)?)).await {
+        match self
+            .blocking(move |r| Ok(r.end_run(&t, &i, &node, &end)?))
+            .await
+        {
             // Its result posted at once, from here.
             Ok(Some(ended)) if ended.callback_url.is_some() => {
                 let app = self.clone();

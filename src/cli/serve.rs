@@ -301,6 +301,10 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
             signalled.await;
             draining.drain();
             let _ = stop.send(true);
+            // Queued runs go to the other nodes now, not after the drain.
+            if let Err(e) = draining.release_runs().await {
+                tracing::warn!("cannot hand this node's queued runs over: {e}");
+            }
         });
         let until_stopped = move || {
             let mut stopped = stopped.clone();
@@ -320,6 +324,9 @@ pub(super) fn serve(config: &SandboxConfig, args: ServeArgs) -> Result<ExitCode>
         );
         // Calls still holding cluster slots were cut at the drain timeout: free them now
         // rather than when their leases run out.
+        if let Err(e) = app.release_runs().await {
+            say!("warden: cannot hand this node's queued runs over (they are taken over once their leases run out): {e}");
+        }
         if let Err(e) = app.release_slots().await {
             say!(
                 "warden: cannot release this node's run slots (they expire by themselves): {e}"

@@ -388,12 +388,15 @@ impl Registry {
         })
     }
 
-    /// Ends a run that has not ended, with its `run_ended` event; `None` (nothing
-    /// written) when it had ended already. Its result is kept for `end.retention`.
+    /// Ends a run `node` holds, with its `run_ended` event; `None` (nothing written)
+    /// when it had ended already or is no longer `node`'s (released, or taken over by
+    /// another node after its lease ran out: that node's word stands). Its result is
+    /// kept for `end.retention`.
     pub fn end_run(
         &self,
         tenant: &TenantId,
         id: &RunId,
+        node: &str,
         end: &RunEnd,
     ) -> Result<Option<AsyncRun>, RegistryError> {
         let now = now_ms();
@@ -403,14 +406,15 @@ impl Registry {
                 "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
                      delete_after_ms = ?4, node = NULL, lease_until_ms = NULL,
                      callback_due_ms = CASE WHEN callback_url IS NULL THEN NULL ELSE CAST(?3 AS BIGINT) END
-                 WHERE id = ?5 AND tenant_id = ?6 AND ended_at_ms IS NULL",
+                 WHERE id = ?5 AND tenant_id = ?6 AND ended_at_ms IS NULL AND node = ?7",
                 vals![
                     end.status.as_str(),
                     end.result.to_string(),
                     now,
                     now.saturating_add(ms(end.retention)),
                     id.as_str(),
-                    tenant.as_str()
+                    tenant.as_str(),
+                    node
                 ],
             )?;
             if changed == 0 {
@@ -531,6 +535,28 @@ impl Registry {
                 ))
             })
             .collect()
+        })
+    }
+
+    /// Lets go of the runs `node` holds that have not started (a node shutting down):
+    /// any node takes them over at once. Returns their ids.
+    pub fn release_queued_runs(&self, node: &str) -> Result<Vec<RunId>, RegistryError> {
+        self.write(|tx| {
+            let ids = tx
+                .query(
+                    "SELECT id FROM async_runs WHERE node = ?1 AND status = 'queued'
+                     AND ended_at_ms IS NULL",
+                    vals![node],
+                )?
+                .iter()
+                .map(|row| row.get::<String>(0)?.parse())
+                .collect::<Result<Vec<RunId>, _>>()?;
+            tx.execute(
+                "UPDATE async_runs SET node = NULL, lease_until_ms = 0
+                 WHERE node = ?1 AND status = 'queued' AND ended_at_ms IS NULL",
+                vals![node],
+            )?;
+            Ok(ids)
         })
     }
 

@@ -822,3 +822,50 @@ async fn the_cli_starts_a_run_on_a_server_and_waits_for_its_result() {
     let out = cli(&["runs", "start", &add, "--args", "[1]"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_node_hands_its_queued_runs_over_at_once() {
+    let cluster = Cluster::new();
+    let (key, _) = cluster.tenant(&["--max-deadline", "60s", "--max-concurrent-calls", "1"]);
+    let mut nodes = vec![cluster.node(), cluster.node()];
+    let nap = register_long(&nodes[0], &key, NAP).await;
+    let running = start_run(&nodes[0], &key, &nap, 2.0).await;
+    run_until(
+        &nodes[1],
+        &key,
+        &running,
+        &["running"],
+        Duration::from_secs(20),
+    )
+    .await;
+    let queued = start_run(&nodes[0], &key, &nap, 0.1).await;
+    let stopped = Instant::now();
+    let status = nodes.remove(0).terminate();
+    assert!(status.success(), "{status}");
+    let survivor = &nodes[0];
+    // Well before the 15 s lease would have run out.
+    let done = run_until(
+        survivor,
+        &key,
+        &queued,
+        &["completed"],
+        Duration::from_secs(12),
+    )
+    .await;
+    assert!(
+        stopped.elapsed() < warden::app::RUN_LEASE,
+        "took {:?}",
+        stopped.elapsed()
+    );
+    assert_eq!(done["attempts"], 1, "{done}");
+    // The one it was running ran to its end during the drain, or is taken over.
+    let first = run_until(
+        survivor,
+        &key,
+        &running,
+        &["completed", "interrupted"],
+        warden::app::RUN_LEASE + Duration::from_secs(20),
+    )
+    .await;
+    assert!(first["result"].is_object(), "{first}");
+}

@@ -106,6 +106,7 @@ on_both_databases!(
     a_servers_tools_are_found_by_its_id_and_tenant,
 );
 
+mod async_runs;
 mod console;
 mod reviews;
 mod runs;
