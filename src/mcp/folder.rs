@@ -274,6 +274,14 @@ impl ToolSource for FolderSource {
         Ok(self.catalog().listed())
     }
 
+    async fn listed(
+        &self,
+        _request: &Extensions,
+        name: &str,
+    ) -> Result<Option<ListedTool>, SourceError> {
+        Ok(self.catalog().get(name).map(|t| t.listed.clone()))
+    }
+
     async fn call(
         &self,
         _request: &Extensions,
