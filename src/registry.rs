@@ -302,6 +302,16 @@ impl Registry {
         self.transaction(db::Mode::Write, f)
     }
 
+    /// [`Registry::write`] whose commit does not wait for the disk
+    /// ([`db::Mode::WriteRelaxed`]): made durable by the next commit that waits, or by
+    /// [`Registry::flush`].
+    fn write_relaxed<T>(
+        &self,
+        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+    ) -> Result<T, RegistryError> {
+        self.transaction(db::Mode::WriteRelaxed, f)
+    }
+
     /// Runs `f` in one read transaction, for a consistent view across queries.
     fn read<T>(
         &self,

@@ -169,6 +169,9 @@ pub(super) struct LocalRuns {
     ended: tokio::sync::Notify,
     /// Whether the keeper task runs.
     keeping: std::sync::atomic::AtomicBool,
+    /// Whether a run's start or end was committed without waiting for the disk since
+    /// the keeper last flushed.
+    unflushed: std::sync::atomic::AtomicBool,
 }
 
 impl LocalRuns {
@@ -485,6 +488,12 @@ impl App {
     }
 
     async fn keep_tick(&self, tick: u64) {
+        // Runs' starts and ends on disk within a tick.
+        if self.inner.runs.unflushed.swap(false, Ordering::AcqRel)
+            && let Err(e) = self.blocking(|r| Ok(r.flush()?)).await
+        {
+            tracing::warn!("cannot flush runs' starts and ends (the next commit will): {e}");
+        }
         let node = self.inner.node_id.clone();
         if !self.inner.runs.is_empty() {
             let until = lease_from_now();

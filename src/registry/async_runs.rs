@@ -9,6 +9,12 @@
 //! else ended `interrupted`. A cancellation asked on any node is a flag on the row that
 //! the holder reads when it renews, or at once when it is the holder itself.
 //!
+//! A run's acceptance commits durably before its `202`. Its start and its end commit
+//! without waiting for the disk, as a call's audit event does: the next commit that
+//! waits makes them durable too (the keeper flushes within a second of them). After a
+//! power cut a run is therefore at worst one step behind, and the step is taken again:
+//! a run that reads as queued or running is taken over, never lost.
+//!
 //! An ended run keeps its result until `delete_after_ms` (its tenant's retention);
 //! [`Registry::delete_kept_runs`] then deletes the row. Its audit events stay.
 
@@ -362,7 +368,7 @@ impl Registry {
         node: &str,
     ) -> Result<bool, RegistryError> {
         let now = now_ms();
-        self.write(|tx| {
+        self.write_relaxed(|tx| {
             tx.lock_tenant(tenant)?;
             let changed = tx.execute(
                 "UPDATE async_runs SET status = 'running', started_at_ms = ?1, version_id = ?2,
@@ -400,7 +406,7 @@ impl Registry {
         end: &RunEnd,
     ) -> Result<Option<AsyncRun>, RegistryError> {
         let now = now_ms();
-        self.write(|tx| {
+        self.write_relaxed(|tx| {
             tx.lock_tenant(tenant)?;
             let changed = tx.execute(
                 "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
