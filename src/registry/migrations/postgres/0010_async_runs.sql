@@ -23,6 +23,8 @@ CREATE TABLE async_runs (
     callback_due_ms   BIGINT
 );
 CREATE INDEX async_runs_by_tenant ON async_runs (tenant_id, created_at_ms, id);
+-- The queue bound counts a tenant's queued runs at every acceptance.
+CREATE INDEX async_runs_queued ON async_runs (tenant_id) WHERE status = 'queued';
 CREATE INDEX async_runs_open ON async_runs (lease_until_ms) WHERE ended_at_ms IS NULL;
 CREATE INDEX async_runs_callbacks ON async_runs (callback_due_ms) WHERE callback_due_ms IS NOT NULL;
 CREATE INDEX async_runs_kept ON async_runs (delete_after_ms) WHERE delete_after_ms IS NOT NULL;
