@@ -103,16 +103,6 @@ pub use secrets::{SecretKey, SecretKeyError};
 pub use servers::{Revision, RevisionVersion, ServerDetail, ServerUpdate, ServerView};
 pub use spec::{LimitsSpec, ToolSpec, Validation, validate};
 
-/// The name this node holds runs under: the registry's node name when several nodes
-/// share it, else one made up for this process (a restarted process takes its former
-/// self's runs over once their leases run out, as another node would).
-fn registry_node_or_random(registry: &Registry) -> String {
-    match registry.node() {
-        Some(node) => node.to_owned(),
-        None => format!("local-{}", hex::encode(rand::random::<[u8; 8]>())),
-    }
-}
-
 /// Longest `/readyz` waits for the registry to answer: 2 s.
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -197,7 +187,7 @@ impl App {
     /// An app over `registry`, running every guest call in `workers`, set up by `config`
     /// in one step.
     pub fn new(registry: Arc<Registry>, workers: Arc<Workers>, config: AppConfig) -> App {
-        let node_id = registry_node_or_random(&registry);
+        let node_id = runs::node_name(&registry);
         let app = App {
             inner: Arc::new(Inner {
                 journal: journal::Journal::new(Arc::clone(&registry)),

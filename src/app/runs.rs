@@ -17,13 +17,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+
+mod keeper;
 
 use super::{App, AppError};
 use crate::manifest::VersionId;
@@ -194,6 +195,13 @@ impl LocalRuns {
         }
     }
 
+    /// A run's start or end was committed without waiting for the disk: the keeper
+    /// flushes at its next tick.
+    fn written_relaxed(&self) {
+        self.unflushed
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
     fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
@@ -322,21 +330,6 @@ impl App {
         Ok(run.into())
     }
 
-    /// Lets the other nodes take this node's queued runs at once (it is shutting down):
-    /// they never start here. Running ones run on; a run cut by the shutdown is taken
-    /// over once its lease runs out. Returns how many were released.
-    pub async fn release_runs(&self) -> Result<usize, AppError> {
-        let node = self.inner.node_id.clone();
-        let released = self
-            .blocking(move |r| Ok(r.release_queued_runs(&node)?))
-            .await?;
-        for id in &released {
-            // Its task stops; the run is no longer this node's to end.
-            self.inner.runs.cancel(id);
-        }
-        Ok(released.len())
-    }
-
     /// Runs `admitted` for the stored `run` in the background, and stores how it ended.
     fn drive(&self, run: AsyncRun, mut admitted: super::run::Admitted, queue_timeout: Duration) {
         let token = CancellationToken::new();
@@ -386,7 +379,7 @@ impl App {
             .blocking(move |r| Ok(r.start_run(&t, &i, &v, &node)?))
             .await
         {
-            Ok(true) => {}
+            Ok(true) => self.inner.runs.written_relaxed(),
             Ok(false) => token.cancel(),
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's start: {e}"),
         }
@@ -442,12 +435,15 @@ impl App {
             .blocking(move |r| Ok(r.end_run(&t, &i, &node, &end)?))
             .await
         {
-            // Its result posted at once, from here.
-            Ok(Some(ended)) if ended.callback_url.is_some() => {
-                let app = self.clone();
-                tokio::spawn(async move { app.deliver(&ended.id).await });
+            Ok(Some(ended)) => {
+                self.inner.runs.written_relaxed();
+                // Its result posted at once, from here.
+                if ended.callback_url.is_some() {
+                    let app = self.clone();
+                    tokio::spawn(async move { app.deliver(&ended.id).await });
+                }
             }
-            Ok(_) => {}
+            Ok(None) => {}
             // Its lease then runs out and another node (or this one) takes it over.
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's end: {e}"),
         }
@@ -468,152 +464,6 @@ impl App {
         let _ = self.inner.failure_body.set(describe);
     }
 
-    /// Starts, once, the task that keeps this node's runs: leases, cancellations asked
-    /// elsewhere, runs of lost nodes, and ended runs past their retention.
-    pub fn keep_runs(&self) {
-        if self.inner.runs.keeping.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let inner = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            let mut tick = 0u64;
-            loop {
-                tokio::time::sleep(KEEPER_TICK).await;
-                let Some(inner) = inner.upgrade() else { return };
-                let app = App { inner };
-                app.keep_tick(tick).await;
-                tick = tick.wrapping_add(1);
-            }
-        });
-    }
-
-    async fn keep_tick(&self, tick: u64) {
-        // Runs' starts and ends on disk within a tick.
-        if self.inner.runs.unflushed.swap(false, Ordering::AcqRel)
-            && let Err(e) = self.blocking(|r| Ok(r.flush()?)).await
-        {
-            tracing::warn!("cannot flush runs' starts and ends (the next commit will): {e}");
-        }
-        let node = self.inner.node_id.clone();
-        if !self.inner.runs.is_empty() {
-            let until = lease_from_now();
-            match self
-                .blocking(move |r| Ok(r.renew_runs(&node, until)?))
-                .await
-            {
-                Ok(cancelled) => {
-                    for (_, id) in cancelled {
-                        self.inner.runs.cancel(&id);
-                    }
-                }
-                Err(e) => tracing::warn!("cannot renew this node's runs: {e}"),
-            }
-        }
-        if let Err(e) = self.take_over_lost_runs().await {
-            tracing::warn!("cannot look for runs of lost nodes: {e}");
-        }
-        if let Err(e) = self.deliver_due_callbacks().await {
-            tracing::warn!("cannot look for callbacks to post: {e}");
-        }
-        if tick.is_multiple_of(10) {
-            let deleted = self
-                .blocking(|r| Ok(r.delete_kept_runs(now_ms(), 10 * SWEEP_BATCH)?))
-                .await;
-            if let Err(e) = deleted {
-                tracing::warn!("cannot delete runs past their retention: {e}");
-            }
-        }
-    }
-
-    /// Takes over the runs whose node was lost.
-    async fn take_over_lost_runs(&self) -> Result<(), AppError> {
-        let now = now_ms();
-        let orphans = self
-            .blocking(move |r| Ok(r.orphaned_runs(now, SWEEP_BATCH)?))
-            .await?;
-        for orphan in orphans {
-            let (node, id) = (self.inner.node_id.clone(), orphan.id.clone());
-            let until = lease_from_now();
-            let claimed = self
-                .blocking(move |r| Ok(r.claim_run(&id, &node, now, until)?))
-                .await?;
-            let Some(run) = claimed else { continue };
-            self.resume(run).await;
-        }
-        Ok(())
-    }
-
-    /// A run taken over from a lost node: ended, or run again.
-    async fn resume(&self, run: AsyncRun) {
-        if run.cancel_requested {
-            return self
-                .store_end(
-                    &run,
-                    RunStatus::Cancelled,
-                    json!({"error": {"code": "cancelled", "message": "the run was cancelled"}}),
-                )
-                .await;
-        }
-        if run.status == RunStatus::Running && !self.safe_to_repeat(&run).await {
-            return self
-                .store_end(
-                    &run,
-                    RunStatus::Interrupted,
-                    json!({"error": {"code": "interrupted", "message":
-                        "the node running this run stopped before it ended; its tool is not \
-                         marked safe to repeat (idempotentHint), so it was not started again: \
-                         check what the tool did, and submit it again if needed"}}),
-                )
-                .await;
-        }
-        if run.status == RunStatus::Running {
-            let r = run.clone();
-            if let Err(e) = self.blocking(move |reg| Ok(reg.requeued(&r)?)).await {
-                tracing::warn!(run = %run.id, "cannot record the run's requeue: {e}");
-            }
-        }
-        let waited =
-            Duration::from_millis(u64::try_from(now_ms() - run.created_at_ms).unwrap_or(0));
-        let Some(left) = run
-            .queue_timeout
-            .checked_sub(waited)
-            .filter(|d| !d.is_zero())
-        else {
-            return self.finish_run(&run, Outcome::Expired).await;
-        };
-        let admitted = self
-            .admit_version(
-                &run.tenant,
-                &run.tool,
-                run.version_number,
-                None,
-                run.arguments.clone(),
-            )
-            .await;
-        match admitted {
-            Ok(admitted) => self.drive(run, admitted, left),
-            Err(e) => self.finish_run(&run, Outcome::Ran(Box::new(Err(e)))).await,
-        }
-    }
-
-    /// Whether the version `run` started says it is safe to run twice.
-    async fn safe_to_repeat(&self, run: &AsyncRun) -> bool {
-        let Some(version) = run.version.clone() else {
-            return true;
-        };
-        let (t, tool) = (run.tenant.clone(), run.tool.clone());
-        self.blocking(move |r| Ok(r.version(&t, &tool, &version)?))
-            .await
-            .is_ok_and(|v| {
-                v.manifest
-                    .schema
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.idempotent)
-                    == Some(true)
-            })
-    }
-
     /// The tenant's row and policy, from the cache or read.
     pub(super) async fn tenant_policy(
         &self,
@@ -626,6 +476,16 @@ impl App {
         };
         let policy = row.policy.clone();
         Ok((row, policy))
+    }
+}
+
+/// The name this node holds runs under: the registry's node name when several nodes
+/// share it, else one made up for this process (a restarted process takes its former
+/// self's runs over once their leases run out, as another node would).
+pub(super) fn node_name(registry: &crate::registry::Registry) -> String {
+    match registry.node() {
+        Some(node) => node.to_owned(),
+        None => format!("local-{}", hex::encode(rand::random::<[u8; 8]>())),
     }
 }
 

@@ -164,6 +164,7 @@ async fn authenticate(State(gate): State<Arc<Gate>>, request: Request, next: Nex
         tenant: tenant.clone(),
         tag,
     });
+    parts.extensions.insert(NamedTool::default());
     let mut response = next.run(Request::from_parts(parts, body)).await;
     match session {
         Some(id) if closing && response.status().is_success() => {
@@ -301,6 +302,39 @@ struct ServiceSource {
     app: App,
 }
 
+/// The tool a request names, looked up once: a `tools/call` reads it for its task mode
+/// (`ToolSource::listed`), then runs it.
+#[derive(Clone, Default)]
+struct NamedTool(Arc<std::sync::OnceLock<(String, Option<CallableTool>)>>);
+
+impl ServiceSource {
+    /// The caller's callable tool `name`, from this request's earlier lookup or read.
+    async fn callable(
+        &self,
+        request: &Extensions,
+        name: &str,
+    ) -> Result<Option<CallableTool>, SourceError> {
+        let caller = caller(request)?;
+        let memo = request
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<NamedTool>());
+        if let Some((named, tool)) = memo.and_then(|m| m.0.get())
+            && named == name
+        {
+            return Ok(tool.clone());
+        }
+        let tool = self
+            .app
+            .callable_tool(&caller.tenant, name, caller.tag.clone())
+            .await
+            .map_err(failed)?;
+        if let Some(memo) = memo {
+            let _ = memo.0.set((name.to_owned(), tool.clone()));
+        }
+        Ok(tool)
+    }
+}
+
 /// The request's caller, put there by [`authenticate`].
 fn caller(request: &Extensions) -> Result<&McpCaller, SourceError> {
     request
@@ -359,12 +393,7 @@ impl ServiceSource {
     ) -> Result<Ran, SourceError> {
         let caller = caller(request)?;
         let unknown = || SourceError::UnknownTool(name.to_owned());
-        let tool = self
-            .app
-            .callable_tool(&caller.tenant, name, caller.tag.clone())
-            .await
-            .map_err(failed)?
-            .ok_or_else(unknown)?;
+        let tool = self.callable(request, name).await?.ok_or_else(unknown)?;
         // The handler drops this future when the client cancels: the guard then stops
         // the run (its guest, and the audit records `run_cancelled`).
         let cancel = CancellationToken::new();
@@ -424,12 +453,7 @@ impl ToolSource for ServiceSource {
         request: &Extensions,
         name: &str,
     ) -> Result<Option<ListedTool>, SourceError> {
-        let caller = caller(request)?;
-        let tool = self
-            .app
-            .callable_tool(&caller.tenant, name, caller.tag.clone())
-            .await
-            .map_err(failed)?;
+        let tool = self.callable(request, name).await?;
         Ok(tool.as_ref().and_then(listed))
     }
 

@@ -141,8 +141,46 @@ async fn refusals_are_answered_at_once_and_store_nothing() {
     )
     .await;
     assert_eq!(r.code(), "invalid_body", "{}", r.json);
+    // Hostile values: a queue timeout past any clock, a megabyte of URL, deeply nested
+    // arguments; each refused with its code, nothing stored.
+    let r = start(
+        &s,
+        &key,
+        &tool,
+        json!({"arguments": {"a": 1, "b": 2}, "queue_timeout_ms": u64::MAX}),
+    )
+    .await;
+    assert_eq!(r.code(), "invalid_queue_timeout", "{}", r.json);
+    let url = format!("https://{}.example.com/", "a".repeat(1 << 20));
+    let r = start(
+        &s,
+        &key,
+        &tool,
+        json!({"arguments": {"a": 1, "b": 2}, "callback_url": url}),
+    )
+    .await;
+    assert!(r.status.is_client_error(), "{}", r.status);
+    let deep = format!(
+        r#"{{"arguments": {{"a": {}1{}, "b": 2}}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let request = axum::http::Request::post(format!("/v1/tools/{tool}/runs"))
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(axum::body::Body::from(deep))
+        .unwrap();
+    let r = s.raw(request).await;
+    assert!(r.status.is_client_error(), "{}", r.status);
     let list = s.send(Method::GET, "/v1/runs", Some(&key), None).await;
     assert_eq!(list.json["items"], json!([]), "{}", list.json);
+    let long_wait = format!(
+        "/v1/runs/run_{}?wait={}",
+        "0".repeat(32),
+        "9".repeat(10_000)
+    );
+    let r = s.send(Method::GET, &long_wait, Some(&key), None).await;
+    assert!(r.status.is_client_error(), "{}", r.status);
 
     // Unknown, malformed and another tenant's runs read alike.
     let other = s.tenant(json!({})).await;
