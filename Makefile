@@ -6,7 +6,7 @@ CARGO ?= cargo
 # The binary `cargo build` writes (under CARGO_TARGET_DIR when that is set).
 WARDEN = $(or $(CARGO_TARGET_DIR),./target)/debug/warden
 
-.PHONY: build example test runtime runtime-pydantic-proof bench lint docs fuzz screenshots bundle bundle-toolchain edge-bench edge-smoke-arm64
+.PHONY: build example test runtime runtime-pydantic runtime-pydantic-proof bench lint docs fuzz screenshots bundle bundle-toolchain edge-bench edge-smoke-arm64
 
 build:
 	$(CARGO) build
@@ -41,11 +41,17 @@ screenshots:
 runtime: build
 	$(WARDEN) runtime fetch
 
-## The Pydantic 2 runtime's proof (runtime/pydantic/README.md): builds CPython 3.13 for
-## WASI with pydantic-core from registry inputs and validates a Pydantic 2 model in
-## wasmtime 48. 13-28 minutes on 2 cores; needs root. Not part of `make test`.
+## Build and compile the Pydantic runtime (CPython 3.13.5 with Pydantic 2; see
+## docs/runtimes.md), once per machine: 6-30 minutes on 2 cores. Installs Debian's
+## toolchain packages when missing (that needs root). `make test` builds it when missing.
+runtime-pydantic: build
+	$(WARDEN) runtime build pydantic
+
+## The Pydantic 2 runtime's proof (runtime/pydantic/README.md): builds it, then validates a
+## Pydantic 2 model in a small wasmtime 48 host of its own. Not part of `make test`.
 runtime-pydantic-proof:
-	bash runtime/pydantic/build.sh
+	STEPS="$${STEPS:-step0 step1 step2 check step3 step4 step5 step6 step7 step8 step9 step10}" \
+	  bash runtime/pydantic/build.sh
 
 ## Fuzz the schema deriver, then the server's side of the worker wire, for FUZZ_SECS
 ## seconds each (default 30 minutes); see docs/schema.md.

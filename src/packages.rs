@@ -24,6 +24,7 @@
 //! This module never runs the guest: it sees requirement text, pip and files.
 
 pub mod bundled;
+pub mod choice;
 pub mod install;
 pub mod lock;
 pub mod requirement;
@@ -46,7 +47,7 @@ pub use resolve::Pip;
 pub use session::PipSession;
 pub use shipped::{SHIPPED_LOCKS, SHIPPED_WHEELS};
 
-use crate::sandbox::Progress;
+use crate::sandbox::{Flavour, Progress};
 
 /// Where a tool's installed packages appear in the guest.
 pub const GUEST_SITE: &str = crate::sandbox::wasi::PACKAGES_GUEST;
@@ -94,10 +95,44 @@ pub enum PackagesError {
         /// The runtime's version of it.
         bundled: String,
     },
+    /// A requirement names a package only the other runtime bundles.
+    #[error(
+        "{requirement} cannot be met on the {flavour} runtime, which this tool needs for \
+         {why}: {name} is a native package bundled with the {other} runtime only, and no \
+         runtime has both; split the tool in two, or drop one of the requirements"
+    )]
+    OtherRuntime {
+        /// The requirement.
+        requirement: String,
+        /// The package.
+        name: String,
+        /// The runtime the tool runs on.
+        flavour: Flavour,
+        /// The runtime that bundles the package.
+        other: Flavour,
+        /// What made the tool need its runtime.
+        why: String,
+    },
+    /// A requirement needs another runtime than the one the tool asks for.
+    #[error(
+        "{requirement} needs the {needs} runtime (Pydantic 2's core is a native extension \
+         only that runtime has), not the {runs_on} one it would run on here: let Warden \
+         choose the runtime (no --runtime, no \"runtime\" in the spec), run the tool with \
+         `warden run` or `warden serve` (`warden mcp` serves the standard runtime's tools \
+         only, for now), or ask for pydantic<2"
+    )]
+    NeedsRuntime {
+        /// The requirement.
+        requirement: String,
+        /// The runtime it needs.
+        needs: Flavour,
+        /// The runtime the tool asked for.
+        runs_on: Flavour,
+    },
     /// pip found no wheel the guest can load.
     #[error(
         "no pure-Python wheel matches {requirement}: the package (or this version of it) has \
-         only native wheels, or none at all, and the guest (CPython 3.15 on WASI) loads only \
+         only native wheels, or none at all, and the guest (CPython on WASI) loads only \
          pure-Python wheels (py3-none-any); choose another version or package"
     )]
     NoPureWheel {
@@ -268,6 +303,8 @@ impl PackagesError {
                 Fault::InvalidRequirements
             }
             P::BundledConflict { .. }
+            | P::OtherRuntime { .. }
+            | P::NeedsRuntime { .. }
             | P::NoPureWheel { .. }
             | P::SourceOnly { .. }
             | P::NotPure { .. }
@@ -303,6 +340,8 @@ pub struct Packages {
     /// An installed bundle's `packages` folder: locks read before the home's cache, and
     /// wheels installed without pip.
     shipped: Option<PathBuf>,
+    /// The runtime the packages are for: its Python decides markers and wheels.
+    flavour: Flavour,
 }
 
 impl std::fmt::Debug for Packages {
@@ -336,7 +375,35 @@ impl Packages {
             progress,
             compiler: None,
             shipped: None,
+            flavour: Flavour::Standard,
         })
+    }
+
+    /// The same store, for `flavour`'s runtime (whose standard-library zip it was
+    /// opened with): markers are evaluated and wheels chosen for its Python.
+    pub fn for_flavour(mut self, flavour: Flavour) -> Self {
+        self.flavour = flavour;
+        self
+    }
+
+    /// The store for another runtime (`flavour`, whose standard-library zip is
+    /// `stdlib_zip`): the same home and pip settings; no bytecode compiler until one is
+    /// given (it runs in that runtime's workers).
+    pub fn sibling(&self, stdlib_zip: &Path, flavour: Flavour) -> Result<Self, PackagesError> {
+        Ok(Packages {
+            root: self.root.clone(),
+            pip: self.pip.clone(),
+            bundled: Bundled::from_stdlib_zip(stdlib_zip)?,
+            progress: self.progress,
+            compiler: None,
+            shipped: self.shipped.clone(),
+            flavour,
+        })
+    }
+
+    /// The runtime the packages are for.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
     }
 
     /// The same store, compiling each new site to bytecode with `compiler`.
@@ -374,7 +441,7 @@ impl Packages {
 
         let mut to_resolve = Vec::new();
         let mut bundled = Vec::new();
-        for r in requirements.iter().filter(|r| r.applies_in_guest()) {
+        for r in requirements.iter().filter(|r| r.applies_in(self.flavour)) {
             match self.bundled.version(r.name()) {
                 Some(v) if r.allows(v) => bundled.push(BundledUse {
                     name: r.name().to_owned(),
@@ -392,12 +459,31 @@ impl Packages {
         }
         bundled.sort();
         bundled.dedup();
+        if self.flavour == Flavour::Standard
+            && let Some(r) = to_resolve
+                .iter()
+                .find(|r| choice::flavour_for(std::slice::from_ref(r)) != Flavour::Standard)
+        {
+            // pip would look through every Pydantic 2 release before giving up.
+            return Err(PackagesError::NeedsRuntime {
+                requirement: r.to_string(),
+                needs: choice::flavour_for(std::slice::from_ref(r)),
+                runs_on: self.flavour,
+            });
+        }
+        self.check_other_runtime(&requirements, &to_resolve)?;
         let work = self.work_dir()?;
         let downloaded = if to_resolve.is_empty() {
             Vec::new()
         } else {
             self.pip
-                .resolve(&to_resolve, &self.bundled, work.path(), self.progress)
+                .resolve(
+                    &to_resolve,
+                    &self.bundled,
+                    self.flavour.python(),
+                    work.path(),
+                    self.progress,
+                )
                 .map_err(|e| self.not_shipped(e, &requirements))?
         };
         let lock = Lock {
@@ -412,6 +498,52 @@ impl Packages {
         Ok(lock)
     }
 
+    /// Refuses, before pip runs, a requirement (among `to_resolve`) that names a
+    /// package the standard runtime bundles when the store is another runtime's: such
+    /// packages (numpy, pandas, ...) are native and no pure wheel of them exists.
+    fn check_other_runtime(
+        &self,
+        requirements: &[Requirement],
+        to_resolve: &[Requirement],
+    ) -> Result<(), PackagesError> {
+        if self.flavour == Flavour::Standard {
+            return Ok(());
+        }
+        let Some(home) = self.root.parent() else {
+            return Ok(());
+        };
+        let Ok(standard) = crate::sandbox::RuntimeFiles::at(home) else {
+            return Ok(());
+        };
+        let zip = standard.path(crate::sandbox::artifacts::Role::Stdlib);
+        let Ok(standard) = Bundled::from_stdlib_zip(&zip) else {
+            return Ok(());
+        };
+        let Some(r) = to_resolve
+            .iter()
+            .find(|r| standard.version(r.name()).is_some())
+        else {
+            return Ok(());
+        };
+        let why = requirements
+            .iter()
+            .filter(|q| self.bundled.version(q.name()).is_some())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(PackagesError::OtherRuntime {
+            requirement: r.to_string(),
+            name: r.name().to_owned(),
+            flavour: self.flavour,
+            other: Flavour::Standard,
+            why: if why.is_empty() {
+                "its requirements".to_owned()
+            } else {
+                why
+            },
+        })
+    }
+
     /// The installed folder of `lock`'s wheels (`None` when it installs nothing),
     /// downloading and installing them from the lock if this machine lacks them.
     pub fn site(&self, lock: &Lock) -> Result<Option<PathBuf>, PackagesError> {
@@ -423,7 +555,9 @@ impl Packages {
             return Ok(Some(site));
         }
         let work = self.work_dir()?;
-        let downloaded = self.pip.download(lock, work.path(), self.progress)?;
+        let downloaded =
+            self.pip
+                .download(lock, work.path(), self.flavour.python(), self.progress)?;
         install::install(&self.sites(), &id, &downloaded, self.compiler.as_ref()).map(Some)
     }
 
@@ -435,12 +569,18 @@ impl Packages {
             fs::create_dir_all(dest).map_err(|e| io(dest, e))?;
             return Ok(Vec::new());
         }
-        let downloaded = self.pip.download(lock, dest, self.progress)?;
+        let downloaded = self
+            .pip
+            .download(lock, dest, self.flavour.python(), self.progress)?;
         Ok(downloaded.into_iter().map(|d| d.path).collect())
     }
 
     fn sites(&self) -> PathBuf {
-        self.root.join("sites")
+        match self.flavour {
+            Flavour::Standard => self.root.join("sites"),
+            // Compiled to another Python's bytecode, so kept apart.
+            other => self.root.join(format!("sites-{other}")),
+        }
     }
 
     /// A private scratch folder, removed when dropped.
@@ -458,11 +598,15 @@ impl Packages {
     }
 
     /// The file name of a requirement set's lock, in the home's cache and in a bundle:
-    /// keyed by the set and the runtime's bundled packages (another runtime may satisfy
-    /// other requirements).
+    /// keyed by the set, the runtime's bundled packages (another runtime may satisfy
+    /// other requirements) and, beyond the standard runtime, its Python (the standard
+    /// runtime's keys stay those of the locks made before flavours).
     fn lock_name(&self, requirements: &[Requirement]) -> String {
         let mut hasher = Sha256::new();
         hasher.update(b"warden.lock-request.v1\n");
+        if self.flavour != Flavour::Standard {
+            hasher.update(format!("python {}\n", self.flavour.python_full()).as_bytes());
+        }
         for (name, version) in self.bundled.iter() {
             hasher.update(format!("bundled {name} {version}\n").as_bytes());
         }

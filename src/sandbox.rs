@@ -57,7 +57,7 @@ use call::{guest, job, pipe, ticker, verdict};
 use machine::engine;
 #[cfg(feature = "compiler")]
 use machine::state_exports;
-pub use machine::{artifacts, compiled, platform, snapshot};
+pub use machine::{artifacts, build, compiled, flavour, platform, snapshot};
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -72,6 +72,7 @@ pub use artifacts::{ArtifactError, Progress, RuntimeFiles};
 pub use cores::{CoreSeat, ShareKey, host_cores};
 use cores::{Cores, Seat};
 pub use error::SandboxError;
+pub use flavour::Flavour;
 use guest::{Exports, Guest, trap_kind};
 pub use host_calls::Door;
 pub use job::Job;
@@ -151,6 +152,8 @@ pub struct SandboxConfig {
     /// An installed bundle's runtime folder (`DIR/runtime`, read-only, precompiled for
     /// this device). Default: none, the runtime fetched and compiled into `home`.
     pub runtime: Option<PathBuf>,
+    /// Which runtime the sandbox runs. Default: [`Flavour::Standard`].
+    pub flavour: Flavour,
 }
 
 impl SandboxConfig {
@@ -164,14 +167,25 @@ impl SandboxConfig {
             warm_budget: DEFAULT_WARM_BUDGET,
             progress: Progress::Show,
             runtime: None,
+            flavour: Flavour::Standard,
         }
     }
 
     /// The runtime's files: the bundle's, or those under `home`.
     pub fn runtime_files(&self) -> Result<RuntimeFiles, SandboxError> {
         Ok(match &self.runtime {
-            Some(dir) => RuntimeFiles::bundled(dir)?,
-            None => RuntimeFiles::at(&self.home)?,
+            Some(dir) if self.flavour == Flavour::Standard => RuntimeFiles::bundled(dir)?,
+            Some(dir) => {
+                return Err(ArtifactError::Bundle {
+                    dir: dir.clone(),
+                    reason: format!(
+                        "a bundle carries the standard runtime only, not the {} one",
+                        self.flavour
+                    ),
+                }
+                .into());
+            }
+            None => RuntimeFiles::of(&self.home, self.flavour)?,
         })
     }
 }

@@ -6,11 +6,14 @@
 # warden_entry.c (the C entry points of Warden's runtime ABI) and runner/ (a small wasmtime
 # 48.0.8 host); proof/*.py are the guest scripts. See README.md beside this file.
 #
-#   make runtime-pydantic-proof                 # WORK=target/pydantic-runtime
+#   warden runtime build pydantic               # steps step0..step8 and install, into
+#                                               # $WARDEN_HOME/runtime/pydantic-<recipe key>
+#   make runtime-pydantic-proof                 # the proof: WORK=target/pydantic-runtime
 #   WORK=/some/empty/dir bash runtime/pydantic/build.sh
 #
-# Needs: root (apt-get), Debian bookworm with its default apt source, pip, rustup's cargo
-# (>= 1.90, for the host runner), 2 cores, ~6 GB disk. Heavy steps run under nice/ionice.
+# Needs: Debian bookworm with its default apt source (root only when the toolchain's
+# packages are missing: step0 installs them), pip, 2 cores, ~6 GB disk; rustup's cargo
+# (>= 1.90) for the proof's host runner. Heavy steps run under nice/ionice.
 set -euo pipefail
 PROOF=$(cd "$(dirname "$0")" && pwd)
 WORK=${WORK:-$PROOF/../../target/pydantic-runtime}
@@ -32,22 +35,33 @@ cd "$WORK"
 T() { local name=$1; shift; local t0=$(date +%s); "$@"; echo "TIMING $name $(( $(date +%s) - t0 )) s" | tee -a "$WORK/logs/timings.txt"; }
 
 # ---- 0. Debian bookworm toolchain -------------------------------------------------------
+TOOLCHAIN="clang-22=1:22.1.8-1~deb12u1 lld-22=1:22.1.8-1~deb12u1 llvm-22=1:22.1.8-1~deb12u1
+  libclang-rt-22-dev-wasm32=1:22.1.8-1~deb12u1
+  rustc-web=1.96.0+dfsg1-1~deb12u2 cargo-web=1.96.0+dfsg1-1~deb12u2
+  rust-web-src=1.96.0+dfsg1-1~deb12u2"
 step0() {
+  # Nothing to do (and no root needed) when the pinned versions are installed already.
+  local p missing=
+  for p in $TOOLCHAIN; do
+    [ "$(dpkg-query -W -f='${Version}' "${p%%=*}" 2>/dev/null)" = "${p#*=}" ] || missing=1
+  done
+  for p in build-essential libffi-dev zlib1g-dev libssl-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing=1
+  done
+  [ -z "$missing" ] && { echo "toolchain: installed"; return; }
+  [ "$(id -u)" = 0 ] || { echo "the toolchain's Debian packages are missing and installing them needs root: run this as root once (or install: $TOOLCHAIN build-essential libffi-dev zlib1g-dev libssl-dev)" >&2; return 1; }
   apt-get update -q
-  $NICE apt-get install -y -q --no-install-recommends \
-    clang-22=1:22.1.8-1~deb12u1 lld-22=1:22.1.8-1~deb12u1 llvm-22=1:22.1.8-1~deb12u1 \
-    libclang-rt-22-dev-wasm32=1:22.1.8-1~deb12u1 \
-    rustc-web=1.96.0+dfsg1-1~deb12u2 cargo-web=1.96.0+dfsg1-1~deb12u2 \
-    rust-web-src=1.96.0+dfsg1-1~deb12u2 \
+  # shellcheck disable=SC2086
+  $NICE apt-get install -y -q --no-install-recommends $TOOLCHAIN \
     build-essential libffi-dev zlib1g-dev libssl-dev
 }
 
 # ---- 1. inputs from Debian sid (wasi-libc .deb) and trixie (python3.13 source) ----------
-# A private apt configuration under /tmp, so the system stays bookworm (nothing from sid or
+# A private apt configuration in the work folder, so the system stays bookworm (nothing from sid or
 # trixie is installed: the .deb is only unpacked, and the source only downloaded). The mirror is the
 # one already configured for bookworm.
 step1() {
-  local A=/tmp/pyd-apt URI
+  local A=$WORK/apt URI
   URI=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources)
   mkdir -p $A/lists/partial $A/cache/archives/partial $A/sources.d
   cat > $A/sources.list <<EOF
@@ -60,6 +74,7 @@ EOF
   apt-get $O update -q
   (cd inputs && apt-get $O download wasi-libc=$WASI_LIBC_VERSION)
   (cd src && apt-get $O source --download-only python3.13=3.13.5-2+deb13u5)
+  (cd src && apt-get $O source --download-only zlib=1:1.3.dfsg+really1.3.1-1)
 }
 
 # ---- 2. inputs from PyPI ------------------------------------------------------------------
@@ -73,6 +88,7 @@ check() {
   echo "$WASI_LIBC_SHA256  $WASI_LIBC_DEB" | sha256sum -c
   sha256sum -c <<'EOF'
 93e583f243454e6e9e4588ca2c2662206ad961659863277afcdb96801647d640  src/python3.13_3.13.5.orig.tar.xz
+60dd315c07f616887caa029408308a018ace66e3d142726a97db164b3b8f69fb  src/zlib_1.3.dfsg+really1.3.1.orig.tar.gz
 653a2ad9f6d8858529c77c72717d0ea991d6c6837fe683246b2f4b2bbfc3fadc  inputs/pydantic-2.14.4-py3-none-any.whl
 1e740886083ff95530d694e6a3f09ed914bcf92a496d16acd307c6c3484fc36d  inputs/pydantic_core-2.50.5.tar.gz
 f072f4d804ea359e4eaf198b1af7a8b0943881a87f31bb764f8bf219bb9419e0  inputs/annotated_types-0.8.0-py3-none-any.whl
@@ -84,6 +100,7 @@ EOF
 # ---- 3. unpack; a wasi-sdk-shaped folder of Debian's tools and sid's wasi-libc ------------
 step3() {
   tar -C src -xf src/python3.13_3.13.5.orig.tar.xz
+  tar -C src -xzf src/zlib_1.3.dfsg+really1.3.1.orig.tar.gz
   tar -C src -xzf inputs/pydantic_core-2.50.5.tar.gz
   mkdir -p wasi-libc-deb sysroot sdk/bin sdk/share
   dpkg-deb -x $WASI_LIBC_DEB wasi-libc-deb
@@ -110,9 +127,22 @@ step4() {
   cd $WORK
 }
 
-# ---- 5. CPython 3.13.5 for wasm32-wasip1 (flags as in Tools/wasm/wasi.py) ----------------
+# ---- 5. CPython 3.13.5 for wasm32-wasip1 (flags as in Tools/wasm/wasi.py), with zlib ------
+# zlib 1.3.1 (Debian's source) as a static library first: CPython's zlib module needs it,
+# and so do urllib3, requests and httpx (they import zlib to decode responses).
+ZLIB=$WORK/zlib
 step5() {
+  mkdir -p $ZLIB/lib $ZLIB/include $ZLIB/obj
+  local f
+  for f in adler32 compress crc32 deflate gzclose gzlib gzread gzwrite infback inffast \
+           inflate inftrees trees uncompr zutil; do
+    $SDK/bin/clang --sysroot=$SYSROOT -O2 -DZ_HAVE_UNISTD_H \
+      -c $WORK/src/zlib-1.3.1/$f.c -o $ZLIB/obj/$f.o
+  done
+  $SDK/bin/llvm-ar rcs $ZLIB/lib/libz.a $ZLIB/obj/*.o
+  cp $WORK/src/zlib-1.3.1/zlib.h $WORK/src/zlib-1.3.1/zconf.h $ZLIB/include/
   mkdir -p $PY/cross-build/wasm32-wasip1 && cd $PY/cross-build/wasm32-wasip1
+  ZLIB_CFLAGS="-I$ZLIB/include" ZLIB_LIBS="-L$ZLIB/lib -lz" \
   CONFIG_SITE=$PY/Tools/wasm/config.site-wasm32-wasi \
   CC="$SDK/bin/clang --sysroot=$SYSROOT" CPP="$SDK/bin/clang-cpp --sysroot=$SYSROOT" \
   CXX="$SDK/bin/clang++ --sysroot=$SYSROOT" AR=$SDK/bin/llvm-ar RANLIB=$SDK/bin/ranlib \
@@ -173,8 +203,44 @@ step8() {
   mkdir -p stage/root/usr/local/lib/python3.13/lib-dynload stage/packages stage/empty-root
   for w in inputs/*.whl; do python3 -m zipfile -e "$w" stage/packages; done
   cp -r src/pydantic_core-2.50.5/python/pydantic_core stage/packages/
+  # The sdist has no installed metadata: say what is bundled, as a wheel's would.
+  mkdir -p stage/packages/pydantic_core-2.50.5.dist-info
+  printf 'Metadata-Version: 2.1\nName: pydantic_core\nVersion: 2.50.5\nLicense: MIT\n' \
+    > stage/packages/pydantic_core-2.50.5.dist-info/METADATA
   rm -rf stage/packages/pydantic_core/_pydantic_core   # type stubs only; the module is built in
   $PY/cross-build/build/python -m compileall -q --invalidation-mode unchecked-hash stage/packages
+}
+
+# ---- install: the runtime as Warden runs it, in $DEST --------------------------------------
+# DEST/python.wasm              the reactor (no debug info; its name section stays: Warden's
+#                               snapshot finds wasi-libc's preopen reset by name)
+# DEST/lib/python313.zip        the standard library and the bundled packages, as bytecode
+# DEST/lib/python3.13/lib-dynload/   empty: CPython's start-up looks for it
+# DEST/runtime.toml             what Warden verifies the files against
+# Built beside DEST and renamed into place, so DEST is complete or absent.
+install() {
+  : "${DEST:?set DEST, the folder to install the runtime in}"
+  local tmp=$DEST.partial
+  rm -rf "$tmp" && mkdir -p "$tmp/lib/python3.13/lib-dynload"
+  cp out/python-pyd.nodebug.wasm "$tmp/python.wasm"
+  $PY/cross-build/build/python $PROOF/pack.py "$tmp/lib/python313.zip" \
+    stage/root/usr/local/lib/python3.13 stage/packages
+  local f size sum
+  {
+    echo "# Written by runtime/pydantic/build.sh; Warden checks every file against it."
+    echo "[package]"
+    echo "name = \"cpython-pydantic\""
+    echo "version = \"${RECIPE_KEY:-local}\""
+    echo "licence = \"PSF-2.0 (CPython 3.13.5); MIT (pydantic 2.14.4, pydantic-core 2.50.5, annotated-types, typing-inspection); PSF-2.0 (typing-extensions); Apache-2.0 WITH LLVM-exception (wasi-libc)\""
+    echo "python = \"3.13.5\""
+    for f in python.wasm lib/python313.zip; do
+      size=$(stat -c %s "$tmp/$f"); sum=$(sha256sum "$tmp/$f" | cut -d' ' -f1)
+      case $f in python.wasm) role=snapshot ;; *) role=stdlib ;; esac
+      printf '\n[[artifact]]\nrole = "%s"\npath = "%s"\nsize = %s\nsha256 = "%s"\n' "$role" "$f" "$size" "$sum"
+    done
+  } > "$tmp/runtime.toml"
+  rm -rf "$DEST" && mv "$tmp" "$DEST"
+  echo "installed in $DEST"
 }
 
 # ---- 9. the host: wasmtime 48.0.8 + wasmtime-wasi 48.0.8 + wasmtime-wizer 48.0.8 -----------
@@ -197,7 +263,13 @@ step10() {
   sha256sum out/*.wasm | tee logs/artifacts.sha256
 }
 
-for s in ${STEPS:-step0 step1 step2 check step3 step4 step5 step6 step7 step8 step9 step10}; do
-  echo "==== $s"; T $s $s
-done
-echo "RECIPE DONE"
+# In a function, read whole before it runs: editing this file meanwhile changes nothing.
+main() {
+  local s
+  for s in ${STEPS:-step0 step1 step2 check step3 step4 step5 step6 step7 step8 step9 step10}; do
+    echo "==== $s"; T "$s" "$s"
+  done
+  echo "RECIPE DONE"
+}
+main
+exit

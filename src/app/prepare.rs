@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::outcome::{CallResult, RESULT_MISMATCH, Status, ToolError, Warning};
-use crate::sandbox::{Call, ToolFolder, WarmState, Warmth};
+use crate::sandbox::{Call, Flavour, ToolFolder, WarmState, Warmth};
 use crate::schema::{self, ArgumentValidator, ToolSchema, Violation};
 
 /// Everything the calls of one tool version share, prepared once.
@@ -39,6 +39,8 @@ pub struct PreparedTool {
     /// The functions of the file's resources and prompts, by name: each called like the
     /// tool, from the same warm state, its arguments checked against its own schema.
     members: HashMap<String, Member>,
+    /// The runtime its calls run on.
+    flavour: Flavour,
 }
 
 /// How one function's arguments are checked and passed: the tool's, or a resource's or
@@ -110,7 +112,19 @@ impl PreparedTool {
             packages,
             warmth: Mutex::new(None),
             warming: AtomicBool::new(false),
+            flavour: Flavour::Standard,
         }
+    }
+
+    /// The same tool, run on `flavour`'s runtime.
+    pub fn on_runtime(mut self, flavour: Flavour) -> Self {
+        self.flavour = flavour;
+        self
+    }
+
+    /// The runtime its calls run on.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
     }
 
     /// True the first time only: the caller prepares the warm state.

@@ -48,13 +48,18 @@ fn describe(
 ) -> Result<Capabilities, AppError> {
     let policy = r.policy(tenant)?;
     let m = &version.manifest;
-    Ok(Capabilities::describe(
+    let mut document = Capabilities::describe(
         subject(tool, version),
         &m.grants,
         &m.limits,
         &m.packages,
         Some(&policy.ceilings),
-    ))
+    );
+    if !m.runtime.is_standard() {
+        // Its files are named by the App, from the runtime open on the node.
+        document.runtime = crate::capabilities::Runtime::of(m.runtime, None);
+    }
+    Ok(document)
 }
 
 /// The capabilities of the tool's `version` (a number or an id; default: the current
@@ -104,6 +109,16 @@ impl App {
         let mut document = self
             .blocking(move |r| version_capabilities(r, &t, &id, version.as_deref()))
             .await?;
+        let flavour = document.runtime.flavour;
+        if !flavour.is_standard() {
+            let runtimes = self.clone();
+            let manifest = self
+                .blocking(move |_| runtimes.inner.runtimes.get(flavour))
+                .await
+                .ok()
+                .map(|r| r.workers.runtime().manifest.clone());
+            document.runtime = crate::capabilities::Runtime::of(flavour, manifest);
+        }
         document.runtime.layers = self.layers().into_iter().map(String::from).collect();
         Ok(document)
     }

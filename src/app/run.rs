@@ -357,15 +357,17 @@ impl App {
             return Ok(p);
         }
         let tools_dir = self.inner.tools_dir.clone();
-        let packages = self.inner.packages.clone();
+        let app = self.clone();
         let manifest = manifest.clone();
         let prepared = self
             .blocking(move |_| {
                 let folder = tool_folder(&tools_dir, &manifest)?;
+                // Its runtime opened on this node (compiled the first time).
+                let runtime = app.inner.runtimes.get(manifest.runtime)?;
                 // Installed at registration; installed again from the lock if this
                 // machine's package store lost it.
-                let site = packages.site(&manifest.packages)?;
-                Ok(PreparedTool::new(folder, manifest.schema, site))
+                let site = runtime.packages.site(&manifest.packages)?;
+                Ok(PreparedTool::new(folder, manifest.schema, site).on_runtime(manifest.runtime))
             })
             .await?;
         let mut cache = self
@@ -406,7 +408,13 @@ impl App {
         if !self.warm_start() || !prepared.start_warming() {
             return;
         }
-        let workers = Arc::clone(&self.inner.workers);
+        let workers = match self.inner.runtimes.workers(prepared.flavour()) {
+            Ok(workers) => workers,
+            Err(e) => {
+                tracing::warn!(function = prepared.function(), "the tool runs cold: {e}");
+                return;
+            }
+        };
         let prepared = Arc::clone(prepared);
         let share = ShareKey::new(tenant.as_str());
         tokio::spawn(async move {
@@ -479,12 +487,8 @@ impl App {
                         function: function.clone(),
                     })?,
             };
-            let call = self.inner.workers.call_admitted(
-                call,
-                a.mounts.clone(),
-                warm.as_deref(),
-                &a.outbound,
-            );
+            let workers = self.inner.runtimes.workers(a.prepared.flavour())?;
+            let call = workers.call_admitted(call, a.mounts.clone(), warm.as_deref(), &a.outbound);
             // Dropping the call's future drops its store: the guest stops there.
             tokio::select! {
                 result = call => Some(result),

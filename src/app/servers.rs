@@ -117,13 +117,13 @@ impl App {
         };
         let t = tenant.clone();
         let tools_dir = self.inner.tools_dir.clone();
-        let packages = self.inner.packages.clone();
+        let app = self.clone();
         let own = self.own_folders();
         let at = server.clone();
         let tools = self
             .blocking(move |r| {
                 let policy = r.policy(&t)?;
-                let lock = packages.lock(spec::requirements(&spec)?)?;
+                let lock = app.lock_for(&spec)?;
                 // Every manifest first: one that is refused stores nothing.
                 let mut manifests = Vec::with_capacity(functions.len());
                 for function in &functions {
@@ -171,7 +171,7 @@ impl App {
     ) -> Result<ServerView, AppError> {
         let (t, id) = (tenant.clone(), server.clone());
         let tools_dir = self.inner.tools_dir.clone();
-        let packages = self.inner.packages.clone();
+        let app = self.clone();
         let own = self.own_folders();
         let view_of = self
             .blocking(move |r| {
@@ -197,7 +197,7 @@ impl App {
                         reason: "the new file declares no tool, resource or prompt: a server keeps at least one; delete its tools to end it".into(),
                     });
                 }
-                let lock = packages.lock(spec::requirements(&spec)?)?;
+                let lock = app.lock_for(&spec)?;
                 let mut planned = Vec::with_capacity(functions.len());
                 for function in &functions {
                     let old = members.iter().find(|(_, m)| match function {

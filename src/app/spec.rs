@@ -11,6 +11,7 @@ use crate::grants::Grants;
 use crate::limits::{ByteSize, CharLimit, Fuel, Limits, RequestCount};
 use crate::manifest::{Manifest, Tag, ToolName};
 use crate::packages::{PackagesError, Requirement, script};
+use crate::sandbox::Flavour;
 use crate::schema::{
     self, Code, DeriveOptions, Diagnostic, Health, PipRequirement, Severity, ToolSchema,
 };
@@ -67,6 +68,11 @@ pub struct ToolSpec {
     /// source's PEP 723 `dependencies`. Default: none.
     #[serde(default)]
     pub pip_requirements: Vec<PipRequirement>,
+    /// The runtime to run on: `standard` (CPython 3.15: numpy, pandas, matplotlib,
+    /// Pydantic 1.10) or `pydantic` (CPython 3.13 with Pydantic 2). Default: `pydantic`
+    /// when the requirements ask for Pydantic 2 (e.g. `pydantic>=2`), else `standard`.
+    #[serde(default)]
+    pub runtime: Option<Flavour>,
 }
 
 /// Every requirement of `spec`: its source's PEP 723 block, then `pip_requirements`.
@@ -242,6 +248,10 @@ pub fn manifest(
             },
         ));
     }
+    let runtime = match spec.runtime {
+        Some(flavour) => flavour,
+        None => crate::packages::choice::flavour_for(&requirements(&spec)?),
+    };
     let (schema, diagnostics) = match spec.schema.clone() {
         Some(schema) => {
             check_explicit(&spec, &schema)?;
@@ -274,6 +284,7 @@ pub fn manifest(
     policy.admit_limits(&limits)?;
     policy.admit_grants(&spec.grants)?;
     let manifest = Manifest {
+        runtime,
         name,
         function,
         source: spec.source,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use warden::packages::{Lock, Packages, Requirement, script};
+use warden::packages::{Lock, Requirement, script};
 use warden::sandbox::SandboxConfig;
 
 use super::args::PipArgs;
@@ -59,8 +59,9 @@ pub struct FetchArgs {
 pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<ExitCode> {
     match cmd {
         PackagesCommand::Lock(args) => {
-            let store = args.pip.open(config)?;
-            let lock = lock(&store, &args.tool, &args.requirements)?;
+            let requirements = requirements(&args.tool, &args.requirements)?;
+            let store = args.pip.open(&for_runtime(config, &requirements))?;
+            let lock = store.lock(requirements)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&lock)?);
             } else {
@@ -68,8 +69,9 @@ pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<E
             }
         }
         PackagesCommand::Fetch(args) => {
-            let store = args.pip.open(config)?;
-            let lock = lock(&store, &args.tool, &args.requirements)?;
+            let requirements = requirements(&args.tool, &args.requirements)?;
+            let store = args.pip.open(&for_runtime(config, &requirements))?;
+            let lock = store.lock(requirements)?;
             let wheels = store
                 .fetch(&lock, &args.dest)
                 .with_context(|| format!("cannot fetch the wheels into {}", args.dest.display()))?;
@@ -88,7 +90,15 @@ pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<E
     Ok(ExitCode::Ok)
 }
 
-fn lock(store: &Packages, tool: &std::path::Path, extra: &[Requirement]) -> Result<Lock> {
+/// `config` for the runtime `requirements` need (the Pydantic one for Pydantic 2).
+fn for_runtime(config: &SandboxConfig, requirements: &[Requirement]) -> SandboxConfig {
+    let mut config = config.clone();
+    config.flavour = warden::packages::choice::flavour_for(requirements);
+    config
+}
+
+/// The tool's requirements: its PEP 723 block's, then `extra`.
+fn requirements(tool: &std::path::Path, extra: &[Requirement]) -> Result<Vec<Requirement>> {
     let source = read_tool(tool)?;
     let mut requirements = script::read(&source)
         .map_err(|e| usage(format!("{}: {e}", tool.display())))?
@@ -100,7 +110,7 @@ fn lock(store: &Packages, tool: &std::path::Path, extra: &[Requirement]) -> Resu
             tool.display()
         );
     }
-    Ok(store.lock(requirements)?)
+    Ok(requirements)
 }
 
 fn print_lock(lock: &Lock) {

@@ -11,7 +11,7 @@ use warden::grants::Grants;
 use warden::limits::{ByteSize, Limits};
 use warden::outcome::{CallResult, ContentPart, Start, Status};
 use warden::packages::{Requirement, script};
-use warden::sandbox::{Outbound, SandboxConfig, ShareKey, ToolFolder, Warmth};
+use warden::sandbox::{Flavour, Outbound, SandboxConfig, ShareKey, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
 use warden::worker::{Workers, WorkersConfig};
 
@@ -44,6 +44,13 @@ pub struct RunArgs {
     /// Limits, grants and where calls start from.
     #[command(flatten)]
     pub call: CallArgs,
+
+    /// The runtime to run on: `standard` (CPython 3.15: numpy, pandas, matplotlib,
+    /// Pydantic 1.10) or `pydantic` (CPython 3.13 with Pydantic 2, built by `warden
+    /// runtime build pydantic`). Default: `pydantic` when the tool's requirements ask for
+    /// Pydantic 2 (e.g. `pydantic>=2`), else `standard`.
+    #[arg(long, value_name = "NAME")]
+    pub runtime: Option<Flavour>,
 
     /// Print the full result as JSON.
     #[arg(long)]
@@ -133,6 +140,11 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e),
     };
+    let mut config = config.clone();
+    config.flavour = args
+        .runtime
+        .unwrap_or_else(|| warden::packages::choice::flavour_for(&prepared.requirements));
+    let config = &config;
     let workers = std::sync::Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
     let tool = if prepared.requirements.is_empty() {
         prepared.tool

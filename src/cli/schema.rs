@@ -97,6 +97,12 @@ pub(super) fn schema(args: SchemaArgs) -> Result<ExitCode> {
     let exported = schema::export(&shown_schema, format, args.strict, &letta)
         .map_err(|e| usage(e.to_string()))?;
     println!("{}", serde_json::to_string_pretty(&exported)?);
+    // Which runtime its calls get, on stderr beside the diagnostics: stdout stays the
+    // schema alone, for scripts.
+    if let Ok(meta) = warden::packages::script::read(&source) {
+        let flavour = warden::packages::choice::flavour_for(&meta.dependencies);
+        eprintln!("runtime: {flavour} ({})", flavour.summary());
+    }
     Ok(ExitCode::Ok)
 }
 
@@ -139,6 +145,11 @@ pub(super) fn validate(args: ValidateArgs) -> Result<ExitCode> {
                     meta.dependencies.iter().map(ToString::to_string).collect();
                 println!("{shown}: requires {}", listed.join(", "));
             }
+            let flavour = warden::packages::choice::flavour_for(&meta.dependencies);
+            println!(
+                "{shown}: runs on the {flavour} runtime ({})",
+                flavour.summary()
+            );
             errors
         }
         Err(e) => {

@@ -75,6 +75,9 @@ pub(super) struct UploadSpec {
     icon: Option<String>,
     #[serde(default)]
     pip_requirements: Vec<PipRequirement>,
+    /// See [`ToolSpec::runtime`].
+    #[serde(default)]
+    runtime: Option<crate::sandbox::Flavour>,
 }
 
 /// The parts of an upload.
@@ -161,6 +164,7 @@ pub(super) async fn upload_tool(
         title: extra.title,
         icon: extra.icon,
         pip_requirements: extra.pip_requirements,
+        runtime: extra.runtime,
     };
     Ok((StatusCode::CREATED, Json(app.register(&t, spec).await?)))
 }

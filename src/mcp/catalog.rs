@@ -147,6 +147,7 @@ impl CatalogTool {
             title: self.listed.title.clone(),
             icon: self.listed.icon.clone(),
             server: None,
+            runtime: self.prepared.flavour(),
         })
     }
 }

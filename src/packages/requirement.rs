@@ -9,6 +9,7 @@ use pep508_rs::{MarkerEnvironment, MarkerEnvironmentBuilder, VersionOrUrl};
 use serde::{Deserialize, Serialize};
 
 use super::PackagesError;
+use crate::sandbox::Flavour;
 
 /// The Python version of the guest runtime, for markers and `requires-python`.
 pub const GUEST_PYTHON: &str = "3.15.0";
@@ -48,9 +49,16 @@ impl Requirement {
         pep508_rs::Requirement::from_str(&self.text).ok()
     }
 
-    /// Whether the requirement applies in the guest (its marker, if any, holds there).
+    /// Whether the requirement applies in the standard runtime's guest (its marker, if
+    /// any, holds there).
     pub fn applies_in_guest(&self) -> bool {
-        match (self.parsed(), guest_markers()) {
+        self.applies_in(Flavour::Standard)
+    }
+
+    /// Whether the requirement applies in `flavour`'s guest (its marker, if any, holds
+    /// there).
+    pub fn applies_in(&self, flavour: Flavour) -> bool {
+        match (self.parsed(), guest_markers(flavour)) {
             (Some(r), Some(env)) => r.marker.evaluate(env, &[]),
             _ => true,
         }
@@ -163,21 +171,25 @@ pub fn guest_python_satisfies(specifiers: &str) -> Result<bool, String> {
     Ok(specs.contains(&version))
 }
 
-/// The values PEP 508 markers see in the guest: CPython 3.15 on WASI.
-fn guest_markers() -> Option<&'static MarkerEnvironment> {
-    static ENV: OnceLock<Option<MarkerEnvironment>> = OnceLock::new();
-    ENV.get_or_init(|| {
+/// The values PEP 508 markers see in `flavour`'s guest: CPython 3.15 or 3.13 on WASI.
+fn guest_markers(flavour: Flavour) -> Option<&'static MarkerEnvironment> {
+    static ENV: [OnceLock<Option<MarkerEnvironment>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = match flavour {
+        Flavour::Standard => &ENV[0],
+        Flavour::Pydantic => &ENV[1],
+    };
+    slot.get_or_init(|| {
         MarkerEnvironment::try_from(MarkerEnvironmentBuilder {
             implementation_name: "cpython",
-            implementation_version: GUEST_PYTHON,
+            implementation_version: flavour.python_full(),
             os_name: "posix",
             platform_machine: "wasm32",
             platform_python_implementation: "CPython",
             platform_release: "",
             platform_system: "WASI",
             platform_version: "",
-            python_full_version: GUEST_PYTHON,
-            python_version: "3.15",
+            python_full_version: flavour.python_full(),
+            python_version: flavour.python(),
             sys_platform: "wasi",
         })
         .ok()

@@ -1,5 +1,6 @@
-//! Resolving and downloading wheels with pip, for the guest's platform: CPython 3.15 on
-//! WASI, which can load only pure-Python wheels (`py3-none-any` and the like).
+//! Resolving and downloading wheels with pip, for the guest's platform: CPython on WASI
+//! (3.15 or 3.13, by runtime flavour), which can load only pure-Python wheels
+//! (`py3-none-any` and the like).
 //!
 //! pip runs as `python3 -m pip download` with `--only-binary=:all: --platform any
 //! --abi none --implementation py --python-version 3.15`, so it picks only wheels the
@@ -55,6 +56,7 @@ impl Pip {
         &self,
         requirements: &[Requirement],
         bundled: &Bundled,
+        python: &str,
         work: &Path,
         progress: Progress,
     ) -> Result<Vec<Downloaded>, PackagesError> {
@@ -78,7 +80,7 @@ impl Pip {
         write(&requirements_file, &lines)?;
 
         let session = PipSession::new(self)?;
-        let mut cmd = self.command(&session, &[work], &wheels)?;
+        let mut cmd = self.command(&session, &[work], &wheels, python)?;
         cmd.arg("--find-links")
             .arg(&stand_ins)
             .arg("-c")
@@ -102,6 +104,7 @@ impl Pip {
         &self,
         lock: &Lock,
         into: &Path,
+        python: &str,
         progress: Progress,
     ) -> Result<Vec<Downloaded>, PackagesError> {
         fs::create_dir_all(into).map_err(|e| io(into, e))?;
@@ -118,7 +121,7 @@ impl Pip {
         let requirements_file = into.join(".warden-lock.txt");
         write(&requirements_file, &lines)?;
         let session = PipSession::new(self)?;
-        let mut cmd = self.command(&session, &[], into)?;
+        let mut cmd = self.command(&session, &[], into, python)?;
         cmd.args(["--no-deps", "--require-hashes", "-r"])
             .arg(&requirements_file);
         let result = run(
@@ -159,13 +162,15 @@ impl Pip {
         Ok(out)
     }
 
-    /// `pip download` of wheels for the guest into `dest`, confined by `session` with
-    /// `read_only` (the caller's request files) and `dest` (writable) granted.
+    /// `pip download` of wheels for the guest (Python `python`, `major.minor`) into
+    /// `dest`, confined by `session` with `read_only` (the caller's request files) and
+    /// `dest` (writable) granted.
     fn command(
         &self,
         session: &PipSession,
         read_only: &[&Path],
         dest: &Path,
+        python: &str,
     ) -> Result<Command, PackagesError> {
         let find_links = self
             .find_links
@@ -189,7 +194,7 @@ impl Pip {
             "--implementation",
             "py",
         ])
-        .args(["--python-version", "3.15", "--log"])
+        .args(["--python-version", python, "--log"])
         .arg(log_file(session))
         .arg("-d")
         .arg(dest);

@@ -3,13 +3,15 @@
 //! exports `state_exports.rs` adds), the snapshot compiled and cached ([`compiled`]),
 //! the engine's settings (`engine.rs`), and opening all of it (`open.rs`).
 //!
-//! A second runtime flavour plugs in here: what differs between runtimes is what
-//! `artifacts` fetches and `snapshot` builds; everything per version and per call is
-//! the same.
+//! Runtime flavours plug in here ([`flavour`]): what differs between the standard
+//! runtime and the Pydantic one is what `artifacts` fetches or [`build`] makes, and the
+//! file names `flavour` gives; everything per version and per call is the same.
 
 pub mod artifacts;
+pub mod build;
 pub mod compiled;
 pub(in crate::sandbox) mod engine;
+pub mod flavour;
 pub(in crate::sandbox) mod open;
 pub mod platform;
 pub mod snapshot;

@@ -114,6 +114,7 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
         ToWorker::Load {
             home,
             runtime,
+            flavour,
             max_memory_bytes,
         },
         _,
@@ -123,6 +124,7 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     };
     let mut config = SandboxConfig::new(home);
     config.runtime = runtime;
+    config.flavour = flavour;
     // One call at a time; its instance and a preparation's never overlap.
     config.max_instances = 1;
     config.max_memory = ByteSize(max_memory_bytes);

@@ -121,7 +121,12 @@ impl Pool {
         self.started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         worker
-            .load(&self.home, self.runtime_dir.as_deref(), self.max_memory)
+            .load(
+                &self.home,
+                self.runtime_dir.as_deref(),
+                self.flavour,
+                self.max_memory,
+            )
             .await
     }
 

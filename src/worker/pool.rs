@@ -83,6 +83,8 @@ impl WorkersConfig {
 pub struct Workers {
     pool: Arc<Pool>,
     runtime: Option<tokio::runtime::Runtime>,
+    /// What the pool was opened with, for [`Workers::sibling`].
+    config: WorkersConfig,
 }
 
 pub(super) struct Pool {
@@ -92,6 +94,8 @@ pub(super) struct Pool {
     pub(super) home: PathBuf,
     /// An installed bundle's runtime folder, if this process runs one.
     pub(super) runtime_dir: Option<PathBuf>,
+    /// Which runtime the workers load.
+    pub(super) flavour: crate::sandbox::Flavour,
     /// Warden's own folders (home, an installed runtime), which no mount may overlap.
     pub(super) own_folders: Vec<PathBuf>,
     pub(super) max_memory: ByteSize,
@@ -167,7 +171,22 @@ impl Workers {
     /// Fetches and compiles the runtime if needed (slow the first time, with progress),
     /// in this process: no tool's code runs here. Blocking.
     pub fn open(config: &WorkersConfig) -> Result<Workers, SandboxError> {
-        Workers::open_keeping(config, None)
+        Workers::open_keeping(config, None, None)
+    }
+
+    /// A pool like this one whose workers run `flavour`'s runtime (opened, compiled if
+    /// needed: blocking). It shares this pool's cores and frame budget, so the two
+    /// together use no more of the machine than one.
+    pub fn sibling(&self, flavour: crate::sandbox::Flavour) -> Result<Workers, SandboxError> {
+        let mut config = self.config.clone();
+        config.sandbox.flavour = flavour;
+        let shared = (self.pool.cores.clone(), self.pool.budget.clone());
+        Workers::open_keeping(&config, self.pool.layers_only.clone(), Some(shared))
+    }
+
+    /// Which runtime the workers run.
+    pub fn flavour(&self) -> crate::sandbox::Flavour {
+        self.pool.flavour
     }
 
     /// FOR TESTS ONLY (the `escape-hatch` feature): a pool whose workers keep only
@@ -178,12 +197,13 @@ impl Workers {
         config: &WorkersConfig,
         layers: &[&str],
     ) -> Result<Workers, SandboxError> {
-        Workers::open_keeping(config, Some(layers.join(",")))
+        Workers::open_keeping(config, Some(layers.join(",")), None)
     }
 
     fn open_keeping(
         config: &WorkersConfig,
         layers_only: Option<String>,
+        shared: Option<(Cores, FrameBudget)>,
     ) -> Result<Workers, SandboxError> {
         let sandbox_config = &config.sandbox;
         let (warm, files) = {
@@ -235,6 +255,7 @@ impl Workers {
             binary: config.binary.clone(),
             home: sandbox_config.home.clone(),
             runtime_dir: sandbox_config.runtime.clone(),
+            flavour: sandbox_config.flavour,
             own_folders: std::iter::once(sandbox_config.home.clone())
                 .chain(sandbox_config.runtime.clone())
                 .collect(),
@@ -243,7 +264,9 @@ impl Workers {
             warm,
             files,
             clients: Arc::new(Clients::default()),
-            cores: Cores::new(sandbox_config.cores),
+            cores: shared
+                .as_ref()
+                .map_or_else(|| Cores::new(sandbox_config.cores), |(c, _)| c.clone()),
             slots: tokio::sync::Semaphore::new(max),
             idle: Mutex::new(VecDeque::new()),
             max_idle: max,
@@ -251,7 +274,7 @@ impl Workers {
             preparing: tokio::sync::Mutex::new(()),
             started: std::sync::atomic::AtomicU64::new(0),
             assigned: std::sync::atomic::AtomicU64::new(0),
-            budget: FrameBudget::new(config.frame_budget),
+            budget: shared.map_or_else(|| FrameBudget::new(config.frame_budget), |(_, b)| b),
             namespaces,
             layers_only,
         };
@@ -260,6 +283,7 @@ impl Workers {
         Ok(Workers {
             pool,
             runtime: Some(runtime),
+            config: config.clone(),
         })
     }
 

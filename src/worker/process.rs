@@ -344,11 +344,13 @@ impl Worker {
         self,
         home: &Path,
         runtime: Option<&Path>,
+        flavour: crate::sandbox::Flavour,
         max_memory: ByteSize,
     ) -> Result<Worker, SandboxError> {
         let load = ToWorker::Load {
             home: home.to_owned(),
             runtime: runtime.map(Path::to_owned),
+            flavour,
             max_memory_bytes: max_memory.as_u64(),
         };
         self.step(&load, "load", |m| matches!(m, ToServer::Loaded))

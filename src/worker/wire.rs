@@ -28,7 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::grants::ResolvedMount;
 use crate::limits::Limits;
 use crate::outcome::CallResult;
-use crate::sandbox::{Job, Prepared, WarmState};
+use crate::sandbox::{Flavour, Job, Prepared, WarmState};
 
 /// The largest header a worker accepts from the server: a job's arguments, JSON.
 pub const MAX_HEADER: u32 = 256 << 20;
@@ -49,6 +49,8 @@ pub enum ToWorker {
         home: PathBuf,
         /// An installed bundle's runtime folder, if the server runs one.
         runtime: Option<PathBuf>,
+        /// Which runtime.
+        flavour: Flavour,
         /// Highest memory cap a call may ask for, in bytes (sizes the pool's slots).
         max_memory_bytes: u64,
     },

@@ -17,6 +17,7 @@ mod registration;
 mod rejections;
 mod review;
 mod runs;
+mod runtimes;
 mod server;
 mod tenancy;
 

@@ -50,6 +50,9 @@ mod packages;
 mod pg;
 /// Several nodes on one PostgreSQL: concurrent chains, migrations, outages.
 mod postgres;
+/// The Pydantic runtime: built when missing, chosen from requirements, Pydantic 2 in
+/// the guest.
+mod pydantic;
 /// Storage on SQLite and PostgreSQL (one suite, both databases): versions, migrations,
 /// the hash-chained audit trail, restarts.
 mod registry;

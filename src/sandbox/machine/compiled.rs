@@ -31,8 +31,13 @@ pub fn path(files: &RuntimeFiles) -> Result<PathBuf, SandboxError> {
 pub fn name(files: &RuntimeFiles) -> Result<String, SandboxError> {
     let identity = snapshot::identity(files)?;
     let settings = hex::encode(Sha256::digest(format!("{SETTINGS:?}")));
+    // Another flavour's files are named apart, so that neither removes the other's.
+    let flavour = match files.flavour {
+        crate::sandbox::Flavour::Standard => String::new(),
+        other => format!("{other}-"),
+    };
     Ok(format!(
-        "warden-{}-wasmtime-{WASMTIME_VERSION}-{}-{}-{}.cwasm",
+        "warden-{flavour}{}-wasmtime-{WASMTIME_VERSION}-{}-{}-{}.cwasm",
         &identity[..16],
         files.platform.target(),
         files.platform.cpu(),
@@ -207,18 +212,46 @@ pub fn load_or_build(
     Ok((module, Some(Pending { tmp, path })))
 }
 
-/// Removes compiled runtimes other than `current` (earlier harnesses, settings or
-/// wasmtime versions): each is ~300 MB. A process still using one keeps its mapping.
+/// The runtime flavour a compiled file's name is of (`warden-pydantic-...`, else the
+/// standard runtime's).
+#[cfg(feature = "compiler")]
+fn flavour_of(name: &str) -> Option<crate::sandbox::Flavour> {
+    use crate::sandbox::Flavour;
+    let rest = name.strip_prefix("warden-")?;
+    Some(
+        Flavour::ALL
+            .into_iter()
+            .find(|f| !f.is_standard() && rest.starts_with(&format!("{f}-")))
+            .unwrap_or(Flavour::Standard),
+    )
+}
+
+/// Removes compiled runtimes of `current`'s flavour other than `current` (earlier
+/// harnesses, settings or wasmtime versions): each is ~300 MB. A process still using
+/// one keeps its mapping. Another flavour's are kept: they are current too.
 #[cfg(feature = "compiler")]
 fn remove_stale(dir: &Path, current: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
+    let current_name = current
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned());
+    let flavour = current_name
+        .as_deref()
+        .and_then(flavour_of)
+        .unwrap_or_default();
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = name.starts_with("warden-") || name.starts_with("python-snapshot-");
+        let same_flavour = match flavour_of(&name) {
+            Some(f) => f == flavour,
+            // Names from before Warden compiled its own snapshot: the standard runtime.
+            None => flavour.is_standard(),
+        };
+        let ours =
+            same_flavour && (name.starts_with("warden-") || name.starts_with("python-snapshot-"));
         if ours && name.ends_with(".cwasm") && path != current {
             match std::fs::remove_file(&path) {
                 Ok(()) => tracing::info!("removed stale compiled runtime {}", path.display()),
@@ -239,6 +272,7 @@ mod tests {
         let names = [
             "warden-old-wasmtime-48.0.8-1.cwasm",
             "python-snapshot-879bdb628a1a799d-wasmtime-48.0.8-1.cwasm",
+            "warden-pydantic-0123456789abcdef-wasmtime-48.0.8-1.cwasm",
             "somebody-else.cwasm",
             "warden-notes.txt",
         ];
@@ -260,8 +294,21 @@ mod tests {
             [
                 "somebody-else.cwasm",
                 "warden-new-wasmtime-48.0.8-1.cwasm",
-                "warden-notes.txt"
+                "warden-notes.txt",
+                "warden-pydantic-0123456789abcdef-wasmtime-48.0.8-1.cwasm"
             ]
+        );
+        // A new Pydantic runtime removes the old one only.
+        let newer = dir
+            .path()
+            .join("warden-pydantic-fedcba9876543210-wasmtime-48.0.8-1.cwasm");
+        std::fs::write(&newer, b"x").unwrap();
+        remove_stale(dir.path(), &newer);
+        assert!(!dir.path().join(&left[3]).exists());
+        assert!(
+            dir.path()
+                .join("warden-new-wasmtime-48.0.8-1.cwasm")
+                .exists()
         );
     }
 }

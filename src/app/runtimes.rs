@@ -1,0 +1,108 @@
+//! The runtimes a server's tools run on ([`Flavour`]): the standard one, whose workers
+//! and package store the server starts with, and any other, opened on its first tool
+//! (its workers a sibling pool sharing the cores, its package store resolving for its
+//! Python). Opening one compiles it the first time (seconds to a minute: blocking); one
+//! that is not built on this machine is an error that says how to build it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::AppError;
+use crate::packages::Packages;
+use crate::sandbox::artifacts::Role;
+use crate::sandbox::{Flavour, SandboxError};
+use crate::worker::Workers;
+
+/// One runtime's workers and package store.
+#[derive(Clone)]
+pub(super) struct Runtime {
+    pub workers: Arc<Workers>,
+    pub packages: Packages,
+}
+
+/// Every runtime the server has opened.
+pub(super) struct Runtimes {
+    standard: Runtime,
+    others: Mutex<HashMap<Flavour, Runtime>>,
+}
+
+impl Runtimes {
+    /// The server's standard runtime; others open on demand.
+    pub fn new(workers: Arc<Workers>, packages: Packages) -> Runtimes {
+        Runtimes {
+            standard: Runtime { workers, packages },
+            others: Mutex::default(),
+        }
+    }
+
+    /// The standard runtime.
+    pub fn standard(&self) -> &Runtime {
+        &self.standard
+    }
+
+    /// `flavour`'s runtime if it is open (never blocks).
+    pub fn opened(&self, flavour: Flavour) -> Option<Runtime> {
+        if flavour == self.standard.workers.flavour() {
+            return Some(self.standard.clone());
+        }
+        self.lock().get(&flavour).cloned()
+    }
+
+    /// `flavour`'s runtime, opened now if it is not: blocking, and slow the first time
+    /// (the runtime is compiled).
+    pub fn get(&self, flavour: Flavour) -> Result<Runtime, AppError> {
+        if let Some(runtime) = self.opened(flavour) {
+            return Ok(runtime);
+        }
+        // One opening at a time: a second caller waits for the first's pool.
+        let mut others = self.lock();
+        if let Some(runtime) = others.get(&flavour) {
+            return Ok(runtime.clone());
+        }
+        let workers = Arc::new(self.standard.workers.sibling(flavour)?);
+        let zip = workers.runtime().path(Role::Stdlib);
+        let packages = self
+            .standard
+            .packages
+            .sibling(&zip, flavour)?
+            .with_compiler(super::bytecode::compiler(Arc::clone(&workers)));
+        let runtime = Runtime { workers, packages };
+        others.insert(flavour, runtime.clone());
+        tracing::info!("the {flavour} runtime is open: {}", flavour.summary());
+        Ok(runtime)
+    }
+
+    /// `flavour`'s workers, which must be open (every version is prepared, which opens
+    /// its runtime, before it is called).
+    pub fn workers(&self, flavour: Flavour) -> Result<Arc<Workers>, AppError> {
+        self.opened(flavour).map(|r| r.workers).ok_or_else(|| {
+            AppError::Sandbox(SandboxError::Harness(format!(
+                "the {flavour} runtime is not open on this node"
+            )))
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Flavour, Runtime>> {
+        self.others.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl super::App {
+    /// The lock of `spec`'s requirements, resolved for the runtime it runs on (opened
+    /// now if needed). Blocking.
+    pub(super) fn lock_for(
+        &self,
+        spec: &super::ToolSpec,
+    ) -> Result<crate::packages::Lock, AppError> {
+        let requirements = super::spec::requirements(spec)?;
+        let flavour = spec
+            .runtime
+            .unwrap_or_else(|| crate::packages::choice::flavour_for(&requirements));
+        Ok(self
+            .inner
+            .runtimes
+            .get(flavour)?
+            .packages
+            .lock(requirements)?)
+    }
+}

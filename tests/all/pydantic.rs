@@ -1,0 +1,195 @@
+//! The Pydantic runtime (`warden runtime build pydantic`): built once per run when
+//! missing, chosen from a tool's requirements, and Pydantic 2 as a tool sees it.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+use warden::sandbox::{Flavour, Progress, RuntimeFiles};
+
+use crate::support::{home, sandbox};
+
+/// Builds the Pydantic runtime into the tests' home unless it is there (the first run
+/// on a machine: minutes), after the standard runtime.
+pub fn pydantic_runtime() -> &'static RuntimeFiles {
+    static FILES: OnceLock<RuntimeFiles> = OnceLock::new();
+    FILES.get_or_init(|| {
+        sandbox();
+        warden::sandbox::build::build(&home(), Flavour::Pydantic, Progress::Show)
+            .unwrap_or_else(|e| panic!("cannot build the Pydantic runtime: {e}"))
+    })
+}
+
+fn warden(args: &[&str]) -> Output {
+    pydantic_runtime();
+    Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(args)
+        .env("WARDEN_HOME", home())
+        .env_remove("WARDEN_LOG")
+        .output()
+        .expect("warden runs")
+}
+
+fn tool(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/pydantic2")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_result(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {}", stderr(o)))
+}
+
+const QUOTE: &str = r#"{"quote": {"destination": " no ", "items": [
+    {"kind": "parcel", "weight_kg": 2}, {"kind": "pallet", "weight_kg": 100}]}}"#;
+
+#[test]
+fn a_tool_asking_for_pydantic_2_runs_on_the_pydantic_runtime_with_no_flag() {
+    let o = warden(&["run", &tool("shipping_quote.py"), "--args", QUOTE, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result = json_result(&o);
+    assert_eq!(result["status"], "ok", "{result}");
+    let value = &result["value"];
+    assert!(
+        value["pydantic"].as_str().unwrap().starts_with("2."),
+        "{value}"
+    );
+    // The argument arrived as the model, its union members told apart by `kind`.
+    assert_eq!(value["model"], "Quote");
+    assert_eq!(value["kinds"], json!(["Parcel", "Pallet"]));
+    // Validators ran: stripped by the model's config, upper-cased by its validator.
+    assert_eq!(value["destination"], "NO");
+    assert_eq!(value["price"], json!(85.0));
+    assert_eq!(value["weights"], json!([2.0, 100.0]));
+    assert_eq!(value["dump"]["items"][1]["stackable"], false);
+    assert_eq!(value["schema_defs"], json!(["Pallet", "Parcel"]));
+    // A ValidationError as a tool catches it: each error's type.
+    assert_eq!(
+        value["errors_seen"],
+        json!(["string_too_short", "union_tag_invalid"])
+    );
+}
+
+#[test]
+fn requests_and_httpx_install_and_import_beside_pydantic_2() {
+    let o = warden(&[
+        "run",
+        &tool("weather_client.py"),
+        "--args",
+        r#"{"query": {"city": "Oslo"}}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result = json_result(&o);
+    assert_eq!(result["value"]["requests"], "2", "{result}");
+    assert_eq!(result["value"]["httpx"], true, "{result}");
+    assert_eq!(
+        result["value"]["round_trip"],
+        json!({"city": "Oslo", "days": 3}),
+        "{result}"
+    );
+}
+
+#[test]
+fn a_model_validator_refusing_the_arguments_is_the_tools_error_with_pydantics_words() {
+    let args = r#"{"quote": {"destination": "no", "express": true,
+        "items": [{"kind": "pallet", "weight_kg": 5}]}}"#;
+    let o = warden(&["run", &tool("shipping_quote.py"), "--args", args, "--json"]);
+    let result = json_result(&o);
+    assert_eq!(result["status"], "tool_error", "{result}");
+    let message = result["error"]["message"].as_str().unwrap();
+    assert!(message.contains("pallets cannot ship express"), "{message}");
+    assert!(message.contains("validation error for Quote"), "{message}");
+}
+
+#[test]
+fn the_standard_runtime_asked_for_explicitly_cannot_hold_pydantic_2_and_says_so() {
+    let o = warden(&[
+        "run",
+        &tool("shipping_quote.py"),
+        "--args",
+        QUOTE,
+        "--runtime",
+        "standard",
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    let err = stderr(&o);
+    assert!(err.contains("pydantic"), "{err}");
+}
+
+#[test]
+fn a_package_with_an_extension_the_pydantic_runtime_lacks_is_refused_before_running() {
+    let o = warden(&["run", &tool("needs_extension.py"), "--args", r#"{"id": 1}"#]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("orjson"), "{err}");
+    assert!(err.contains("pure-Python"), "{err}");
+}
+
+#[test]
+fn pydantic_2_and_numpy_together_are_told_why_no_runtime_has_both() {
+    let o = warden(&[
+        "run",
+        &tool("pydantic_and_numpy.py"),
+        "--args",
+        r#"{"values": [1, 2]}"#,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("numpy"), "{err}");
+    assert!(err.contains("no runtime has both"), "{err}");
+    assert!(err.contains("pydantic>=2"), "{err}");
+}
+
+#[test]
+fn the_built_runtime_is_checked_against_its_manifest() {
+    let files = pydantic_runtime();
+    files
+        .verify()
+        .expect("the built runtime matches its manifest");
+    // Its bundled packages are the recipe's.
+    let zip = files.path(warden::sandbox::artifacts::Role::Stdlib);
+    let bundled = warden::packages::bundled::Bundled::from_stdlib_zip(&zip).unwrap();
+    for (name, version) in warden::sandbox::flavour::PYDANTIC_BUNDLES {
+        assert_eq!(
+            bundled.version(name).map(ToString::to_string).as_deref(),
+            Some(version),
+            "{name}"
+        );
+    }
+    let o = warden(&["runtime", "verify", "--runtime", "pydantic"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // A copy with one byte changed is refused, naming the file.
+    let copy = tempfile::tempdir().unwrap();
+    let root = RuntimeFiles::folder(copy.path(), Flavour::Pydantic).unwrap();
+    std::fs::create_dir_all(root.join("lib")).unwrap();
+    for name in ["runtime.toml", "python.wasm", "lib/python313.zip"] {
+        std::fs::copy(files.root.join(name), root.join(name)).unwrap();
+    }
+    let wasm = root.join("python.wasm");
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&wasm, bytes).unwrap();
+    let tampered = RuntimeFiles::of(copy.path(), Flavour::Pydantic).unwrap();
+    let err = tampered.verify().unwrap_err().to_string();
+    assert!(err.contains("python.wasm"), "{err}");
+}
+
+#[test]
+fn a_runtime_not_built_says_how_to_build_it() {
+    let empty = tempfile::tempdir().unwrap();
+    let err = RuntimeFiles::of(empty.path(), Flavour::Pydantic)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("warden runtime build pydantic"), "{err}");
+}
