@@ -22,7 +22,7 @@ use warden::packages::{Packages, Pip};
 use warden::registry::{Durability, Location};
 use warden::sandbox::Progress;
 use warden::sandbox::artifacts::Role;
-use warden::sandbox::{Sandbox, SandboxConfig, ToolFolder, Warmth};
+use warden::sandbox::{Flavour, Sandbox, SandboxConfig, ToolFolder, Warmth};
 use warden::schema::{self, DeriveOptions};
 use warden::worker::{Workers, WorkersConfig};
 
@@ -663,6 +663,43 @@ fn compare(
     })
 }
 
+/// The trivial tool's warm call on the Pydantic runtime and on the standard one, in
+/// alternating rounds (a slow minute weighs on both); the Pydantic runtime is built
+/// first when missing (minutes, once). Returns standard, Pydantic and the latter's fuel.
+fn runtimes_compared(
+    rt: &tokio::runtime::Runtime,
+    sandbox: &Sandbox,
+    tool: &PreparedTool,
+    home: &std::path::Path,
+) -> anyhow::Result<(Stats, Stats, u64)> {
+    warden::sandbox::build::build(home, Flavour::Pydantic, Progress::Show)?;
+    let mut config = SandboxConfig::new(home.to_owned());
+    config.flavour = Flavour::Pydantic;
+    let pydantic = Sandbox::open(&config)?;
+    let on_pydantic = prepare("add.py", TOOL)?;
+    on_pydantic.set_warmth(pydantic.warm_state(on_pydantic.folder(), None)?);
+    let (arguments, expected) = (json!({"a": 1, "b": 2}), json!(3));
+    let limits = Limits::default();
+    let (mut standard, mut on_runtime, mut fuel) = (Vec::new(), Vec::new(), 0);
+    for _ in 0..ROUNDS {
+        let calls = WARDEN_CALLS / ROUNDS;
+        let s = warden_samples(rt, sandbox, tool, &arguments, &expected, calls, &limits)?;
+        standard.extend(s.samples);
+        let p = warden_samples(
+            rt,
+            &pydantic,
+            &on_pydantic,
+            &arguments,
+            &expected,
+            calls,
+            &limits,
+        )?;
+        fuel = p.fuel;
+        on_runtime.extend(p.samples);
+    }
+    Ok((stats(standard), stats(on_runtime), fuel))
+}
+
 fn main() -> anyhow::Result<()> {
     let derive_small = derive_time("examples/csv_summary.py", "csv_summary")?;
     let derive_models = derive_time(
@@ -684,6 +721,8 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     // The headline and the service's paths, in turns (`compare`).
     let compared = compare(&rt, &sandbox, &home, &tool)?;
+    let (standard_warm, pydantic_warm, pydantic_fuel) =
+        runtimes_compared(&rt, &sandbox, &tool, &home)?;
     let warden = &compared.fresh;
     let (fuel, cpu_per_call, faults_per_call) = (
         compared.fuel,
@@ -988,6 +1027,15 @@ fn main() -> anyhow::Result<()> {
     );
     println!();
     println!(
+        "runtimes, `add` warm: standard p50 {} p99 {}; pydantic p50 {} p99 {} ({:.2}x the \
+         standard p50), {pydantic_fuel} fuel",
+        ms(standard_warm.p50),
+        ms(standard_warm.p99),
+        ms(pydantic_warm.p50),
+        ms(pydantic_warm.p99),
+        pydantic_warm.p50.as_secs_f64() / standard_warm.p50.as_secs_f64(),
+    );
+    println!(
         "schema derivation (mean of 2000): csv_summary.py {:.1} µs, pydantic_nested.py {:.1} µs",
         derive_small.as_secs_f64() * 1e6,
         derive_models.as_secs_f64() * 1e6
@@ -1028,6 +1076,11 @@ fn main() -> anyhow::Result<()> {
             )
         })
         .collect();
+    let runtimes = json!({
+        "standard_warm_p50_us": us(standard_warm.p50),
+        "pydantic_warm_p50_us": us(pydantic_warm.p50),
+        "pydantic_fuel": pydantic_fuel,
+    });
     let figures = json!({
         "fresh_p50_us": us(warden.p50),
         "fresh_p99_us": us(warden.p99),
@@ -1059,6 +1112,7 @@ fn main() -> anyhow::Result<()> {
         "tool_error_p50_us": us(error_calls.p50),
         "chart_p50_us": us(chart_warden.p50),
         "chart_fuel": chart_fuel,
+        "runtimes": runtimes,
         "run_accept_p50_us": us(run_accept.p50),
         "run_poll_p50_us": us(run_poll.p50),
         "queued_runs_per_s": queued_rate,
