@@ -378,12 +378,15 @@ impl App {
         self.blocking(move |r| {
             let policy = r.policy(&t)?;
             let requirements = spec::requirements(&spec)?;
+            let named = spec.runtime.is_some();
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
             refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
             // Resolved (or found in the lock cache) and installed before anything is
             // stored, for the runtime it runs on: a failure leaves no version behind.
-            let runtime = app.inner.runtimes.get(manifest.runtime)?;
-            manifest.packages = runtime.packages.lock(requirements)?;
+            (manifest.runtime, manifest.packages) =
+                app.inner
+                    .runtimes
+                    .lock(manifest.runtime, named, requirements)?;
             tool_folder(&tools_dir, &manifest)?;
             let widens =
                 |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);
@@ -416,12 +419,15 @@ impl App {
             // The name is fixed for the tool's life: default to it.
             spec.name.get_or_insert(current.name);
             let requirements = spec::requirements(&spec)?;
+            let named = spec.runtime.is_some();
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
             // A server's tool stays in its server's history, at the file's revision.
             manifest.server = version.manifest.server;
             refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
-            let runtime = app.inner.runtimes.get(manifest.runtime)?;
-            manifest.packages = runtime.packages.lock(requirements)?;
+            (manifest.runtime, manifest.packages) =
+                app.inner
+                    .runtimes
+                    .lock(manifest.runtime, named, requirements)?;
             tool_folder(&tools_dir, &manifest)?;
             let widens =
                 |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);

@@ -295,6 +295,18 @@ pub enum Fault {
 }
 
 impl PackagesError {
+    /// Whether the standard runtime could not resolve the requirements in a way another
+    /// runtime might (a conflict, or a package with no pure-Python wheel: what Pydantic 2
+    /// needed through another package looks like on the standard runtime).
+    pub fn may_need_another_runtime(&self) -> bool {
+        matches!(
+            self,
+            PackagesError::Conflict { .. }
+                | PackagesError::NoPureWheel { .. }
+                | PackagesError::SourceOnly { .. }
+        )
+    }
+
     /// Whose fault this is.
     pub fn fault(&self) -> Fault {
         use PackagesError as P;

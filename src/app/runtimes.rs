@@ -45,7 +45,7 @@ impl Runtimes {
         if flavour == self.standard.workers.flavour() {
             return Some(self.standard.clone());
         }
-        self.lock().get(&flavour).cloned()
+        self.others().get(&flavour).cloned()
     }
 
     /// `flavour`'s runtime, opened now if it is not: blocking, and slow the first time
@@ -55,7 +55,7 @@ impl Runtimes {
             return Ok(runtime);
         }
         // One opening at a time: a second caller waits for the first's pool.
-        let mut others = self.lock();
+        let mut others = self.others();
         if let Some(runtime) = others.get(&flavour) {
             return Ok(runtime.clone());
         }
@@ -82,27 +82,53 @@ impl Runtimes {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Flavour, Runtime>> {
+    fn others(&self) -> std::sync::MutexGuard<'_, HashMap<Flavour, Runtime>> {
         self.others.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
+impl Runtimes {
+    /// The lock of `requirements` on `chosen`'s runtime (opened now if needed), and the
+    /// runtime it is for. When the tool did not name its runtime (`named`) and the
+    /// standard one cannot meet them, they may need Pydantic 2 through another package
+    /// (pydantic-settings, mcp, ...): the Pydantic runtime is tried too, and the standard
+    /// runtime's error stands if that fails as well. Blocking.
+    pub fn lock(
+        &self,
+        chosen: Flavour,
+        named: bool,
+        requirements: Vec<crate::packages::Requirement>,
+    ) -> Result<(Flavour, crate::packages::Lock), AppError> {
+        let first = match self.get(chosen)?.packages.lock(requirements.clone()) {
+            Ok(lock) => return Ok((chosen, lock)),
+            Err(e) => e,
+        };
+        if named || chosen != Flavour::Standard || !first.may_need_another_runtime() {
+            return Err(first.into());
+        }
+        let other = self
+            .get(Flavour::Pydantic)
+            .and_then(|r| Ok(r.packages.lock(requirements)?));
+        match other {
+            Ok(lock) => Ok((Flavour::Pydantic, lock)),
+            Err(_) => Err(first.into()),
+        }
+    }
+}
+
 impl super::App {
-    /// The lock of `spec`'s requirements, resolved for the runtime it runs on (opened
-    /// now if needed). Blocking.
+    /// The lock of `spec`'s requirements and the runtime it is for (see
+    /// [`Runtimes::lock`]). Blocking.
     pub(super) fn lock_for(
         &self,
         spec: &super::ToolSpec,
-    ) -> Result<crate::packages::Lock, AppError> {
+    ) -> Result<(Flavour, crate::packages::Lock), AppError> {
         let requirements = super::spec::requirements(spec)?;
-        let flavour = spec
+        let chosen = spec
             .runtime
             .unwrap_or_else(|| crate::packages::choice::flavour_for(&requirements));
-        Ok(self
-            .inner
+        self.inner
             .runtimes
-            .get(flavour)?
-            .packages
-            .lock(requirements)?)
+            .lock(chosen, spec.runtime.is_some(), requirements)
     }
 }

@@ -123,7 +123,7 @@ impl App {
         let tools = self
             .blocking(move |r| {
                 let policy = r.policy(&t)?;
-                let lock = app.lock_for(&spec)?;
+                let (runtime, lock) = app.lock_for(&spec)?;
                 // Every manifest first: one that is refused stores nothing.
                 let mut manifests = Vec::with_capacity(functions.len());
                 for function in &functions {
@@ -134,6 +134,7 @@ impl App {
                     let (mut manifest, diagnostics) = spec::manifest(one, &policy)?;
                     refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
                     manifest.packages = lock.clone();
+                    manifest.runtime = runtime;
                     manifest.server = Some(at.clone());
                     name_is_free(r, &t, &manifest.name)?;
                     manifests.push((manifest, diagnostics));
@@ -197,7 +198,7 @@ impl App {
                         reason: "the new file declares no tool, resource or prompt: a server keeps at least one; delete its tools to end it".into(),
                     });
                 }
-                let lock = app.lock_for(&spec)?;
+                let (runtime, lock) = app.lock_for(&spec)?;
                 let mut planned = Vec::with_capacity(functions.len());
                 for function in &functions {
                     let old = members.iter().find(|(_, m)| match function {
@@ -208,6 +209,7 @@ impl App {
                         next_manifest(&spec, function, old.map(|(_, m)| m), &policy)?;
                     refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
                     manifest.packages = lock.clone();
+                    manifest.runtime = runtime;
                     manifest.server = Some(at.clone());
                     if old.is_none() {
                         name_is_free(r, &t, &manifest.name)?;

@@ -3,12 +3,14 @@
 //! that installs packages shares.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
 use warden::packages::{Lock, Requirement, script};
 use warden::sandbox::SandboxConfig;
+use warden::worker::{Workers, WorkersConfig};
 
 use super::args::PipArgs;
 use super::{ExitCode, read_tool, usage};
@@ -60,8 +62,10 @@ pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<E
     match cmd {
         PackagesCommand::Lock(args) => {
             let requirements = requirements(&args.tool, &args.requirements)?;
-            let store = args.pip.open(&for_runtime(config, &requirements))?;
-            let lock = store.lock(requirements)?;
+            let config = for_runtime(config, &requirements);
+            let workers = Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
+            let resolved = args.pip.resolve(&config, workers, &requirements, false)??;
+            let lock = resolved.lock;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&lock)?);
             } else {
@@ -70,8 +74,10 @@ pub(super) fn packages(config: &SandboxConfig, cmd: PackagesCommand) -> Result<E
         }
         PackagesCommand::Fetch(args) => {
             let requirements = requirements(&args.tool, &args.requirements)?;
-            let store = args.pip.open(&for_runtime(config, &requirements))?;
-            let lock = store.lock(requirements)?;
+            let config = for_runtime(config, &requirements);
+            let workers = Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
+            let resolved = args.pip.resolve(&config, workers, &requirements, false)??;
+            let (store, lock) = (resolved.packages, resolved.lock);
             let wheels = store
                 .fetch(&lock, &args.dest)
                 .with_context(|| format!("cannot fetch the wheels into {}", args.dest.display()))?;

@@ -144,12 +144,10 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
     config.flavour = args
         .runtime
         .unwrap_or_else(|| warden::packages::choice::flavour_for(&prepared.requirements));
-    let config = &config;
-    let workers = std::sync::Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
+    let mut workers = std::sync::Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
     let tool = if prepared.requirements.is_empty() {
         prepared.tool
     } else {
-        let packages = args.call.pip.store(config, &workers)?;
         // Requirements that cannot be met are the user's input: exit code 2.
         let input = |e: warden::packages::PackagesError| -> anyhow::Error {
             if e.is_input_error() {
@@ -158,13 +156,23 @@ pub(super) fn run(config: &SandboxConfig, args: RunArgs) -> Result<ExitCode> {
                 e.into()
             }
         };
-        let lock = packages
-            .lock(prepared.requirements.clone())
+        let resolved = args
+            .call
+            .pip
+            .resolve(
+                &config,
+                std::sync::Arc::clone(&workers),
+                &prepared.requirements,
+                args.runtime.is_some(),
+            )?
             .map_err(input)?;
+        let (packages, lock) = (resolved.packages, resolved.lock);
+        (workers, config) = (resolved.workers, resolved.config);
         prepared
             .tool
             .with_packages(packages.site(&lock).map_err(input)?)
     };
+    let config = &config;
     if !args.call.cold {
         tool.set_warmth(warmth(config, &workers, &tool)?);
     }

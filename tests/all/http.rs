@@ -79,7 +79,25 @@ impl Service {
         Service::in_pool(dir, warm_start, Arc::clone(shared_workers()))
     }
 
+    /// A service whose pip may reach the package index (the others install from local
+    /// wheelhouses only).
+    pub fn with_index() -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        let packages = crate::support::package_store_with_pip(dir.path(), crate::support::pip());
+        Service::assemble(dir, false, Arc::clone(shared_workers()), packages)
+    }
+
     fn in_pool(dir: tempfile::TempDir, warm_start: bool, workers: Arc<Workers>) -> Service {
+        let packages = crate::support::package_store(dir.path());
+        Service::assemble(dir, warm_start, workers, packages)
+    }
+
+    fn assemble(
+        dir: tempfile::TempDir,
+        warm_start: bool,
+        workers: Arc<Workers>,
+        packages: warden::packages::Packages,
+    ) -> Service {
         let registry = Arc::new(Registry::open(dir.path().join("warden.db")).unwrap());
         let app = App::new(
             Arc::clone(&registry),
@@ -88,10 +106,7 @@ impl Service {
                 operator_key: Some(OPERATOR_KEY.into()),
                 warm_start,
                 audit_key: Some(warden::audit::AuditKey::generate()),
-                ..AppConfig::new(
-                    dir.path().join("tools"),
-                    crate::support::package_store(dir.path()),
-                )
+                ..AppConfig::new(dir.path().join("tools"), packages)
             },
         );
         let router = router(app.clone());

@@ -99,6 +99,30 @@ fn requests_and_httpx_install_and_import_beside_pydantic_2() {
 }
 
 #[test]
+fn a_package_that_needs_pydantic_2_without_naming_it_runs_on_the_pydantic_runtime() {
+    let o = warden(&[
+        "run",
+        &tool("settings_tool.py"),
+        "--args",
+        r#"{"retries": 5}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let result = json_result(&o);
+    assert_eq!(
+        result["value"],
+        json!({"pydantic": "2", "settings": {"region": "eu", "retries": 5}}),
+        "{result}"
+    );
+    // `warden schema` reads the requirements only: it cannot know, and says standard;
+    // the lock does know.
+    let o = warden(&["packages", "lock", &tool("settings_tool.py")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("pydantic"), "{out}");
+}
+
+#[test]
 fn a_model_validator_refusing_the_arguments_is_the_tools_error_with_pydantics_words() {
     let args = r#"{"quote": {"destination": "no", "express": true,
         "items": [{"kind": "pallet", "weight_kg": 5}]}}"#;

@@ -8,10 +8,10 @@ use anyhow::Result;
 use clap::Args;
 
 use warden::app::bytecode;
-use warden::packages::{Packages, Pip};
-use warden::sandbox::SandboxConfig;
+use warden::packages::{Lock, Packages, PackagesError, Pip, Requirement};
 use warden::sandbox::artifacts::Role;
-use warden::worker::{Workers, WorkersConfig};
+use warden::sandbox::{Flavour, SandboxConfig};
+use warden::worker::Workers;
 
 /// Where pip finds packages.
 #[derive(Debug, Clone, Default, Args)]
@@ -57,9 +57,65 @@ impl PipArgs {
         })
     }
 
-    /// The package store, opening (fetching and compiling if needed) the runtime.
-    pub(in crate::cli) fn open(&self, config: &SandboxConfig) -> Result<Packages> {
-        let workers = Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
-        self.store(config, &workers)
+    /// The lock of `requirements` on the runtime of `workers` (`config`'s), with what
+    /// runs it. When the runtime was not `named` by the user and the standard one cannot
+    /// meet them, they may need Pydantic 2 through another package (pydantic-settings,
+    /// mcp, ...): the Pydantic runtime is tried too, and the standard runtime's error
+    /// stands if that fails as well. The outer error is this machine's, the inner the
+    /// requirements'.
+    pub fn resolve(
+        &self,
+        config: &SandboxConfig,
+        workers: Arc<Workers>,
+        requirements: &[Requirement],
+        named: bool,
+    ) -> Result<std::result::Result<Resolved, PackagesError>> {
+        let packages = self.store(config, &workers)?;
+        let first = match packages.lock(requirements.to_vec()) {
+            Ok(lock) => {
+                return Ok(Ok(Resolved {
+                    workers,
+                    config: config.clone(),
+                    packages,
+                    lock,
+                }));
+            }
+            Err(e) => e,
+        };
+        if named || config.flavour != Flavour::Standard || !first.may_need_another_runtime() {
+            return Ok(Err(first));
+        }
+        let tried = (|| -> Result<Resolved> {
+            let workers = Arc::new(workers.sibling(Flavour::Pydantic)?);
+            let mut config = config.clone();
+            config.flavour = Flavour::Pydantic;
+            let packages = self.store(&config, &workers)?;
+            let lock = packages.lock(requirements.to_vec())?;
+            Ok(Resolved {
+                workers,
+                config,
+                packages,
+                lock,
+            })
+        })();
+        Ok(match tried {
+            Ok(resolved) => {
+                tracing::info!("the requirements need the pydantic runtime");
+                Ok(resolved)
+            }
+            Err(_) => Err(first),
+        })
     }
+}
+
+/// Requirements resolved, on the runtime that meets them ([`PipArgs::resolve`]).
+pub struct Resolved {
+    /// The workers of that runtime.
+    pub workers: Arc<Workers>,
+    /// The settings with that runtime.
+    pub config: SandboxConfig,
+    /// Its package store.
+    pub packages: Packages,
+    /// The lock.
+    pub lock: Lock,
 }

@@ -155,7 +155,7 @@ async fn a_pydantic_2_tool_and_a_numpy_tool_run_side_by_side_each_on_its_runtime
 #[tokio::test]
 async fn a_runtime_named_in_the_spec_wins_and_one_that_cannot_hold_the_requirements_is_refused() {
     crate::pydantic::pydantic_runtime();
-    let s = Service::start();
+    let s = Service::with_index();
     let key = s.tenant(json!({})).await;
     // Asked for by name, with no requirement that needs it.
     let plain = s
@@ -186,6 +186,32 @@ async fn a_runtime_named_in_the_spec_wins_and_one_that_cannot_hold_the_requireme
         "{}",
         listed.json
     );
+    // A requirement that needs Pydantic 2 without naming it: the standard runtime cannot
+    // meet it, the Pydantic one can.
+    let settings = s
+        .register(
+            &key,
+            json!({
+                "source": "def region() -> str:\n    from pydantic_settings import BaseSettings\n    class S(BaseSettings):\n        region: str = 'eu'\n    return S().region\n",
+                "pip_requirements": [{"name": "pydantic-settings", "version": ">=2"}],
+            }),
+        )
+        .await;
+    let view = s
+        .send(
+            Method::GET,
+            &format!("/v1/tools/{settings}"),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(
+        view.json["manifest"]["runtime"], "pydantic",
+        "{}",
+        view.json
+    );
+    let r = s.run(&key, &settings, json!({})).await;
+    assert_eq!(r.json["value"], "eu", "{}", r.json);
     // A runtime that does not exist.
     let r = s
         .send(
