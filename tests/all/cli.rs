@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use crate::support::{fixture, home, sandbox};
 
-fn warden(args: &[&str]) -> Output {
+/// `warden ARGS` as a user types it, in the tests' home, once the runtime is ready.
+pub(crate) fn warden(args: &[&str]) -> Output {
     // Make sure the runtime is fetched and compiled before any child process needs it.
     sandbox();
     Command::new(env!("CARGO_BIN_EXE_warden"))

@@ -2,7 +2,7 @@
 //! missing, chosen from a tool's requirements, and Pydantic 2 as a tool sees it.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -21,14 +21,10 @@ pub fn pydantic_runtime() -> &'static RuntimeFiles {
     })
 }
 
+/// `warden ARGS` as a user types it, once the Pydantic runtime is built.
 fn warden(args: &[&str]) -> Output {
     pydantic_runtime();
-    Command::new(env!("CARGO_BIN_EXE_warden"))
-        .args(args)
-        .env("WARDEN_HOME", home())
-        .env_remove("WARDEN_LOG")
-        .output()
-        .expect("warden runs")
+    crate::cli::warden(args)
 }
 
 fn tool(name: &str) -> String {
