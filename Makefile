@@ -42,7 +42,7 @@ runtime: build
 	$(WARDEN) runtime fetch
 
 ## Build and compile the Pydantic runtime (CPython 3.13.5 with Pydantic 2; see
-## docs/runtimes.md), once per machine: 6-30 minutes on 2 cores. Installs Debian's
+## docs/runtimes.md), once per machine: 5-30 minutes on 2 cores. Installs Debian's
 ## toolchain packages when missing (that needs root). `make test` builds it when missing.
 runtime-pydantic: build
 	$(WARDEN) runtime build pydantic

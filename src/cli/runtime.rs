@@ -21,7 +21,7 @@ pub enum RuntimeCommand {
     },
     /// Build a runtime made on this machine, then compile it: `pydantic` (CPython
     /// 3.13.5 with Pydantic 2 and its Rust core, from Debian's and PyPI's packages,
-    /// each checked against its pinned SHA-256). Once per machine, 15-30 minutes on 2
+    /// each checked against its pinned SHA-256). Once per machine, 5-30 minutes on 2
     /// cores and about 6 GB of disk while it builds; installs Debian's toolchain
     /// packages first when they are missing (that needs root).
     Build {

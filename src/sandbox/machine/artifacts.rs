@@ -104,7 +104,7 @@ pub enum ArtifactError {
     /// A runtime built on this machine has not been built yet.
     #[error(
         "the {flavour} runtime is not built on this machine (looked in {}): run \
-         `warden runtime build {flavour}` once (about 15-30 minutes on 2 cores; it needs \
+         `warden runtime build {flavour}` once (about 5-30 minutes on 2 cores; it needs \
          Debian's toolchain packages, installed by it when run as root)",
         dir.display()
     )]

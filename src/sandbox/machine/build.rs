@@ -90,7 +90,7 @@ pub enum BuildError {
 }
 
 /// Builds `flavour`'s runtime into `home` unless it is there already (checked against
-/// its manifest); returns its files. Slow (15-30 minutes on 2 cores), with progress.
+/// its manifest); returns its files. Slow (5-30 minutes on 2 cores), with progress.
 pub fn build(
     home: &Path,
     flavour: Flavour,
@@ -119,7 +119,7 @@ pub fn build(
     let started = Instant::now();
     for (i, (step, what)) in STEPS.iter().enumerate() {
         let spinner = progress.spinner(format!(
-            "building the {flavour} runtime (once; 15-30 minutes on 2 cores in all), step {}/{}: {what}",
+            "building the {flavour} runtime (once; 5-30 minutes on 2 cores in all), step {}/{}: {what}",
             i + 1,
             STEPS.len()
         ));
