@@ -295,18 +295,6 @@ pub enum Fault {
 }
 
 impl PackagesError {
-    /// Whether the standard runtime could not resolve the requirements in a way another
-    /// runtime might (a conflict, or a package with no pure-Python wheel: what Pydantic 2
-    /// needed through another package looks like on the standard runtime).
-    pub fn may_need_another_runtime(&self) -> bool {
-        matches!(
-            self,
-            PackagesError::Conflict { .. }
-                | PackagesError::NoPureWheel { .. }
-                | PackagesError::SourceOnly { .. }
-        )
-    }
-
     /// Whose fault this is.
     pub fn fault(&self) -> Fault {
         use PackagesError as P;
@@ -471,19 +459,7 @@ impl Packages {
         }
         bundled.sort();
         bundled.dedup();
-        if self.flavour == Flavour::Standard
-            && let Some(r) = to_resolve
-                .iter()
-                .find(|r| choice::flavour_for(std::slice::from_ref(r)) != Flavour::Standard)
-        {
-            // pip would look through every Pydantic 2 release before giving up.
-            return Err(PackagesError::NeedsRuntime {
-                requirement: r.to_string(),
-                needs: choice::flavour_for(std::slice::from_ref(r)),
-                runs_on: self.flavour,
-            });
-        }
-        self.check_other_runtime(&requirements, &to_resolve)?;
+        choice::refuse_other_runtime(self, &requirements, &to_resolve)?;
         let work = self.work_dir()?;
         let downloaded = if to_resolve.is_empty() {
             Vec::new()
@@ -508,52 +484,6 @@ impl Packages {
         }
         self.save_lock(&cached, &lock)?;
         Ok(lock)
-    }
-
-    /// Refuses, before pip runs, a requirement (among `to_resolve`) that names a
-    /// package the standard runtime bundles when the store is another runtime's: such
-    /// packages (numpy, pandas, ...) are native and no pure wheel of them exists.
-    fn check_other_runtime(
-        &self,
-        requirements: &[Requirement],
-        to_resolve: &[Requirement],
-    ) -> Result<(), PackagesError> {
-        if self.flavour == Flavour::Standard {
-            return Ok(());
-        }
-        let Some(home) = self.root.parent() else {
-            return Ok(());
-        };
-        let Ok(standard) = crate::sandbox::RuntimeFiles::at(home) else {
-            return Ok(());
-        };
-        let zip = standard.path(crate::sandbox::artifacts::Role::Stdlib);
-        let Ok(standard) = Bundled::from_stdlib_zip(&zip) else {
-            return Ok(());
-        };
-        let Some(r) = to_resolve
-            .iter()
-            .find(|r| standard.version(r.name()).is_some())
-        else {
-            return Ok(());
-        };
-        let why = requirements
-            .iter()
-            .filter(|q| self.bundled.version(q.name()).is_some())
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        Err(PackagesError::OtherRuntime {
-            requirement: r.to_string(),
-            name: r.name().to_owned(),
-            flavour: self.flavour,
-            other: Flavour::Standard,
-            why: if why.is_empty() {
-                "its requirements".to_owned()
-            } else {
-                why
-            },
-        })
     }
 
     /// The installed folder of `lock`'s wheels (`None` when it installs nothing),

@@ -13,8 +13,7 @@ use crate::sandbox::artifacts::Role;
 use crate::sandbox::{Flavour, SandboxError};
 use crate::worker::Workers;
 
-/// One runtime's workers and package store.
-#[derive(Clone)]
+/// One runtime's workers and package store (shared: handing one out copies nothing).
 pub(super) struct Runtime {
     pub workers: Arc<Workers>,
     pub packages: Packages,
@@ -22,15 +21,15 @@ pub(super) struct Runtime {
 
 /// Every runtime the server has opened.
 pub(super) struct Runtimes {
-    standard: Runtime,
-    others: Mutex<HashMap<Flavour, Runtime>>,
+    standard: Arc<Runtime>,
+    others: Mutex<HashMap<Flavour, Arc<Runtime>>>,
 }
 
 impl Runtimes {
     /// The server's standard runtime; others open on demand.
     pub fn new(workers: Arc<Workers>, packages: Packages) -> Runtimes {
         Runtimes {
-            standard: Runtime { workers, packages },
+            standard: Arc::new(Runtime { workers, packages }),
             others: Mutex::default(),
         }
     }
@@ -41,23 +40,23 @@ impl Runtimes {
     }
 
     /// `flavour`'s runtime if it is open (never blocks).
-    pub fn opened(&self, flavour: Flavour) -> Option<Runtime> {
+    pub fn opened(&self, flavour: Flavour) -> Option<Arc<Runtime>> {
         if flavour == self.standard.workers.flavour() {
-            return Some(self.standard.clone());
+            return Some(Arc::clone(&self.standard));
         }
         self.others().get(&flavour).cloned()
     }
 
     /// `flavour`'s runtime, opened now if it is not: blocking, and slow the first time
     /// (the runtime is compiled).
-    pub fn get(&self, flavour: Flavour) -> Result<Runtime, AppError> {
+    pub fn get(&self, flavour: Flavour) -> Result<Arc<Runtime>, AppError> {
         if let Some(runtime) = self.opened(flavour) {
             return Ok(runtime);
         }
         // One opening at a time: a second caller waits for the first's pool.
         let mut others = self.others();
         if let Some(runtime) = others.get(&flavour) {
-            return Ok(runtime.clone());
+            return Ok(Arc::clone(runtime));
         }
         let workers = Arc::new(self.standard.workers.sibling(flavour)?);
         let zip = workers.runtime().path(Role::Stdlib);
@@ -66,8 +65,8 @@ impl Runtimes {
             .packages
             .sibling(&zip, flavour)?
             .with_compiler(super::bytecode::compiler(Arc::clone(&workers)));
-        let runtime = Runtime { workers, packages };
-        others.insert(flavour, runtime.clone());
+        let runtime = Arc::new(Runtime { workers, packages });
+        others.insert(flavour, Arc::clone(&runtime));
         tracing::info!("the {flavour} runtime is open: {}", flavour.summary());
         Ok(runtime)
     }
@@ -75,14 +74,21 @@ impl Runtimes {
     /// `flavour`'s workers, which must be open (every version is prepared, which opens
     /// its runtime, before it is called).
     pub fn workers(&self, flavour: Flavour) -> Result<Arc<Workers>, AppError> {
-        self.opened(flavour).map(|r| r.workers).ok_or_else(|| {
-            AppError::Sandbox(SandboxError::Harness(format!(
-                "the {flavour} runtime is not open on this node"
-            )))
-        })
+        if flavour == self.standard.workers.flavour() {
+            return Ok(Arc::clone(&self.standard.workers));
+        }
+        let others = self.others();
+        others
+            .get(&flavour)
+            .map(|r| Arc::clone(&r.workers))
+            .ok_or_else(|| {
+                AppError::Sandbox(SandboxError::Harness(format!(
+                    "the {flavour} runtime is not open on this node"
+                )))
+            })
     }
 
-    fn others(&self) -> std::sync::MutexGuard<'_, HashMap<Flavour, Runtime>> {
+    fn others(&self) -> std::sync::MutexGuard<'_, HashMap<Flavour, Arc<Runtime>>> {
         self.others.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -103,14 +109,14 @@ impl Runtimes {
             Ok(lock) => return Ok((chosen, lock)),
             Err(e) => e,
         };
-        if named || chosen != Flavour::Standard || !first.may_need_another_runtime() {
+        let Some(other) = crate::packages::choice::retry_on(chosen, named, &first) else {
             return Err(first.into());
-        }
-        let other = self
-            .get(Flavour::Pydantic)
-            .and_then(|r| Ok(r.packages.lock(requirements)?));
-        match other {
-            Ok(lock) => Ok((Flavour::Pydantic, lock)),
+        };
+        match self
+            .get(other)
+            .and_then(|r| Ok(r.packages.lock(requirements)?))
+        {
+            Ok(lock) => Ok((other, lock)),
             Err(_) => Err(first.into()),
         }
     }

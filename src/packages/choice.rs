@@ -11,8 +11,11 @@ use std::str::FromStr;
 
 use pep508_rs::pep440_rs::Version;
 
+use super::bundled::Bundled;
 use super::requirement::Requirement;
+use super::{Packages, PackagesError};
 use crate::sandbox::Flavour;
+use crate::sandbox::artifacts::Role;
 use crate::sandbox::flavour::LAST_PYDANTIC_1;
 
 /// The runtime `requirements` need: [`Flavour::Pydantic`] when one of them (that applies
@@ -36,6 +39,79 @@ pub fn flavour_for(requirements: &[Requirement]) -> Flavour {
     }
 }
 
+/// The runtime to try `requirements` on after `chosen`'s store refused them with
+/// `error`: the Pydantic one, when the tool named no runtime (`named`), the standard
+/// one refused, and the refusal is of the kind a package needing Pydantic 2 without
+/// naming it gives there (a conflict, no pure-Python wheel, a source distribution only:
+/// pydantic-core has no pure wheel). `None`: the refusal stands.
+pub fn retry_on(chosen: Flavour, named: bool, error: &PackagesError) -> Option<Flavour> {
+    let fits = matches!(
+        error,
+        PackagesError::Conflict { .. }
+            | PackagesError::NoPureWheel { .. }
+            | PackagesError::SourceOnly { .. }
+    );
+    (!named && chosen == Flavour::Standard && fits).then_some(Flavour::Pydantic)
+}
+
+/// Refuses, before pip runs, what `store`'s runtime cannot hold among `to_resolve` (the
+/// requirements its bundled packages do not meet): on the standard runtime, a
+/// requirement that needs Pydantic 2 (pip would look through every Pydantic 2 release
+/// before giving up); on another, a package the standard runtime bundles (numpy,
+/// pandas, ...: native, with no pure wheel anywhere).
+pub(super) fn refuse_other_runtime(
+    store: &Packages,
+    requirements: &[Requirement],
+    to_resolve: &[Requirement],
+) -> Result<(), PackagesError> {
+    if store.flavour == Flavour::Standard {
+        return match to_resolve
+            .iter()
+            .map(|r| (r, flavour_for(std::slice::from_ref(r))))
+            .find(|(_, needs)| *needs != Flavour::Standard)
+        {
+            Some((r, needs)) => Err(PackagesError::NeedsRuntime {
+                requirement: r.to_string(),
+                needs,
+                runs_on: store.flavour,
+            }),
+            None => Ok(()),
+        };
+    }
+    // The standard runtime's bundled packages, when it is on this machine.
+    let standard = store
+        .root
+        .parent()
+        .and_then(|home| crate::sandbox::RuntimeFiles::at(home).ok())
+        .and_then(|files| Bundled::from_stdlib_zip(&files.path(Role::Stdlib)).ok());
+    let Some(standard) = standard else {
+        return Ok(());
+    };
+    let Some(r) = to_resolve
+        .iter()
+        .find(|r| standard.version(r.name()).is_some())
+    else {
+        return Ok(());
+    };
+    let why = requirements
+        .iter()
+        .filter(|q| store.bundled.version(q.name()).is_some())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(PackagesError::OtherRuntime {
+        requirement: r.to_string(),
+        name: r.name().to_owned(),
+        flavour: store.flavour,
+        other: Flavour::Standard,
+        why: if why.is_empty() {
+            "its requirements".to_owned()
+        } else {
+            why
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +128,28 @@ mod tests {
         assert_eq!(flavour(&["pydantic==2.*"]), Flavour::Pydantic);
         assert_eq!(flavour(&["pydantic-core"]), Flavour::Pydantic);
         assert_eq!(flavour(&["Pydantic >= 2.0, < 3"]), Flavour::Pydantic);
+    }
+
+    #[test]
+    fn only_an_unnamed_standard_runtime_refusing_for_want_of_a_wheel_is_retried() {
+        let conflict = PackagesError::Conflict {
+            detail: "ResolutionImpossible".into(),
+        };
+        let no_wheel = PackagesError::NoPureWheel {
+            requirement: "pydantic-core".into(),
+        };
+        assert_eq!(
+            retry_on(Flavour::Standard, false, &conflict),
+            Some(Flavour::Pydantic)
+        );
+        assert_eq!(
+            retry_on(Flavour::Standard, false, &no_wheel),
+            Some(Flavour::Pydantic)
+        );
+        assert_eq!(retry_on(Flavour::Standard, true, &conflict), None);
+        assert_eq!(retry_on(Flavour::Pydantic, false, &conflict), None);
+        let other = PackagesError::TooMany { count: 999 };
+        assert_eq!(retry_on(Flavour::Standard, false, &other), None);
     }
 
     #[test]

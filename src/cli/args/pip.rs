@@ -9,8 +9,8 @@ use clap::Args;
 
 use warden::app::bytecode;
 use warden::packages::{Lock, Packages, PackagesError, Pip, Requirement};
+use warden::sandbox::SandboxConfig;
 use warden::sandbox::artifacts::Role;
-use warden::sandbox::{Flavour, SandboxConfig};
 use warden::worker::Workers;
 
 /// Where pip finds packages.
@@ -82,13 +82,13 @@ impl PipArgs {
             }
             Err(e) => e,
         };
-        if named || config.flavour != Flavour::Standard || !first.may_need_another_runtime() {
+        let Some(other) = warden::packages::choice::retry_on(config.flavour, named, &first) else {
             return Ok(Err(first));
-        }
+        };
         let tried = (|| -> Result<Resolved> {
-            let workers = Arc::new(workers.sibling(Flavour::Pydantic)?);
+            let workers = Arc::new(workers.sibling(other)?);
             let mut config = config.clone();
-            config.flavour = Flavour::Pydantic;
+            config.flavour = other;
             let packages = self.store(&config, &workers)?;
             let lock = packages.lock(requirements.to_vec())?;
             Ok(Resolved {
@@ -100,7 +100,7 @@ impl PipArgs {
         })();
         Ok(match tried {
             Ok(resolved) => {
-                tracing::info!("the requirements need the pydantic runtime");
+                tracing::info!("the requirements need the {other} runtime");
                 Ok(resolved)
             }
             Err(_) => Err(first),
