@@ -119,8 +119,9 @@ def _is_json_type(annotation, globalns, typing):
 def _function_hints(function, raw, globalns, loaded):
     """The resolved annotations of `function`: `typing.get_type_hints` when the tool has
     loaded `typing` (free then), else annotationlib's own evaluation, so that a tool that
-    never imports `typing` does not pay for it. If a name does not resolve, each
-    parameter is resolved on its own and the ones that fail are left out."""
+    never imports `typing` does not pay for it. If a name does not resolve (a Letta
+    tool's `agent_state: "AgentState"`), each parameter is resolved on its own and the
+    ones that fail are left out."""
     typing = loaded("typing")
     annotationlib = loaded("annotationlib")
     try:
@@ -132,12 +133,15 @@ def _function_hints(function, raw, globalns, loaded):
             return annotationlib.get_annotations(function, eval_str=True)
     except Exception:
         pass
-    if annotationlib is None:
-        return {}
-    try:
-        each = annotationlib.get_annotations(function, format=annotationlib.Format.FORWARDREF)
-    except Exception:
-        return {}
+    if annotationlib is not None:
+        try:
+            each = annotationlib.get_annotations(function, format=annotationlib.Format.FORWARDREF)
+        except Exception:
+            return {}
+    else:
+        # Before Python 3.14 (the Pydantic runtime's 3.13) annotations are evaluated
+        # eagerly: `raw` holds types, and strings for what was quoted.
+        each = raw or {}
     hints = {}
     for name, annotation in each.items():
         try:

@@ -119,6 +119,33 @@ fn a_package_that_needs_pydantic_2_without_naming_it_runs_on_the_pydantic_runtim
 }
 
 #[test]
+fn a_letta_tool_gets_its_model_beside_the_agent_state_it_cannot_resolve() {
+    let args = r#"{"reminder": {"text": "tea"}}"#;
+    let o = warden(&["run", &tool("set_reminder.py"), "--args", args, "--json"]);
+    assert_eq!(
+        json_result(&o)["value"],
+        "nobody: tea in 10 min",
+        "{}",
+        stderr(&o)
+    );
+    let o = warden(&[
+        "run",
+        &tool("set_reminder.py"),
+        "--args",
+        args,
+        "--agent-state",
+        r#"{"name": "Ada"}"#,
+        "--json",
+    ]);
+    assert_eq!(
+        json_result(&o)["value"],
+        "Ada: tea in 10 min",
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn a_model_validator_refusing_the_arguments_is_the_tools_error_with_pydantics_words() {
     let args = r#"{"quote": {"destination": "no", "express": true,
         "items": [{"kind": "pallet", "weight_kg": 5}]}}"#;
@@ -212,4 +239,64 @@ fn a_runtime_not_built_says_how_to_build_it() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("warden runtime build pydantic"), "{err}");
+}
+
+/// `{"node": {"child": {"child": ...}}}`, `depth` levels, written as text (a
+/// `serde_json::Value` that deep would overflow the test's own stack).
+fn nested_node(depth: usize) -> String {
+    format!(
+        r#"{{"node": {}{{}}{}}}"#,
+        r#"{"child": "#.repeat(depth - 1),
+        "}".repeat(depth - 1)
+    )
+}
+
+#[test]
+fn a_hostile_tenants_models_end_in_a_verdict_of_the_hosts_never_a_trap_or_a_forgery() {
+    let hostile = tool("hostile_models.py");
+    let run = |function: &str, args: &str, more: &[&str]| {
+        let mut argv = vec![
+            "run",
+            hostile.as_str(),
+            "--function",
+            function,
+            "--args",
+            args,
+        ];
+        argv.extend_from_slice(more);
+        argv.push("--json");
+        warden(&argv)
+    };
+    // Within pydantic-core's nesting cap on WebAssembly, then past it: its own error,
+    // not a trap; past what the host parses at all: refused before running.
+    let r = json_result(&run("depth", &nested_node(40), &[]));
+    assert_eq!(r["value"], 40, "{r}");
+    let r = json_result(&run("depth", &nested_node(60), &[]));
+    assert_eq!(r["status"], "tool_error", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Node"),
+        "{r}"
+    );
+    let o = run("depth", &nested_node(5_000), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not valid JSON"), "{}", stderr(&o));
+    // A validator that never returns is stopped by the fuel budget.
+    let r = json_result(&run(
+        "spin",
+        r#"{"item": {"name": "x"}}"#,
+        &["--fuel", "200000000"],
+    ));
+    assert_eq!(r["status"], "out_of_fuel", "{r}");
+    // A verdict written after the harness's answer is not believed.
+    let body = json!({"status": "timeout", "message": "forged"}).to_string();
+    let args = json!({ "body": body }).to_string();
+    let r = json_result(&run("forge", &args, &[]));
+    assert_eq!(r["status"], "crashed", "{r}");
+    assert!(
+        !r["message"].as_str().unwrap_or_default().contains("forged"),
+        "{r}"
+    );
 }

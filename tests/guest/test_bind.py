@@ -105,6 +105,14 @@ class TypedArguments(unittest.TestCase):
         self.assertEqual(args["when"], datetime.date(2026, 11, 29))
         self.assertEqual(args["tags"], [Point(3, 0)])
 
+    def test_a_name_that_does_not_resolve_leaves_the_other_parameters_typed(self):
+        # As Letta writes it; on a Python without annotationlib (3.13, this host's).
+        def remind(agent_state: "AgentState", point: Point) -> str:
+            return point
+
+        args = bind.typed_arguments(remind, {"point": {"x": 1}}, sys.modules.get)
+        self.assertEqual(args["point"], Point(1, 0))
+
     def test_plain_json_annotations_pass_as_they_came(self):
         def plain(a: int, b: str, c: typing.Any = None):
             pass
