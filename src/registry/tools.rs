@@ -311,7 +311,9 @@ impl Registry {
     }
 
     /// The tenant's tools registered from the server file `server` (`POST
-    /// /v1/servers`), oldest first; none for a server the tenant does not have.
+    /// /v1/servers`), oldest first, by name within one millisecond (ids are random: by
+    /// id, tools registered together came back in any order); none for a server the
+    /// tenant does not have.
     pub fn tools_of_server(
         &self,
         tenant: &TenantId,
@@ -320,7 +322,7 @@ impl Registry {
         self.read(|tx| {
             let sql = format!(
                 "SELECT {} FROM tools t WHERE t.tenant_id = ?1 AND t.server_id = ?2
-                 ORDER BY t.created_at_ms, t.id",
+                 ORDER BY t.created_at_ms, t.name",
                 tool_columns(tx)
             );
             tx.query(&sql, vals![tenant.as_str(), server.as_str()])?
