@@ -19,6 +19,28 @@ def tool_method(cls):
     raise TypeError(f"the tool class {cls.__name__} defines no forward(), _run() or _arun()")
 
 
+# Where an installed framework's tool object keeps the function it was made from:
+# functools' `__wrapped__` (openai-agents' FunctionTool), `func` and `coroutine`
+# (LangChain's StructuredTool, CrewAI's Tool), `fn` (FastMCP 2's FunctionTool),
+# `_tool_func` (Strands), `forward` (smolagents' tool made by `@tool`).
+_WRAPPED_AS = ("__wrapped__", "func", "coroutine", "fn", "_tool_func", "forward")
+
+
+def tool_function(value, module_name):
+    """The function defined in the tool's module (`module_name`) that `value` wraps,
+    when `value` is the object a framework's decorator made of it (the framework itself
+    installed among the tool's packages, rather than Warden's stand-in, whose decorators
+    return the function). None when it wraps none."""
+    for attribute in _WRAPPED_AS:
+        try:
+            inner = getattr(value, attribute, None)
+        except Exception:
+            continue
+        if type(inner).__name__ == "function" and inner.__module__ == module_name:
+            return inner
+    return None
+
+
 def bind_problem(function, arguments):
     """Why `function(**arguments)` cannot bind, or None. Reads the code object rather
     than importing `inspect`, which the snapshot does not hold. A bound method's first

@@ -204,7 +204,9 @@ def install(sys):
     sys.modules["fastmcp.server.tasks"] = fastmcp_tasks
     mcp, server = make("mcp"), make("mcp.server")
     mcp.__path__, server.__path__ = [], []
+    mcp.__warden_compat__ = server.__warden_compat__ = True
     types = make("mcp.types")
+    types.__warden_compat__ = True
     types.__dict__.update(_MCP_TYPES)
     types.ToolAnnotations = ToolAnnotations
     mcp.types = types
@@ -212,6 +214,7 @@ def install(sys):
     # For annotations only (`Context[ServerSession, None]`): Warden's context has no
     # session to hand out.
     session = make("mcp.server.session")
+    session.__warden_compat__ = True
     session.ServerSession = type("ServerSession", (), {"__module__": "mcp.server.session"})
     server.session = session
     sys.modules.setdefault("mcp.server.session", session)
@@ -221,3 +224,20 @@ def install(sys):
     sys.modules.setdefault("mcp", mcp)
     sys.modules.setdefault("mcp.server", server)
     warden.Context = Context
+
+
+def prefer_installed(sys, site):
+    """When the tool's packages (`site`) hold the MCP SDK itself, as a dependency of
+    openai-agents, langchain-mcp-adapters and the like, those packages get the real SDK:
+    `mcp`, `mcp.types`, `mcp.shared`, the client. Only the FastMCP server classes stay
+    Warden's (`mcp.server.fastmcp`, `mcp.server.mcpserver`), so a server file runs as
+    it does without the SDK. Called once the site is on `sys.path`, before the tool's
+    module is imported."""
+    import os
+
+    if not os.path.isfile(os.path.join(site, "mcp", "__init__.py")):
+        return
+    for name in ("mcp", "mcp.server", "mcp.types", "mcp.server.session"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__warden_compat__", False):
+            del sys.modules[name]

@@ -48,11 +48,13 @@ import warden as _warden_api
 import _warden_compat
 
 _warden_compat.install(__import__("sys"))
+_prefer_installed = _warden_compat.prefer_installed
 del _warden_compat
 from _warden_bind import (  # noqa: E402
     _JSON_TYPES,
     _ArgumentError,
     bind_problem,
+    tool_function,
     tool_method,
     typed_arguments,
 )
@@ -199,6 +201,7 @@ def _begin(call, os, sys):
     site = request.get("packages")
     if site and site not in sys.path:
         sys.path.append(site)
+        _prefer_installed(sys, site)
 
 
 def _load(call, sys):
@@ -227,11 +230,16 @@ def _load(call, sys):
             function = tool_method(function)
         except BaseException as exc:
             return call.tool_error(exc)
+    if function is not None and type(function).__name__ not in ("function", "method", "type"):
+        # The tool object of a framework installed among the tool's packages (its
+        # decorator did not return the function): the function it was made from.
+        function = tool_function(function, "__warden_tool__") or function
     if type(function).__name__ not in ("function", "method"):
         public = sorted(
             n for n, v in module.__dict__.items()
-            if type(v).__name__ == "function" and not n.startswith("_")
-            and v.__module__ == "__warden_tool__"
+            if (type(v).__name__ == "function" and v.__module__ == "__warden_tool__"
+                or tool_function(v, "__warden_tool__") is not None)
+            and not n.startswith("_")
         )
         return call.bind_error(
             f"the tool has no function {name!r}; its public functions: {', '.join(public) or 'none'}"
@@ -499,6 +507,7 @@ def _warden_prepare():
     site = request.get("packages")
     if site and site not in sys.path:
         sys.path.append(site)
+        _prefer_installed(sys, site)
 
     module = type(sys)("__warden_tool__")
     module.__file__ = module_path

@@ -115,11 +115,12 @@ pub enum PackagesError {
     },
     /// A requirement needs another runtime than the one the tool asks for.
     #[error(
-        "{requirement} needs the {needs} runtime (Pydantic 2's core is a native extension \
-         only that runtime has), not the {runs_on} one it would run on here: let Warden \
-         choose the runtime (no --runtime, no \"runtime\" in the spec), run the tool with \
-         `warden run` or `warden serve` (`warden mcp` serves the standard runtime's tools \
-         only, for now), or ask for pydantic<2"
+        "{requirement} needs the {needs} runtime (it needs a native extension built into \
+         that runtime only: pydantic-core, jiter, rpds-py or orjson), not the {runs_on} one \
+         it would run on here: let Warden choose the runtime (no --runtime, no \"runtime\" \
+         in the spec), run the tool with `warden run` or `warden serve` (`warden mcp` \
+         serves the standard runtime's tools only, for now), or drop the requirement \
+         (pydantic<2 stays on the standard runtime)"
     )]
     NeedsRuntime {
         /// The requirement.
@@ -133,7 +134,9 @@ pub enum PackagesError {
     #[error(
         "no pure-Python wheel matches {requirement}: the package (or this version of it) has \
          only native wheels, or none at all, and the guest (CPython on WASI) loads only \
-         pure-Python wheels (py3-none-any); choose another version or package"
+         pure-Python wheels (py3-none-any) besides the native extensions its runtime has \
+         built in (`warden runtime info`, `--runtime pydantic`); choose another version or \
+         package"
     )]
     NoPureWheel {
         /// The requirement pip could not meet.
@@ -170,6 +173,19 @@ pub enum PackagesError {
         file: String,
         /// Why.
         reason: String,
+    },
+    /// A package the requirements need (not one they name) has no file the guest can
+    /// load, so pip found no versions that fit and called it a conflict.
+    #[error(
+        "the requirements need {packages}, which has no pure-Python wheel (only native \
+         wheels or a source distribution), and the guest (CPython on WASI) loads only \
+         pure-Python wheels besides the native extensions its runtime has built in \
+         (`warden runtime info`, `--runtime pydantic`); choose packages or versions that \
+         do not need {packages}"
+    )]
+    NeedsNative {
+        /// The packages (normalized names, comma-separated).
+        packages: String,
     },
     /// The requirements conflict.
     #[error(
@@ -306,6 +322,7 @@ impl PackagesError {
             | P::OtherRuntime { .. }
             | P::NeedsRuntime { .. }
             | P::NoPureWheel { .. }
+            | P::NeedsNative { .. }
             | P::SourceOnly { .. }
             | P::NotPure { .. }
             | P::NotShipped { .. }

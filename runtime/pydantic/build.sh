@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The Pydantic 2 runtime's proof (issue #44, route 2: a static core module): CPython 3.13.5
-# for wasm32-wasip1 with pydantic-core linked in as a builtin module, then Pydantic 2
-# validated inside wasmtime 48.0.8. Every build input comes from a package registry by name
+# The Pydantic 2 runtime (issue #44, route 2: static extension modules): CPython 3.13.5
+# for wasm32-wasip1 with pydantic-core, jiter, rpds-py and orjson linked in as builtin
+# modules (one static library, extensions/), then Pydantic 2 validated inside wasmtime
+# 48.0.8. Every build input comes from a package registry by name
 # and version and is checked against the sha256 below. The code is Warden's own:
 # warden_entry.c (the C entry points of Warden's runtime ABI) and runner/ (a small wasmtime
-# 48.0.8 host); proof/*.py are the guest scripts. See README.md beside this file.
+# 48.0.8 host), extensions/ (the crate that links the extensions into one library);
+# proof/*.py are the guest scripts. See README.md beside this file.
 #
 #   warden runtime build pydantic               # steps step0..step8 and install, into
 #                                               # $WARDEN_HOME/runtime/pydantic-<recipe key>
@@ -81,7 +83,8 @@ EOF
 step2() {
   pip download -q --no-deps --only-binary :all: -d inputs \
     pydantic==2.14.4 annotated-types==0.8.0 typing-extensions==4.16.0 typing-inspection==0.4.5
-  pip download -q --no-deps --no-binary pydantic-core -d inputs pydantic-core==2.50.5
+  pip download -q --no-deps --no-binary :all: -d inputs \
+    pydantic-core==2.50.5 jiter==0.19.0 rpds-py==2026.9.1 orjson==3.13.0
 }
 
 check() {
@@ -91,6 +94,9 @@ check() {
 60dd315c07f616887caa029408308a018ace66e3d142726a97db164b3b8f69fb  src/zlib_1.3.dfsg+really1.3.1.orig.tar.gz
 653a2ad9f6d8858529c77c72717d0ea991d6c6837fe683246b2f4b2bbfc3fadc  inputs/pydantic-2.14.4-py3-none-any.whl
 1e740886083ff95530d694e6a3f09ed914bcf92a496d16acd307c6c3484fc36d  inputs/pydantic_core-2.50.5.tar.gz
+ba3064f8be276d7cfb83c2fb85c858be533da2c2f80f9b048c3781b45a57a195  inputs/jiter-0.19.0.tar.gz
+4793ef7f78268b124b73fa933440f01d258bbae01de9fa53e9080c9ab0425a12  inputs/rpds_py-2026.9.1.tar.gz
+d1de5eb04485110c5da4c657e49168995d55e076b1ce60f1a042e254f4186c4f  inputs/orjson-3.13.0.tar.gz
 f072f4d804ea359e4eaf198b1af7a8b0943881a87f31bb764f8bf219bb9419e0  inputs/annotated_types-0.8.0-py3-none-any.whl
 481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8  inputs/typing_extensions-4.16.0-py3-none-any.whl
 bc210535442b39e1bf2805e0c7a17dfd6a4ace760c84c7f7d16245d23a6b1c39  inputs/typing_inspection-0.4.5-py3-none-any.whl
@@ -101,7 +107,9 @@ EOF
 step3() {
   tar -C src -xf src/python3.13_3.13.5.orig.tar.xz
   tar -C src -xzf src/zlib_1.3.dfsg+really1.3.1.orig.tar.gz
-  tar -C src -xzf inputs/pydantic_core-2.50.5.tar.gz
+  local x; for x in pydantic_core-2.50.5 jiter-0.19.0 rpds_py-2026.9.1 orjson-3.13.0; do
+    tar -C src -xzf inputs/$x.tar.gz
+  done
   mkdir -p wasi-libc-deb sysroot sdk/bin sdk/share
   dpkg-deb -x $WASI_LIBC_DEB wasi-libc-deb
   ln -sfn ../wasi-libc-deb/usr/include sysroot/include
@@ -154,7 +162,12 @@ step5() {
   cd $WORK
 }
 
-# ---- 6. pydantic-core as a static library for wasm32-wasip1 (PyO3, -Zbuild-std) ----------
+# ---- 6. the extensions as one static library for wasm32-wasip1 (PyO3, -Zbuild-std) ------
+# extensions/ is a crate whose dependencies are the sdists unpacked in src/. Each sdist's
+# `lib` target is made an rlib (they declare cdylib: a shared object, which WASI cannot
+# load), and rpds-py and orjson are built against PyO3 0.30.1 like pydantic-core and
+# jiter (they declare 0.29): PyO3's FFI crate links Python once per build, so one version
+# serves all four. Warden's tests exercise each extension on this build.
 step6() {
   cat > $WORK/pyo3-wasi.cfg <<'EOF'
 implementation=CPython
@@ -165,19 +178,33 @@ lib_name=python3.13
 pointer_width=32
 suppress_build_script_link_lines=true
 EOF
-  cd $WORK/src/pydantic_core-2.50.5
+  local S=$WORK/src
+  sed -i 's/^crate-type = \[.*\]/crate-type = ["rlib"]/' $S/pydantic_core-2.50.5/Cargo.toml \
+    $S/jiter-0.19.0/crates/jiter-python/Cargo.toml $S/rpds_py-2026.9.1/Cargo.toml \
+    $S/orjson-3.13.0/Cargo.toml
+  sed -i 's/^version = "0.29.0"$/version = "0.30.1"/' $S/rpds_py-2026.9.1/Cargo.toml
+  sed -i 's/^pyo3-ffi = { version = "0.29",/pyo3-ffi = { version = "0.30.1",/
+          s/^pyo3-build-config = { version = "0.29" }/pyo3-build-config = { version = "0.30.1" }/' \
+    $S/orjson-3.13.0/Cargo.toml
+  grep -q '"0.30.1"' $S/rpds_py-2026.9.1/Cargo.toml
+  [ "$(grep -c '"0.30.1"' $S/orjson-3.13.0/Cargo.toml)" = 2 ]
+  rm -rf $WORK/extensions && cp -r $PROOF/extensions $WORK/extensions
+  cd $WORK/extensions
   PATH=/usr/bin:$PATH /usr/bin/cargo fetch --locked
   # Panic messages carry source paths: map the build folders and cargo's cache folders (whose
   # names would otherwise end up inside the runtime) to neutral names. This also makes the
   # runtime independent of where it was built.
-  local remap="--remap-path-prefix=$WORK/src/pydantic_core-2.50.5=/pydantic-core --remap-path-prefix=/usr/lib/rustlib/src/rust=/rust"
+  local remap="--remap-path-prefix=$S=/sdists --remap-path-prefix=$WORK/extensions=/extensions --remap-path-prefix=/usr/lib/rustlib/src/rust=/rust"
   local d; for d in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*; do remap="$remap --remap-path-prefix=$d=/crates"; done
+  # orjson's build script compiles yyjson (C) with the WASI clang.
   PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 RUSTFLAGS="$remap" \
+  CC_wasm32_wasip1="$SDK/bin/clang" CFLAGS_wasm32_wasip1="--sysroot=$SYSROOT -O2" \
+  AR_wasm32_wasip1=$SDK/bin/llvm-ar \
   PYO3_CONFIG_FILE=$WORK/pyo3-wasi.cfg CARGO_TARGET_DIR=$WORK/target-wasm \
   CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
   CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_PANIC=abort CARGO_BUILD_JOBS=$JOBS \
-    $NICE /usr/bin/cargo rustc --locked --release --lib --target wasm32-wasip1 \
-      -Zbuild-std=std,panic_abort --crate-type staticlib
+    $NICE /usr/bin/cargo build --locked --release --target wasm32-wasip1 \
+      -Zbuild-std=std,panic_abort
   cd $WORK
 }
 
@@ -192,9 +219,17 @@ step7() {
          | sed -e 's/.*-o python.wasm //' -e 's#Programs/python.o##')
   $CC -z stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=20971520 -mexec-model=reactor \
       -o $WORK/out/python-pyd.wasm $WORK/out/warden_entry.o $OBJS \
-      $WORK/target-wasm/wasm32-wasip1/release/lib_pydantic_core.a
+      $WORK/target-wasm/wasm32-wasip1/release/libwarden_extensions.a
   /usr/bin/llvm-strip-22 --strip-debug -o $WORK/out/python-pyd.nodebug.wasm $WORK/out/python-pyd.wasm
   cd $WORK
+}
+
+# An sdist has no installed metadata: say what is bundled, as a wheel's would (Warden reads
+# the bundled packages' names and versions from these).
+dist_info() {
+  mkdir -p stage/packages/$1-$2.dist-info
+  printf 'Metadata-Version: 2.1\nName: %s\nVersion: %s\nLicense: %s\n' "$1" "$2" "$3" \
+    > stage/packages/$1-$2.dist-info/METADATA
 }
 
 # ---- 8. the guest's folders: stdlib (/usr/local/lib), packages (/packages), empty root (/) -
@@ -203,11 +238,23 @@ step8() {
   mkdir -p stage/root/usr/local/lib/python3.13/lib-dynload stage/packages stage/empty-root
   for w in inputs/*.whl; do python3 -m zipfile -e "$w" stage/packages; done
   cp -r src/pydantic_core-2.50.5/python/pydantic_core stage/packages/
-  # The sdist has no installed metadata: say what is bundled, as a wheel's would.
-  mkdir -p stage/packages/pydantic_core-2.50.5.dist-info
-  printf 'Metadata-Version: 2.1\nName: pydantic_core\nVersion: 2.50.5\nLicense: MIT\n' \
-    > stage/packages/pydantic_core-2.50.5.dist-info/METADATA
   rm -rf stage/packages/pydantic_core/_pydantic_core   # type stubs only; the module is built in
+  # jiter and rpds: the package a wheel would hold (an __init__ re-exporting the builtin
+  # module, the stubs); orjson has its own Python source.
+  local pkg
+  for pkg in jiter rpds; do
+    mkdir -p stage/packages/$pkg
+    printf 'from .%s import *\n\n__doc__ = %s.__doc__\nif hasattr(%s, "__all__"):\n    __all__ = %s.__all__\n' \
+      $pkg $pkg $pkg $pkg > stage/packages/$pkg/__init__.py
+    touch stage/packages/$pkg/py.typed
+  done
+  cp src/jiter-0.19.0/crates/jiter-python/jiter.pyi stage/packages/jiter/__init__.pyi
+  cp src/rpds_py-2026.9.1/rpds.pyi stage/packages/rpds/__init__.pyi
+  cp -r src/orjson-3.13.0/pysrc/orjson stage/packages/
+  dist_info pydantic_core 2.50.5 MIT
+  dist_info jiter 0.19.0 MIT
+  dist_info rpds_py 2026.9.1 MIT
+  dist_info orjson 3.13.0 "MPL-2.0 AND (Apache-2.0 OR MIT)"
   $PY/cross-build/build/python -m compileall -q --invalidation-mode unchecked-hash stage/packages
 }
 
@@ -231,7 +278,7 @@ install() {
     echo "[package]"
     echo "name = \"cpython-pydantic\""
     echo "version = \"${RECIPE_KEY:-local}\""
-    echo "licence = \"PSF-2.0 (CPython 3.13.5); MIT (pydantic 2.14.4, pydantic-core 2.50.5, annotated-types, typing-inspection); PSF-2.0 (typing-extensions); Apache-2.0 WITH LLVM-exception (wasi-libc)\""
+    echo "licence = \"PSF-2.0 (CPython 3.13.5); MIT (pydantic 2.14.4, pydantic-core 2.50.5, jiter 0.19.0, rpds-py 2026.9.1, annotated-types, typing-inspection); MPL-2.0 AND (Apache-2.0 OR MIT) (orjson 3.13.0, with yyjson: MIT); PSF-2.0 (typing-extensions); Apache-2.0 WITH LLVM-exception (wasi-libc)\""
     echo "python = \"3.13.5\""
     for f in python.wasm lib/python313.zip; do
       size=$(stat -c %s "$tmp/$f"); sum=$(sha256sum "$tmp/$f" | cut -d' ' -f1)

@@ -12,7 +12,9 @@
  * Import:
  *   host.call(ptr, len, out_ptr, out_len) -> i32   the door; reached from Python as
  *                                                  `_host.call(bytes) -> bytes`
- * Builtin modules added to the inittab: `_host`, `pydantic_core._pydantic_core`.
+ * Builtin modules added to the inittab: `_host`, and the extensions of build.sh's step 6
+ * under the names their packages import them by: `pydantic_core._pydantic_core`,
+ * `jiter.jiter`, `rpds.rpds`, `orjson.orjson`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,6 +31,9 @@ __attribute__((import_module("host"), import_name("call")))
 extern int32_t host_call(int32_t ptr, int32_t len, int32_t out_ptr, int32_t out_len);
 
 extern PyObject *PyInit__pydantic_core(void);
+extern PyObject *PyInit_jiter(void);
+extern PyObject *PyInit_rpds(void);
+extern PyObject *PyInit_orjson(void);
 
 /* wasi-libc defines this in every version used here, but trixie's (2024-12) does not declare it. */
 void __wasilibc_reset_preopens(void);
@@ -79,6 +84,9 @@ static void add_inittab(void) {
     if (added) return;
     PyImport_AppendInittab("_host", PyInit__host);
     PyImport_AppendInittab("pydantic_core._pydantic_core", PyInit__pydantic_core);
+    PyImport_AppendInittab("jiter.jiter", PyInit_jiter);
+    PyImport_AppendInittab("rpds.rpds", PyInit_rpds);
+    PyImport_AppendInittab("orjson.orjson", PyInit_orjson);
     added = 1;
 }
 

@@ -6,6 +6,8 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use warden::limits::ByteSize;
+use warden::packages::bundled::Bundled;
+use warden::sandbox::artifacts::Role;
 use warden::sandbox::{Flavour, Sandbox, SandboxConfig, prune_warm_states};
 
 use super::{ExitCode, UsageError};
@@ -130,6 +132,17 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
                 );
             }
             println!("present:   {}", files.present());
+            // What a tool's requirements may name without installing anything: the
+            // packages the runtime bundles, native extensions among them.
+            if files.present()
+                && let Ok(bundled) = Bundled::from_stdlib_zip(&files.path(Role::Stdlib))
+            {
+                let names: Vec<String> = bundled
+                    .iter()
+                    .map(|(name, version)| format!("{name} {version}"))
+                    .collect();
+                println!("bundled:   {}", names.join(", "));
+            }
             println!(
                 "platform:  {} ({})",
                 files.platform,

@@ -3,9 +3,10 @@
 //!
 //! The standard runtime installs pure-Python wheels only, so Pydantic 2 (whose core,
 //! pydantic-core, is a Rust extension) is out of its reach, while Pydantic 1.10 is a
-//! pure-Python wheel it installs. A tool whose requirements ask for `pydantic-core`, or
-//! for a `pydantic` that no 1.x release satisfies, runs on the Pydantic runtime, which
-//! has both built in; every other tool runs on the standard one.
+//! pure-Python wheel it installs. A tool whose requirements ask for a `pydantic` that no
+//! 1.x release satisfies, or name one of the native extensions built into the Pydantic
+//! runtime ([`PYDANTIC_EXTENSIONS`]: pydantic-core, jiter, rpds-py, orjson), runs on the
+//! Pydantic runtime; every other tool runs on the standard one.
 
 use std::str::FromStr;
 
@@ -16,18 +17,18 @@ use super::requirement::Requirement;
 use super::{Packages, PackagesError};
 use crate::sandbox::Flavour;
 use crate::sandbox::artifacts::Role;
-use crate::sandbox::flavour::LAST_PYDANTIC_1;
+use crate::sandbox::flavour::{LAST_PYDANTIC_1, PYDANTIC_EXTENSIONS};
 
 /// The runtime `requirements` need: [`Flavour::Pydantic`] when one of them (that applies
-/// there) asks for Pydantic 2 or its core, else [`Flavour::Standard`].
+/// there) asks for Pydantic 2 or names an extension only that runtime has, else
+/// [`Flavour::Standard`].
 pub fn flavour_for(requirements: &[Requirement]) -> Flavour {
     let Ok(last_v1) = Version::from_str(LAST_PYDANTIC_1) else {
         return Flavour::Standard;
     };
     let needs_v2 = |r: &Requirement| match r.name() {
-        "pydantic-core" => true,
         "pydantic" => !r.allows(&last_v1),
-        _ => false,
+        name => PYDANTIC_EXTENSIONS.contains(&name),
     };
     if requirements
         .iter()
@@ -49,6 +50,7 @@ pub fn retry_on(chosen: Flavour, named: bool, error: &PackagesError) -> Option<F
         error,
         PackagesError::Conflict { .. }
             | PackagesError::NoPureWheel { .. }
+            | PackagesError::NeedsNative { .. }
             | PackagesError::SourceOnly { .. }
     );
     (!named && chosen == Flavour::Standard && fits).then_some(Flavour::Pydantic)
@@ -128,6 +130,16 @@ mod tests {
         assert_eq!(flavour(&["pydantic==2.*"]), Flavour::Pydantic);
         assert_eq!(flavour(&["pydantic-core"]), Flavour::Pydantic);
         assert_eq!(flavour(&["Pydantic >= 2.0, < 3"]), Flavour::Pydantic);
+    }
+
+    #[test]
+    fn an_extension_only_the_pydantic_runtime_has_needs_it() {
+        assert_eq!(flavour(&["orjson>=3"]), Flavour::Pydantic);
+        assert_eq!(flavour(&["rpds_py"]), Flavour::Pydantic);
+        assert_eq!(flavour(&["requests", "jiter"]), Flavour::Pydantic);
+        // A package that needs one without naming it is found by resolving (retry_on).
+        assert_eq!(flavour(&["jsonschema", "requests"]), Flavour::Standard);
+        assert_eq!(flavour(&["pydantic"]), Flavour::Standard);
     }
 
     #[test]

@@ -258,27 +258,58 @@ fn run(
     if status.code() == Some(i32::from(crate::confine::EXIT_NOT_CONFINED)) {
         return Err(session_failure(status.code(), &stderr, what));
     }
-    Err(diagnose(what, &stderr, &skipped_files(&log_file(session))))
+    Err(diagnose(what, &stderr, &PipLog::read(&log_file(session))))
 }
 
-/// The file names of the links pip's debug log says it skipped (source distributions
-/// under `--only-binary`, wheels with other tags, files of other projects).
-fn skipped_files(log: &Path) -> Vec<String> {
-    let Ok(file) = fs::File::open(log) else {
-        return Vec::new();
-    };
-    // At most 64 MiB of log: an index page of a large project is long but not that long.
-    BufReader::new(file.take(64 << 20))
-        .lines()
-        .map_while(Result::ok)
-        .filter(|l| l.contains("Skipping link: "))
-        .filter_map(|l| {
-            let url = l.rsplit(": ").next()?.trim();
-            let path = url.split(['#', '?']).next()?;
-            let name = path.rsplit('/').next()?;
-            Some(percent_decode(name))
-        })
-        .collect()
+/// What pip's debug log says about the files it looked at.
+#[derive(Debug, Default)]
+struct PipLog {
+    /// The file names of the links it skipped (source distributions under
+    /// `--only-binary`, wheels with other tags, files of other projects).
+    skipped: Vec<String>,
+    /// The projects (normalized names) it found no file at all for that the guest can
+    /// load: a dependency with only native wheels or sources makes pip backtrack and
+    /// then report a conflict that does not name it.
+    without_files: Vec<String>,
+}
+
+impl PipLog {
+    fn read(log: &Path) -> PipLog {
+        let Ok(file) = fs::File::open(log) else {
+            return PipLog::default();
+        };
+        // At most 64 MiB of log: an index page of a large project is long but not that
+        // long.
+        let lines = BufReader::new(file.take(64 << 20))
+            .lines()
+            .map_while(Result::ok);
+        PipLog::parse(lines)
+    }
+
+    fn parse(lines: impl Iterator<Item = String>) -> PipLog {
+        const NO_LINKS: &str = "Given no hashes to check 0 links for project '";
+        let mut log = PipLog::default();
+        for line in lines {
+            if line.contains("Skipping link: ") {
+                // "...: URL (from INDEX-PAGE) (requires-python:...)": the URL is the
+                // first word after the last ": ".
+                let file = (|| {
+                    let url = line.rsplit(": ").next()?.split_whitespace().next()?;
+                    let path = url.split(['#', '?']).next()?;
+                    Some(percent_decode(path.rsplit('/').next()?))
+                })();
+                log.skipped.extend(file);
+            } else if let Some((_, rest)) = line.split_once(NO_LINKS)
+                && let Some((name, _)) = rest.split_once('\'')
+            {
+                log.without_files
+                    .push(super::requirement::normalize_name(name));
+            }
+        }
+        log.without_files.sort();
+        log.without_files.dedup();
+        log
+    }
 }
 
 /// `%2B` and the like in a link's file name (a local version's `+`, mostly).
@@ -325,8 +356,9 @@ fn source_only(requirement: &str, skipped: &[String]) -> Option<Vec<String>> {
     (!sdists.is_empty() && !wheels).then_some(sdists)
 }
 
-/// The most useful error for what pip said, and the files its log says it skipped.
-fn diagnose(what: &str, stderr: &str, skipped: &[String]) -> PackagesError {
+/// The most useful error for what pip said, and what its log says of the files.
+fn diagnose(what: &str, stderr: &str, log: &PipLog) -> PackagesError {
+    let skipped = &log.skipped;
     if stderr.contains("No module named pip") {
         return PackagesError::NoPip;
     }
@@ -363,6 +395,13 @@ fn diagnose(what: &str, stderr: &str, skipped: &[String]) -> PackagesError {
         return PackagesError::NoPureWheel { requirement: name };
     }
     if stderr.contains("ResolutionImpossible") || stderr.contains("conflicting dependencies") {
+        // pip's explanation names the versions it tried, not the dependency none of
+        // them could have: say which one had no file the guest can load.
+        if !log.without_files.is_empty() {
+            return PackagesError::NeedsNative {
+                packages: log.without_files.join(", "),
+            };
+        }
         return PackagesError::Conflict {
             detail: tail(stderr, 20),
         };
@@ -530,26 +569,64 @@ mod tests {
     fn diagnoses_pip_errors() {
         let no_wheel = "ERROR: Could not find a version that satisfies the requirement numpy>=9 (from versions: none)\nERROR: No matching distribution found for numpy>=9\n";
         assert!(
-            matches!(diagnose("x", no_wheel, &[]), PackagesError::NoPureWheel { requirement } if requirement == "numpy>=9")
+            matches!(diagnose("x", no_wheel, &PipLog::default()), PackagesError::NoPureWheel { requirement } if requirement == "numpy>=9")
         );
         let hashes = "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE.\n";
         assert!(matches!(
-            diagnose("x", hashes, &[]),
+            diagnose("x", hashes, &PipLog::default()),
             PackagesError::HashMismatch { .. }
         ));
     }
 
     #[test]
+    fn a_conflict_over_a_dependency_with_no_loadable_file_names_it() {
+        // As pip's debug log has it (abridged): the tool's package was found, its
+        // native dependency had files, none of which the guest can load.
+        let log = PipLog::parse(
+            [
+                "2026-11-29T10:09:10,647   Skipping link: none of the wheel's tags (py2-none-any) are compatible (run pip debug --verbose to show compatible tags): https://files.example/packages/71/ec/sso_client-0.1.0-py2-none-any.whl (from https://index.example/simple/sso-client/)",
+                "2026-11-29T10:09:10,700 Given no hashes to check 12 links for project 'sso-client': discarding no candidates",
+                "2026-11-29T10:09:10,950   Skipping link: No sources permitted for Crypto_Lib: https://files.example/packages/9d/af/crypto_lib-50.0.2.tar.gz (from https://index.example/simple/crypto-lib/)",
+                "2026-11-29T10:09:10,950 Given no hashes to check 0 links for project 'Crypto_Lib': discarding no candidates",
+                "2026-11-29T10:09:10,998 Given no hashes to check 0 links for project 'Crypto_Lib': discarding no candidates",
+            ]
+            .map(String::from)
+            .into_iter(),
+        );
+        assert_eq!(log.without_files, ["crypto-lib"]);
+        assert_eq!(
+            log.skipped,
+            [
+                "sso_client-0.1.0-py2-none-any.whl",
+                "crypto_lib-50.0.2.tar.gz"
+            ]
+        );
+        let stderr = "ERROR: Cannot install sso-client because these package versions have conflicting dependencies.\nERROR: ResolutionImpossible: for help visit ...\n";
+        let e = diagnose("x", stderr, &log);
+        assert!(
+            matches!(&e, PackagesError::NeedsNative { packages } if packages == "crypto-lib"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("no pure-Python wheel"), "{e}");
+        // A conflict with every dependency loadable stays pip's own words.
+        let e = diagnose("x", stderr, &PipLog::default());
+        assert!(matches!(e, PackagesError::Conflict { .. }), "{e}");
+    }
+
+    #[test]
     fn a_requirement_with_only_source_distributions_is_told_apart() {
         // pip's log lists every file it skipped, other projects' included.
-        let skipped: Vec<String> = [
-            "Only_Sdist-1.0.tar.gz",
-            "only_sdist-2.0.zip",
-            "mixed-1.0.tar.gz",
-            "mixed-1.0-cp315-cp315-manylinux_2_17_x86_64.whl",
-        ]
-        .map(String::from)
-        .to_vec();
+        let skipped = PipLog {
+            skipped: [
+                "Only_Sdist-1.0.tar.gz",
+                "only_sdist-2.0.zip",
+                "mixed-1.0.tar.gz",
+                "mixed-1.0-cp315-cp315-manylinux_2_17_x86_64.whl",
+            ]
+            .map(String::from)
+            .to_vec(),
+            without_files: Vec::new(),
+        };
         let no_match = |r: &str| format!("ERROR: No matching distribution found for {r}\n");
         let e = diagnose("x", &no_match("only-sdist"), &skipped);
         assert!(

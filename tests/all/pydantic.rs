@@ -177,8 +177,153 @@ fn a_package_with_an_extension_the_pydantic_runtime_lacks_is_refused_before_runn
     let o = warden(&["run", &tool("needs_extension.py"), "--args", r#"{"id": 1}"#]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("orjson"), "{err}");
+    assert!(err.contains("ujson"), "{err}");
     assert!(err.contains("pure-Python"), "{err}");
+}
+
+#[test]
+fn orjson_jiter_and_rpds_named_by_a_tool_run_built_in_with_no_flag() {
+    let events = json!({
+        "events": [{"kind": "click"}, {"kind": "view"}, {"kind": "click"}],
+        "cut": 40,
+    });
+    let o = warden(&[
+        "run",
+        &tool("fast_json.py"),
+        "--args",
+        &events.to_string(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_result(&o);
+    assert_eq!(r["status"], "ok", "{r}");
+    let v = &r["value"];
+    // orjson: a date, keys sorted, compact.
+    assert_eq!(
+        v["json"],
+        r#"{"day":"2026-11-29","events":[{"kind":"click"},{"kind":"view"},{"kind":"click"}]}"#
+    );
+    // jiter: the first 40 bytes, the open string kept as far as it goes.
+    assert_eq!(
+        v["partial"],
+        json!({"day": "2026-11-29", "events": [{"kind": "c"}]}),
+        "{v}"
+    );
+    // rpds: the new map counts, the old one is unchanged.
+    assert_eq!(v["counts"], json!({"click": 2, "view": 1}));
+    assert_eq!(v["before"], 0);
+    assert_eq!(v["modules"], json!(["orjson", "jiter", "HashTrieMap"]));
+    // Nothing was installed for them: they are the runtime's.
+    let o = warden(&["packages", "lock", &tool("fast_json.py")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let lock = String::from_utf8_lossy(&o.stdout);
+    assert!(!lock.contains("orjson-"), "{lock}");
+}
+
+#[test]
+fn jsonschema_reaches_rpds_through_referencing_and_runs_on_the_pydantic_runtime() {
+    let o = warden(&[
+        "run",
+        &tool("schema_check.py"),
+        "--args",
+        r#"{"record": {"email": "nobody", "tags": ["fine", "far too long"]}}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_result(&o);
+    assert_eq!(
+        r["value"],
+        json!(["(root): required", "email: pattern", "tags/1: maxLength"]),
+        "{r}"
+    );
+    let o = warden(&[
+        "run",
+        &tool("schema_check.py"),
+        "--args",
+        r#"{"record": {"email": "a@b", "age": 3}}"#,
+        "--json",
+    ]);
+    assert_eq!(json_result(&o)["value"], json!([]), "{}", stderr(&o));
+}
+
+#[test]
+fn a_fastmcp_server_file_beside_the_real_mcp_sdk_gets_the_sdks_own_modules() {
+    let server = tool("inventory_server.py");
+    let o = warden(&[
+        "run",
+        &server,
+        "--args",
+        r#"{"sku": "bolt-m4", "count": 20}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_result(&o);
+    assert_eq!(
+        r["value"],
+        json!({"sku": "bolt-m4", "left": 100, "sdk": "mcp.shared.exceptions"}),
+        "{r}"
+    );
+    // The SDK's own error, raised by the tool, is the tool's error.
+    let o = warden(&[
+        "run",
+        &server,
+        "--args",
+        r#"{"sku": "nut-m4", "count": 20}"#,
+        "--json",
+    ]);
+    let r = json_result(&o);
+    assert_eq!(r["status"], "tool_error", "{r}");
+    assert_eq!(r["error"]["type"], "McpError", "{r}");
+    assert_eq!(r["error"]["message"], "only 15 of nut-m4 left", "{r}");
+}
+
+#[test]
+fn an_openai_agents_tool_runs_with_the_sdk_installed_not_a_stand_in() {
+    let o = warden(&[
+        "run",
+        &tool("agents_weather.py"),
+        "--args",
+        r#"{"location": {"lat": 59.91, "long": 10.75}}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_result(&o);
+    assert_eq!(r["value"], "sunny at 59.9,10.8", "{r}");
+}
+
+#[test]
+fn the_openai_sdk_reads_a_completion_with_its_own_models_and_jiter() {
+    let completion = json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_764_400_000,
+        "model": "gpt-test",
+        "choices": [{
+            "index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\", \"days\": 3}"}
+            }]}
+        }]
+    });
+    let args = json!({"completion": completion, "streamed": "{\"city\": \"Os"});
+    let o = warden(&[
+        "run",
+        &tool("openai_reply.py"),
+        "--args",
+        &args.to_string(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_result(&o);
+    assert_eq!(
+        r["value"],
+        json!({
+            "name": "get_weather",
+            "arguments": {"city": "Oslo", "days": 3},
+            "so_far": {},
+            "finish": "tool_calls",
+        }),
+        "{r}"
+    );
 }
 
 #[test]

