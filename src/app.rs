@@ -55,7 +55,7 @@ mod prepare;
 mod review;
 mod run;
 mod runs;
-mod runtimes;
+pub mod runtimes;
 mod secrets;
 mod servers;
 mod spec;

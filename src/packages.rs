@@ -118,9 +118,7 @@ pub enum PackagesError {
         "{requirement} needs the {needs} runtime (it needs a native extension built into \
          that runtime only: pydantic-core, jiter, rpds-py or orjson), not the {runs_on} one \
          it would run on here: let Warden choose the runtime (no --runtime, no \"runtime\" \
-         in the spec), run the tool with `warden run` or `warden serve` (`warden mcp` \
-         serves the standard runtime's tools only, for now), or drop the requirement \
-         (pydantic<2 stays on the standard runtime)"
+         in the spec), or drop the requirement (pydantic<2 stays on the standard runtime)"
     )]
     NeedsRuntime {
         /// The requirement.

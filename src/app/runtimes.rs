@@ -2,7 +2,8 @@
 //! and package store the server starts with, and any other, opened on its first tool
 //! (its workers a sibling pool sharing the cores, its package store resolving for its
 //! Python). Opening one compiles it the first time (seconds to a minute: blocking); one
-//! that is not built on this machine is an error that says how to build it.
+//! that is not built on this machine is an error that says how to build it. The
+//! service's [`App`](super::App) and `warden mcp`'s folder of tools both run on one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,13 +15,15 @@ use crate::sandbox::{Flavour, SandboxError};
 use crate::worker::Workers;
 
 /// One runtime's workers and package store (shared: handing one out copies nothing).
-pub(super) struct Runtime {
+pub struct Runtime {
+    /// Its worker pool (a sibling of the standard runtime's, sharing the cores).
     pub workers: Arc<Workers>,
+    /// Its package store, resolving and installing for its Python.
     pub packages: Packages,
 }
 
 /// Every runtime the server has opened.
-pub(super) struct Runtimes {
+pub struct Runtimes {
     standard: Arc<Runtime>,
     others: Mutex<HashMap<Flavour, Arc<Runtime>>>,
 }

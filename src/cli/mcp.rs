@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use rmcp::ServiceExt;
 
+use warden::app::runtimes::Runtimes;
 use warden::mcp::catalog::{Defaults, Problem, Sources};
 use warden::mcp::{FolderSource, LocalTrail, McpServer, TRAIL_TENANT};
 use warden::registry::Location;
@@ -110,16 +111,12 @@ pub(super) fn mcp(config: &SandboxConfig, args: McpArgs) -> Result<ExitCode> {
     }
     let workers = Arc::new(Workers::open(&WorkersConfig::new(config.clone())?)?);
     let packages = args.call.pip.store(&config, &workers)?;
+    // Tools needing Pydantic 2 (or another extension only it has) open the Pydantic
+    // runtime while the catalog loads.
+    let runtimes = Arc::new(Runtimes::new(workers, packages));
     let report = Arc::new(|problem: &Problem| eprintln!("warden: {problem}"));
-    let source = FolderSource::load(
-        workers,
-        sources,
-        defaults,
-        Some(packages),
-        !args.call.cold,
-        report,
-    )
-    .map_err(|e| usage(e.to_string()))?;
+    let source = FolderSource::load(runtimes, sources, defaults, !args.call.cold, report)
+        .map_err(|e| usage(e.to_string()))?;
     let trail_at = if args.audit_db == "$WARDEN_HOME/mcp-audit.db" {
         Location::Sqlite(config.home.join("mcp-audit.db"))
     } else {

@@ -18,11 +18,12 @@ use serde_json::Value;
 use super::config::{self, CONFIG_FILE, ConfigError, FolderConfig};
 use super::{Hints, ListedTool};
 use crate::app::PreparedTool;
+use crate::app::runtimes::Runtimes;
 use crate::grants::{self, Grants, SecretValue};
 use crate::limits::Limits;
 use crate::manifest::Manifest;
-use crate::packages::{Packages, script};
-use crate::sandbox::{Outbound, ToolFolder};
+use crate::packages::{choice, script};
+use crate::sandbox::{Flavour, Outbound, ToolFolder};
 use crate::schema::{self, DeriveOptions, Severity};
 
 /// Where a server's tools are.
@@ -164,7 +165,7 @@ impl Catalog {
     pub fn load(
         sources: &Sources,
         defaults: &Defaults,
-        packages: Option<&Packages>,
+        runtimes: &Runtimes,
         previous: &Catalog,
     ) -> Result<(Catalog, Vec<Problem>), CatalogError> {
         let files = sources.tool_files()?;
@@ -185,7 +186,7 @@ impl Catalog {
                 config: &config,
                 config_dir: &config_dir,
                 defaults,
-                packages,
+                runtimes,
                 previous,
             };
             for loaded in loader.load(&catalog) {
@@ -277,7 +278,7 @@ struct Loader<'a> {
     config: &'a FolderConfig,
     config_dir: &'a Path,
     defaults: &'a Defaults,
-    packages: Option<&'a Packages>,
+    runtimes: &'a Runtimes,
     previous: &'a Catalog,
 }
 
@@ -417,10 +418,10 @@ impl Loader<'_> {
             // Same file, same source: same schema, packages and warm state.
             Some(old) if old.path == self.path && old.source == source => Arc::clone(&old.prepared),
             _ => {
-                let site = self.packages_site(&source)?;
+                let (flavour, site) = self.packages_site(&source)?;
                 let folder =
                     ToolFolder::temporary(file_name, &source).map_err(|e| e.to_string())?;
-                Arc::new(PreparedTool::new(folder, schema, site))
+                Arc::new(PreparedTool::new(folder, schema, site).on_runtime(flavour))
             }
         };
         Ok(CatalogTool {
@@ -434,19 +435,24 @@ impl Loader<'_> {
         })
     }
 
-    /// The installed packages of the source's PEP 723 block, if it has one.
-    fn packages_site(&self, source: &str) -> Result<Option<PathBuf>, String> {
+    /// The runtime the source's PEP 723 block needs ([`choice`]: the Pydantic one for
+    /// Pydantic 2 and its extensions, opened now if it is not) and its installed
+    /// packages, if it names any.
+    fn packages_site(&self, source: &str) -> Result<(Flavour, Option<PathBuf>), String> {
         let requirements = script::read(source)
             .map_err(|e| e.to_string())?
             .dependencies;
         if requirements.is_empty() {
-            return Ok(None);
+            return Ok((Flavour::Standard, None));
         }
-        let Some(packages) = self.packages else {
-            return Err("the tool needs packages, and this server installs none".into());
-        };
-        let lock = packages.lock(requirements).map_err(|e| e.to_string())?;
-        packages.site(&lock).map_err(|e| e.to_string())
+        let chosen = choice::flavour_for(&requirements);
+        let (flavour, lock) = self
+            .runtimes
+            .lock(chosen, false, requirements)
+            .map_err(|e| e.to_string())?;
+        let runtime = self.runtimes.get(flavour).map_err(|e| e.to_string())?;
+        let site = runtime.packages.site(&lock).map_err(|e| e.to_string())?;
+        Ok((flavour, site))
     }
 }
 

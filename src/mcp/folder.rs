@@ -13,11 +13,10 @@ use super::trail::LocalTrail;
 use super::watch::Fingerprint;
 use super::{ListedTool, Ran, SourceError, ToolSource};
 use crate::app::Refusal;
+use crate::app::runtimes::Runtimes;
 use crate::events::Events;
 use crate::outcome::{CallResult, Warning};
-use crate::packages::Packages;
 use crate::sandbox::{Outbound, ShareKey, Warmth};
-use crate::worker::Workers;
 
 /// How often the files are compared with what the catalog was built from.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -29,8 +28,8 @@ pub type Reporter = Arc<dyn Fn(&Problem) + Send + Sync>;
 pub struct FolderSource {
     sources: Sources,
     defaults: Defaults,
-    packages: Option<Packages>,
-    workers: Arc<Workers>,
+    /// The runtimes the tools run on, each with its workers and package store.
+    runtimes: Arc<Runtimes>,
     warm_start: bool,
     report: Reporter,
     catalog: RwLock<Arc<Catalog>>,
@@ -51,27 +50,26 @@ impl std::fmt::Debug for FolderSource {
 }
 
 impl FolderSource {
-    /// Loads the catalog of `sources` (blocking: reads files, may install packages),
-    /// reporting each file left out. `packages` installs the packages of tools that
-    /// declare some (without it such tools are left out); with `warm_start`, each
-    /// tool's warm state is prepared once [`FolderSource::warm_up`] is called.
+    /// Loads the catalog of `sources` (blocking: reads files, may install packages and
+    /// open the Pydantic runtime), reporting each file left out. Each tool runs on the
+    /// runtime of `runtimes` its requirements need, with its packages installed; with
+    /// `warm_start`, each tool's warm state is prepared once [`FolderSource::warm_up`]
+    /// is called.
     pub fn load(
-        workers: Arc<Workers>,
+        runtimes: Arc<Runtimes>,
         sources: Sources,
         defaults: Defaults,
-        packages: Option<Packages>,
         warm_start: bool,
         report: Reporter,
     ) -> Result<FolderSource, CatalogError> {
         let loaded_from = Fingerprint::of(&sources).ok();
         let (catalog, problems) =
-            Catalog::load(&sources, &defaults, packages.as_ref(), &Catalog::default())?;
+            Catalog::load(&sources, &defaults, &runtimes, &Catalog::default())?;
         problems.iter().for_each(|p| report(p));
         Ok(FolderSource {
             sources,
             defaults,
-            packages,
-            workers,
+            runtimes,
             warm_start,
             report,
             catalog: RwLock::new(Arc::new(catalog)),
@@ -103,7 +101,14 @@ impl FolderSource {
             if !tool.prepared.start_warming() {
                 continue;
             }
-            let workers = Arc::clone(&self.workers);
+            // Loading the catalog opened every tool's runtime.
+            let workers = match self.runtimes.workers(tool.prepared.flavour()) {
+                Ok(workers) => workers,
+                Err(e) => {
+                    tracing::warn!(tool = tool.prepared.function(), "the tool runs cold: {e}");
+                    continue;
+                }
+            };
             let tool = Arc::clone(tool);
             tokio::spawn(async move {
                 let prepared = &tool.prepared;
@@ -170,12 +175,8 @@ impl FolderSource {
     /// Loads the catalog again; true when the tool list or a tool's source changed.
     fn reload(&self) -> Result<bool, CatalogError> {
         let previous = self.catalog();
-        let (catalog, problems) = Catalog::load(
-            &self.sources,
-            &self.defaults,
-            self.packages.as_ref(),
-            &previous,
-        )?;
+        let (catalog, problems) =
+            Catalog::load(&self.sources, &self.defaults, &self.runtimes, &previous)?;
         problems.iter().for_each(|p| (self.report)(p));
         let changed = !catalog.same_as(&previous);
         if changed {
@@ -220,8 +221,11 @@ impl FolderSource {
             events: Some(events),
             ..tool.outbound.clone()
         };
-        let mut result = self
-            .workers
+        let workers = self
+            .runtimes
+            .workers(prepared.flavour())
+            .map_err(|e| SourceError::Failed(format!("Warden could not run the call: {e}")))?;
+        let mut result = workers
             .call_with(
                 match member {
                     None => prepared.call(&arguments, &tool.grants, &tool.limits),

@@ -306,6 +306,52 @@ async fn a_call_returns_structured_content_and_its_text() {
 }
 
 #[tokio::test]
+async fn a_folder_serves_a_pydantic_2_server_file_beside_a_standard_tool() {
+    crate::pydantic::pydantic_runtime();
+    let dir = tools_dir(&["add.py"], &[]);
+    let server_file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pydantic2/inventory_server.py");
+    std::fs::copy(server_file, dir.path().join("inventory_server.py")).unwrap();
+    // Importing the SDK cold takes more than the default fuel; calls start warm once
+    // the file's warm state (prepared in the Pydantic runtime's workers) is ready.
+    let server = Server::start(&["--fuel", "20000000000", "--tools", arg(dir.path())]).await;
+    let names: Vec<String> = server
+        .tools()
+        .await
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["add", "reserve"]);
+    // The server file (the MCP SDK among its requirements) runs on the Pydantic runtime,
+    // the plain tool on the standard one, in one session.
+    let r = server
+        .call("reserve", json!({"sku": "bolt-m4", "count": 20}))
+        .await;
+    assert_eq!(r.is_error, Some(false), "{}", text(&r));
+    assert_eq!(
+        r.structured_content,
+        Some(json!({"sku": "bolt-m4", "left": 100, "sdk": "mcp.shared.exceptions"}))
+    );
+    let r = server.call("add", json!({"a": 2, "b": 40})).await;
+    assert_eq!(r.structured_content, Some(json!({"result": 42})));
+    let mut starts = Vec::new();
+    for _ in 0..120 {
+        let r = server
+            .call("reserve", json!({"sku": "nut-m4", "count": 5}))
+            .await;
+        assert_eq!(r.is_error, Some(false), "{}", text(&r));
+        let start = r.meta.unwrap().0["warden"]["start"].clone();
+        starts.push(start.clone());
+        if start == json!("warm") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(starts.last(), Some(&json!("warm")), "{starts:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn arguments_that_break_the_schema_are_an_error_naming_each_pointer() {
     let dir = tools_dir(&["add.py"], &[]);
     let server = Server::start(&["--cold", "--tools", arg(dir.path())]).await;
