@@ -116,8 +116,8 @@ pub enum PackagesError {
     /// A requirement needs another runtime than the one the tool asks for.
     #[error(
         "{requirement} needs the {needs} runtime (it needs a native extension built into \
-         that runtime only: pydantic-core, jiter, rpds-py or orjson), not the {runs_on} one \
-         it would run on here: let Warden choose the runtime (no --runtime, no \"runtime\" \
+         that runtime only: pydantic-core, jiter, rpds-py, orjson or msgpack), not the {runs_on} \
+         one it would run on here: let Warden choose the runtime (no --runtime, no \"runtime\" \
          in the spec), or drop the requirement (pydantic<2 stays on the standard runtime)"
     )]
     NeedsRuntime {
@@ -474,7 +474,7 @@ impl Packages {
         }
         bundled.sort();
         bundled.dedup();
-        choice::refuse_other_runtime(self, &requirements, &to_resolve)?;
+        choice::refuse_other_runtime(self, &to_resolve)?;
         let work = self.work_dir()?;
         let downloaded = if to_resolve.is_empty() {
             Vec::new()
@@ -487,7 +487,8 @@ impl Packages {
                     work.path(),
                     self.progress,
                 )
-                .map_err(|e| self.not_shipped(e, &requirements))?
+                .map_err(|e| self.not_shipped(e, &requirements))
+                .map_err(|e| choice::explain_other_runtime(self, &requirements, e))?
         };
         let lock = Lock {
             requirements,

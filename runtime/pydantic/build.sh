@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Pydantic 2 runtime (issue #44, route 2: static extension modules): CPython 3.13.5
 # for wasm32-wasip1 with pydantic-core, jiter, rpds-py and orjson linked in as builtin
-# modules (one static library, extensions/), then Pydantic 2 validated inside wasmtime
-# 48.0.8. Every build input comes from a package registry by name
+# modules (one static library, extensions/) and the C speedups of MarkupSafe and msgpack
+# (PyYAML in pure Python), then Pydantic 2 validated inside wasmtime 48.0.8. Every build input comes from a package registry by name
 # and version and is checked against the sha256 below. The code is Warden's own:
 # warden_entry.c (the C entry points of Warden's runtime ABI) and runner/ (a small wasmtime
 # 48.0.8 host), extensions/ (the crate that links the extensions into one library);
@@ -84,7 +84,8 @@ step2() {
   pip download -q --no-deps --only-binary :all: -d inputs \
     pydantic==2.14.4 annotated-types==0.8.0 typing-extensions==4.16.0 typing-inspection==0.4.5
   pip download -q --no-deps --no-binary :all: -d inputs \
-    pydantic-core==2.50.5 jiter==0.19.0 rpds-py==2026.9.1 orjson==3.13.0
+    pydantic-core==2.50.5 jiter==0.19.0 rpds-py==2026.9.1 orjson==3.13.0 \
+    markupsafe==3.0.4 msgpack==1.2.4 pyyaml==6.0.4
 }
 
 check() {
@@ -97,6 +98,9 @@ check() {
 ba3064f8be276d7cfb83c2fb85c858be533da2c2f80f9b048c3781b45a57a195  inputs/jiter-0.19.0.tar.gz
 4793ef7f78268b124b73fa933440f01d258bbae01de9fa53e9080c9ab0425a12  inputs/rpds_py-2026.9.1.tar.gz
 d1de5eb04485110c5da4c657e49168995d55e076b1ce60f1a042e254f4186c4f  inputs/orjson-3.13.0.tar.gz
+2e9ad7dd851bf45fab9f75cbff4cb493fee9979e8d8c7c9c3ee119022518edd6  inputs/markupsafe-3.0.4.tar.gz
+475c44e12f2a5de766a8448783f149c9b33f3f49b88953c6cd739a77d93c732c  inputs/msgpack-1.2.4.tar.gz
+e24bf71af8a432d7808fabff134d38dfe16d3cbb41f2873bb4b1e42422de0a1a  inputs/pyyaml-6.0.4.tar.gz
 f072f4d804ea359e4eaf198b1af7a8b0943881a87f31bb764f8bf219bb9419e0  inputs/annotated_types-0.8.0-py3-none-any.whl
 481caa481374e813c1b176ada14e97f1f67a4539ce9cfeb3f350d78d6370c2e8  inputs/typing_extensions-4.16.0-py3-none-any.whl
 bc210535442b39e1bf2805e0c7a17dfd6a4ace760c84c7f7d16245d23a6b1c39  inputs/typing_inspection-0.4.5-py3-none-any.whl
@@ -107,7 +111,9 @@ EOF
 step3() {
   tar -C src -xf src/python3.13_3.13.5.orig.tar.xz
   tar -C src -xzf src/zlib_1.3.dfsg+really1.3.1.orig.tar.gz
-  local x; for x in pydantic_core-2.50.5 jiter-0.19.0 rpds_py-2026.9.1 orjson-3.13.0; do
+  local x
+  for x in pydantic_core-2.50.5 jiter-0.19.0 rpds_py-2026.9.1 orjson-3.13.0 markupsafe-3.0.4 \
+           msgpack-1.2.4 pyyaml-6.0.4; do
     tar -C src -xzf inputs/$x.tar.gz
   done
   mkdir -p wasi-libc-deb sysroot sdk/bin sdk/share
@@ -214,11 +220,18 @@ step7() {
   local CC="$SDK/bin/clang --sysroot=$SYSROOT" OBJS
   $CC -c -O2 -std=c11 -Wall -I../../Include -I../../Include/internal -I. \
       -o $WORK/out/warden_entry.o $PROOF/warden_entry.c
+  # C extensions, compiled as their setup.py would (msgpack's C is Cython's output, shipped
+  # in its sdist): MarkupSafe's speedups and msgpack's packer and unpacker.
+  $CC -c -O2 -I../../Include -I. -o $WORK/out/markupsafe_speedups.o \
+      $WORK/src/markupsafe-3.0.4/src/markupsafe/_speedups.c
+  $CC -c -O2 -I../../Include -I. -I$WORK/src/msgpack-1.2.4 -o $WORK/out/msgpack_cmsgpack.o \
+      $WORK/src/msgpack-1.2.4/msgpack/_cmsgpack.c
   # CPython's own link of python.wasm, with Programs/python.o replaced by the entry points
   OBJS=$(make -s -n python.wasm -W Programs/python.o | grep -- '-o python.wasm' \
          | sed -e 's/.*-o python.wasm //' -e 's#Programs/python.o##')
   $CC -z stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=20971520 -mexec-model=reactor \
       -o $WORK/out/python-pyd.wasm $WORK/out/warden_entry.o $OBJS \
+      $WORK/out/markupsafe_speedups.o $WORK/out/msgpack_cmsgpack.o \
       $WORK/target-wasm/wasm32-wasip1/release/libwarden_extensions.a
   /usr/bin/llvm-strip-22 --strip-debug -o $WORK/out/python-pyd.nodebug.wasm $WORK/out/python-pyd.wasm
   cd $WORK
@@ -251,10 +264,20 @@ step8() {
   cp src/jiter-0.19.0/crates/jiter-python/jiter.pyi stage/packages/jiter/__init__.pyi
   cp src/rpds_py-2026.9.1/rpds.pyi stage/packages/rpds/__init__.pyi
   cp -r src/orjson-3.13.0/pysrc/orjson stage/packages/
+  # Pure Python around the C above (each falls back to its Python when the C is missing;
+  # here it is not); PyYAML without libyaml, in the Python it ships.
+  mkdir -p stage/packages/markupsafe stage/packages/msgpack stage/packages/yaml
+  cp src/markupsafe-3.0.4/src/markupsafe/{__init__.py,_native.py,_speedups.pyi,py.typed} \
+    stage/packages/markupsafe/
+  cp src/msgpack-1.2.4/msgpack/*.py stage/packages/msgpack/
+  cp src/pyyaml-6.0.4/lib/yaml/*.py stage/packages/yaml/
   dist_info pydantic_core 2.50.5 MIT
   dist_info jiter 0.19.0 MIT
   dist_info rpds_py 2026.9.1 MIT
   dist_info orjson 3.13.0 "MPL-2.0 AND (Apache-2.0 OR MIT)"
+  dist_info markupsafe 3.0.4 BSD-3-Clause
+  dist_info msgpack 1.2.4 Apache-2.0
+  dist_info pyyaml 6.0.4 MIT
   $PY/cross-build/build/python -m compileall -q --invalidation-mode unchecked-hash stage/packages
 }
 
@@ -278,7 +301,7 @@ install() {
     echo "[package]"
     echo "name = \"cpython-pydantic\""
     echo "version = \"${RECIPE_KEY:-local}\""
-    echo "licence = \"PSF-2.0 (CPython 3.13.5); MIT (pydantic 2.14.4, pydantic-core 2.50.5, jiter 0.19.0, rpds-py 2026.9.1, annotated-types, typing-inspection); MPL-2.0 AND (Apache-2.0 OR MIT) (orjson 3.13.0, with yyjson: MIT); PSF-2.0 (typing-extensions); Apache-2.0 WITH LLVM-exception (wasi-libc)\""
+    echo "licence = \"PSF-2.0 (CPython 3.13.5); MIT (pydantic 2.14.4, pydantic-core 2.50.5, jiter 0.19.0, rpds-py 2026.9.1, annotated-types, typing-inspection); MPL-2.0 AND (Apache-2.0 OR MIT) (orjson 3.13.0, with yyjson: MIT); BSD-3-Clause (MarkupSafe 3.0.4); Apache-2.0 (msgpack 1.2.4); MIT (PyYAML 6.0.4); PSF-2.0 (typing-extensions); Apache-2.0 WITH LLVM-exception (wasi-libc)\""
     echo "python = \"3.13.5\""
     for f in python.wasm lib/python313.zip; do
       size=$(stat -c %s "$tmp/$f"); sum=$(sha256sum "$tmp/$f" | cut -d' ' -f1)

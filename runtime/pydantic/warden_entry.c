@@ -14,7 +14,8 @@
  *                                                  `_host.call(bytes) -> bytes`
  * Builtin modules added to the inittab: `_host`, and the extensions of build.sh's step 6
  * under the names their packages import them by: `pydantic_core._pydantic_core`,
- * `jiter.jiter`, `rpds.rpds`, `orjson.orjson`.
+ * `jiter.jiter`, `rpds.rpds`, `orjson.orjson`; and the C extensions of step 7,
+ * `markupsafe._speedups` and `msgpack._cmsgpack`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -34,6 +35,8 @@ extern PyObject *PyInit__pydantic_core(void);
 extern PyObject *PyInit_jiter(void);
 extern PyObject *PyInit_rpds(void);
 extern PyObject *PyInit_orjson(void);
+extern PyObject *PyInit__speedups(void);
+extern PyObject *PyInit__cmsgpack(void);
 
 /* wasi-libc defines this in every version used here, but trixie's (2024-12) does not declare it. */
 void __wasilibc_reset_preopens(void);
@@ -87,6 +90,8 @@ static void add_inittab(void) {
     PyImport_AppendInittab("jiter.jiter", PyInit_jiter);
     PyImport_AppendInittab("rpds.rpds", PyInit_rpds);
     PyImport_AppendInittab("orjson.orjson", PyInit_orjson);
+    PyImport_AppendInittab("markupsafe._speedups", PyInit__speedups);
+    PyImport_AppendInittab("msgpack._cmsgpack", PyInit__cmsgpack);
     added = 1;
 }
 

@@ -56,30 +56,55 @@ pub fn retry_on(chosen: Flavour, named: bool, error: &PackagesError) -> Option<F
     (!named && chosen == Flavour::Standard && fits).then_some(Flavour::Pydantic)
 }
 
-/// Refuses, before pip runs, what `store`'s runtime cannot hold among `to_resolve` (the
-/// requirements its bundled packages do not meet): on the standard runtime, a
-/// requirement that needs Pydantic 2 (pip would look through every Pydantic 2 release
-/// before giving up); on another, a package the standard runtime bundles (numpy,
-/// pandas, ...: native, with no pure wheel anywhere).
+/// Refuses, before pip runs, what the standard runtime cannot hold among `to_resolve`
+/// (the requirements its bundled packages do not meet): a requirement that needs
+/// Pydantic 2 or an extension only the Pydantic runtime has (pip would look through
+/// every Pydantic 2 release before giving up).
 pub(super) fn refuse_other_runtime(
     store: &Packages,
-    requirements: &[Requirement],
     to_resolve: &[Requirement],
 ) -> Result<(), PackagesError> {
-    if store.flavour == Flavour::Standard {
-        return match to_resolve
-            .iter()
-            .map(|r| (r, flavour_for(std::slice::from_ref(r))))
-            .find(|(_, needs)| *needs != Flavour::Standard)
-        {
-            Some((r, needs)) => Err(PackagesError::NeedsRuntime {
-                requirement: r.to_string(),
-                needs,
-                runs_on: store.flavour,
-            }),
-            None => Ok(()),
-        };
+    if store.flavour != Flavour::Standard {
+        return Ok(());
     }
+    match to_resolve
+        .iter()
+        .map(|r| (r, flavour_for(std::slice::from_ref(r))))
+        .find(|(_, needs)| *needs != Flavour::Standard)
+    {
+        Some((r, needs)) => Err(PackagesError::NeedsRuntime {
+            requirement: r.to_string(),
+            needs,
+            runs_on: store.flavour,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `error` as pip gave it on `store`'s runtime (not the standard one), or, when the
+/// package it found no loadable file for is one the standard runtime bundles (numpy,
+/// pandas, ...: native there, with no pure wheel anywhere), why: no runtime has both.
+/// A package the standard runtime bundles that has a pure wheel (Jinja, ...) installs
+/// on either, so only pip can tell.
+pub(super) fn explain_other_runtime(
+    store: &Packages,
+    requirements: &[Requirement],
+    error: PackagesError,
+) -> PackagesError {
+    if store.flavour == Flavour::Standard {
+        return error;
+    }
+    let missing: Vec<String> = match &error {
+        PackagesError::NoPureWheel { requirement }
+        | PackagesError::SourceOnly { requirement, .. } => requirement
+            .parse::<Requirement>()
+            .map(|r| vec![r.name().to_owned()])
+            .unwrap_or_default(),
+        PackagesError::NeedsNative { packages } => {
+            packages.split(", ").map(str::to_owned).collect()
+        }
+        _ => Vec::new(),
+    };
     // The standard runtime's bundled packages, when it is on this machine.
     let standard = store
         .root
@@ -87,23 +112,24 @@ pub(super) fn refuse_other_runtime(
         .and_then(|home| crate::sandbox::RuntimeFiles::at(home).ok())
         .and_then(|files| Bundled::from_stdlib_zip(&files.path(Role::Stdlib)).ok());
     let Some(standard) = standard else {
-        return Ok(());
+        return error;
     };
-    let Some(r) = to_resolve
+    let Some(name) = missing.iter().find(|n| standard.version(n).is_some()) else {
+        return error;
+    };
+    let requirement = requirements
         .iter()
-        .find(|r| standard.version(r.name()).is_some())
-    else {
-        return Ok(());
-    };
+        .find(|r| r.name() == name)
+        .map_or_else(|| name.clone(), ToString::to_string);
     let why = requirements
         .iter()
         .filter(|q| store.bundled.version(q.name()).is_some())
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ");
-    Err(PackagesError::OtherRuntime {
-        requirement: r.to_string(),
-        name: r.name().to_owned(),
+    PackagesError::OtherRuntime {
+        requirement,
+        name: name.clone(),
         flavour: store.flavour,
         other: Flavour::Standard,
         why: if why.is_empty() {
@@ -111,7 +137,7 @@ pub(super) fn refuse_other_runtime(
         } else {
             why
         },
-    })
+    }
 }
 
 #[cfg(test)]
@@ -137,6 +163,9 @@ mod tests {
         assert_eq!(flavour(&["orjson>=3"]), Flavour::Pydantic);
         assert_eq!(flavour(&["rpds_py"]), Flavour::Pydantic);
         assert_eq!(flavour(&["requests", "jiter"]), Flavour::Pydantic);
+        assert_eq!(flavour(&["msgpack>=1"]), Flavour::Pydantic);
+        // Both runtimes bundle these: no reason to leave the standard one.
+        assert_eq!(flavour(&["pyyaml", "markupsafe"]), Flavour::Standard);
         // A package that needs one without naming it is found by resolving (retry_on).
         assert_eq!(flavour(&["jsonschema", "requests"]), Flavour::Standard);
         assert_eq!(flavour(&["pydantic"]), Flavour::Standard);

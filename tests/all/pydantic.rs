@@ -221,6 +221,42 @@ fn orjson_jiter_and_rpds_named_by_a_tool_run_built_in_with_no_flag() {
 }
 
 #[test]
+fn jinja_yaml_and_msgpack_beside_pydantic_2_use_the_c_parts_built_in() {
+    let config = json!({"config_yaml": "name: <shop>\nports: [80, 443]\n"});
+    let o = warden(&[
+        "run",
+        &tool("render_config.py"),
+        "--args",
+        &config.to_string(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let r = json_result(&o);
+    assert_eq!(
+        r["value"],
+        json!({
+            "html": "<h1>&lt;shop&gt;</h1><li>80</li><li>443</li>",
+            "round_trip": true,
+            "packed_bytes": 24,
+            "yaml": "{ports: [80, 443]}",
+            "c_parts": ["markupsafe._speedups", "msgpack._cmsgpack"],
+        }),
+        "{r}"
+    );
+    // Only Jinja itself was installed (its MarkupSafe too is the runtime's).
+    let o = warden(&["packages", "lock", &tool("render_config.py")]);
+    let lock = String::from_utf8_lossy(&o.stdout);
+    assert!(lock.contains("  jinja2 3."), "{lock}");
+    assert!(!lock.contains("markupsafe"), "{lock}");
+    for bundled in ["msgpack 1.2.4", "pyyaml 6.0.4"] {
+        assert!(
+            lock.contains(&format!("  {bundled} (bundled with the runtime)")),
+            "{lock}"
+        );
+    }
+}
+
+#[test]
 fn jsonschema_reaches_rpds_through_referencing_and_runs_on_the_pydantic_runtime() {
     let o = warden(&[
         "run",

