@@ -174,17 +174,7 @@ impl SandboxConfig {
     /// The runtime's files: the bundle's, or those under `home`.
     pub fn runtime_files(&self) -> Result<RuntimeFiles, SandboxError> {
         Ok(match &self.runtime {
-            Some(dir) if self.flavour == Flavour::Standard => RuntimeFiles::bundled(dir)?,
-            Some(dir) => {
-                return Err(ArtifactError::Bundle {
-                    dir: dir.clone(),
-                    reason: format!(
-                        "a bundle carries the standard runtime only, not the {} one",
-                        self.flavour
-                    ),
-                }
-                .into());
-            }
+            Some(dir) => RuntimeFiles::bundled(dir, self.flavour)?,
             None => RuntimeFiles::of(&self.home, self.flavour)?,
         })
     }

@@ -10,11 +10,11 @@ use sha2::{Digest, Sha256};
 use super::manifest::{Header, is_plain_relative};
 use super::{BundleError, BundleManifest, FileEntry, MANIFEST, MANIFEST_SIG, io_error};
 use crate::audit::AuditKey;
-use crate::packages::{Packages, Requirement, script};
-use crate::sandbox::artifacts::{PLATFORM_FILE, PlatformFile, Role};
+use crate::packages::{Packages, Requirement, choice, script};
+use crate::sandbox::artifacts::{BUILT_MANIFEST, PLATFORM_FILE, PlatformFile, Role};
 use crate::sandbox::{
-    Platform, Progress, RuntimeFiles, SHIPPED_WARM, ShareKey, ToolFolder, WASMTIME_VERSION, Warmth,
-    compiled, snapshot,
+    Flavour, Platform, Progress, RuntimeFiles, SHIPPED_WARM, ShareKey, ToolFolder,
+    WASMTIME_VERSION, Warmth, compiled, snapshot,
 };
 use crate::worker::Workers;
 
@@ -34,6 +34,10 @@ pub struct CreateOptions<'a> {
     /// The store that locks the tools' requirements and fetches their wheels into the
     /// bundle's `packages/`; needed when a tool declares requirements.
     pub packages: Option<&'a Packages>,
+    /// The Pydantic runtime's store, when the home has that runtime built: a tool whose
+    /// requirements need it has its packages locked there, and the bundle then carries
+    /// that runtime too (compiled for the platform).
+    pub pydantic_packages: Option<&'a Packages>,
     /// Workers running this host's compiled runtime, which prepare the tools' warm
     /// states when it is the bundle's (same target, CPU level and engine settings).
     pub workers: Option<&'a Workers>,
@@ -120,10 +124,22 @@ pub fn create(options: &CreateOptions<'_>) -> Result<PathBuf, BundleError> {
     if let Some(tools) = options.tools {
         walk(tools, "tools", &mut items, &mut dirs)?;
         let packages = staging.path().join("packages");
-        let found = tool_requirements(tools)?;
-        if ship_packages(&found, options.packages, &packages)? {
+        let mut found = tool_requirements(tools)?;
+        let flavours = ship_packages(&found, options, &packages)?;
+        if packages.is_dir() {
             walk(&packages, "packages", &mut items, &mut dirs)?;
         }
+        if flavours.contains(&Flavour::Pydantic) {
+            add_runtime(options, Flavour::Pydantic, &mut items, &mut dirs)?;
+        }
+        // Warm states are shipped for the standard runtime's tools; the others prepare
+        // theirs on the device's first call.
+        found = found
+            .into_iter()
+            .zip(&flavours)
+            .filter(|(_, f)| **f == Flavour::Standard)
+            .map(|(tool, _)| tool)
+            .collect();
         let warm = staging.path().join(SHIPPED_WARM);
         let identity = compiled::name(&files)?;
         match options.workers {
@@ -266,33 +282,103 @@ pub fn tool_requirements(tools: &Path) -> Result<Vec<(PathBuf, Vec<Requirement>)
     Ok(out)
 }
 
-/// Locks the requirements of every tool of `tools` (as [`tool_requirements`] found them) and writes the locks and wheels
-/// into `into` (the bundle's `packages/` being made). Whether any tool had some.
+/// Locks the requirements of every tool of `tools` (as [`tool_requirements`] found
+/// them) on the runtime each needs ([`choice`]: the Pydantic one for Pydantic 2 and its
+/// extensions, or when the standard one cannot meet them) and writes the locks and
+/// wheels into `into` (the bundle's `packages/` being made). Each tool's runtime.
 fn ship_packages(
     tools: &[(PathBuf, Vec<Requirement>)],
-    packages: Option<&Packages>,
+    options: &CreateOptions<'_>,
     into: &Path,
-) -> Result<bool, BundleError> {
-    let mut shipped = false;
+) -> Result<Vec<Flavour>, BundleError> {
+    let mut flavours = Vec::with_capacity(tools.len());
     for (tool, requirements) in tools {
         if requirements.is_empty() {
+            flavours.push(Flavour::Standard);
             continue;
         }
-        let Some(store) = packages else {
-            return Err(BundleError::Create(format!(
-                "the tool {} declares packages, and no package store was given to lock them",
-                tool.display()
-            )));
+        let store = |flavour| {
+            let store = match flavour {
+                Flavour::Standard => options.packages,
+                Flavour::Pydantic => options.pydantic_packages,
+            };
+            store.ok_or_else(|| {
+                BundleError::Create(format!(
+                    "the tool {} needs the {flavour} runtime's packages, and no store was \
+                     given to lock them{}",
+                    tool.display(),
+                    if flavour.is_built() {
+                        format!(": build that runtime first (`warden runtime build {flavour}`)")
+                    } else {
+                        String::new()
+                    }
+                ))
+            })
         };
-        store
-            .ship(requirements.clone(), into)
-            .map_err(|error| BundleError::ToolPackages {
-                tool: tool.clone(),
-                error,
-            })?;
-        shipped = true;
+        let ship = |flavour| store(flavour).map(|s| s.ship(requirements.clone(), into));
+        let chosen = choice::flavour_for(requirements);
+        let flavour = match ship(chosen)? {
+            Ok(_) => chosen,
+            Err(first) => match choice::retry_on(chosen, false, &first) {
+                Some(other) if store(other).is_ok() => match ship(other)? {
+                    Ok(_) => other,
+                    Err(_) => return Err(tool_packages(tool, first)),
+                },
+                _ => return Err(tool_packages(tool, first)),
+            },
+        };
+        flavours.push(flavour);
     }
-    Ok(shipped)
+    Ok(flavours)
+}
+
+fn tool_packages(tool: &Path, error: crate::packages::PackagesError) -> BundleError {
+    BundleError::ToolPackages {
+        tool: tool.to_owned(),
+        error,
+    }
+}
+
+/// Adds `flavour`'s runtime (not the standard one, which every bundle has) to the
+/// bundle: its standard library, its manifest and its runtime compiled for the
+/// bundle's platform (compiled now when the home has none: minutes).
+fn add_runtime(
+    options: &CreateOptions<'_>,
+    flavour: Flavour,
+    items: &mut Vec<Item>,
+    dirs: &mut Vec<String>,
+) -> Result<(), BundleError> {
+    let files = RuntimeFiles::of(options.home, flavour)
+        .map_err(crate::sandbox::SandboxError::from)?
+        .for_platform(options.platform.clone());
+    let cwasm = compiled_runtime(&files, options.progress)?;
+    let dir = format!("runtime/{}", dir_name(&files.root)?);
+    let stdlib = files.path(Role::Stdlib);
+    items.extend([
+        Item {
+            path: format!("{dir}/lib/{}", dir_name(&stdlib)?),
+            source: Source::File(stdlib),
+            executable: false,
+        },
+        Item {
+            path: format!("{dir}/{BUILT_MANIFEST}"),
+            source: Source::File(files.root.join(BUILT_MANIFEST)),
+            executable: false,
+        },
+        Item {
+            path: format!("runtime/compiled/{}", compiled::name(&files)?),
+            source: Source::File(cwasm),
+            executable: false,
+        },
+    ]);
+    // CPython's start-up looks for lib-dynload; Warden's mounts look for matplotlib's
+    // data folder (empty here).
+    dirs.push(format!(
+        "{dir}/lib/python{}/lib-dynload",
+        files.flavour.python()
+    ));
+    dirs.push(format!("{dir}/matplotlib-data"));
+    Ok(())
 }
 
 /// Prepares the warm state of every tool of `tools` (with its packages) in

@@ -8,8 +8,9 @@ use clap::Subcommand;
 
 use warden::audit::PublicKey;
 use warden::bundle::{self, CreateOptions, Verified};
+use warden::sandbox::artifacts::Role;
 use warden::sandbox::platform::{self, CpuLevel};
-use warden::sandbox::{Platform, SandboxConfig};
+use warden::sandbox::{Flavour, Platform, RuntimeFiles, SandboxConfig};
 use warden::worker::{Workers, WorkersConfig};
 
 use super::args::PipArgs;
@@ -136,11 +137,23 @@ pub(super) fn bundle(config: &SandboxConfig, cmd: BundleCommand) -> Result<ExitC
                 Some(workers) if needs_packages => Some(pip.store(config, workers)?),
                 _ => None,
             };
+            // The Pydantic runtime's store, when this home has that runtime built: tools
+            // that need it are bundled with it.
+            let pydantic = RuntimeFiles::of(&config.home, Flavour::Pydantic)
+                .ok()
+                .filter(RuntimeFiles::present);
+            let pydantic_packages = match (&packages, pydantic) {
+                (Some(store), Some(files)) => {
+                    Some(store.sibling(&files.path(Role::Stdlib), Flavour::Pydantic)?)
+                }
+                _ => None,
+            };
             let written = bundle::create(&CreateOptions {
                 platform,
                 binary: &binary,
                 tools: tools.as_deref(),
                 packages: packages.as_ref(),
+                pydantic_packages: pydantic_packages.as_ref(),
                 workers: workers.as_deref(),
                 home: &config.home,
                 key: &key,

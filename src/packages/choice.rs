@@ -51,6 +51,8 @@ pub fn retry_on(chosen: Flavour, named: bool, error: &PackagesError) -> Option<F
         PackagesError::Conflict { .. }
             | PackagesError::NoPureWheel { .. }
             | PackagesError::NeedsNative { .. }
+            // On an edge device: the bundle shipped the lock for the Pydantic runtime.
+            | PackagesError::NotShipped { .. }
             | PackagesError::SourceOnly { .. }
     );
     (!named && chosen == Flavour::Standard && fits).then_some(Flavour::Pydantic)

@@ -359,6 +359,97 @@ fn an_installed_bundle_runs_offline_without_python_and_compiles_nothing() {
     assert_eq!(listing(&dir.path().join("warden")), before);
 }
 
+/// A tool that needs the Pydantic runtime, its requirements all bundled there.
+const QUOTE: &str = "# /// script\n# dependencies = [\"pydantic>=2\", \"orjson\"]\n# ///\n\
+import orjson\nimport pydantic\nfrom pydantic import BaseModel, Field\n\n\n\
+class Item(BaseModel):\n    weight_kg: float = Field(gt=0)\n\n\n\
+def quote(items: list[Item]) -> dict:\n    \"\"\"Price a shipment.\"\"\"\n    \
+total = sum(i.weight_kg for i in items)\n    \
+return {\"pydantic\": pydantic.VERSION, \"total\": total, \
+\"json\": orjson.dumps([i.model_dump() for i in items]).decode()}\n";
+
+#[test]
+fn a_bundle_with_a_pydantic_tool_carries_that_runtime_and_runs_it_offline() {
+    crate::pydantic::pydantic_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let seed: [u8; 32] = rand::random();
+    let key_file = dir.path().join("bundle.key");
+    std::fs::write(&key_file, hex::encode(seed)).unwrap();
+    let public = hex::encode(SigningKey::from_bytes(&seed).verifying_key().as_bytes());
+    let tools = dir.path().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::write(tools.join("quote.py"), QUOTE).unwrap();
+    std::fs::write(tools.join("add.py"), ADD).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env("WARDEN_HOME", home())
+        .args(["--quiet", "bundle", "create", "--binary"])
+        .arg(env!("CARGO_BIN_EXE_warden"))
+        .arg("--key")
+        .arg(&key_file)
+        .arg("--out")
+        .arg(dir.path())
+        .arg("--tools")
+        .arg(&tools)
+        .arg("--no-index")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bundle = String::from_utf8(out.stdout).unwrap();
+    let target = dir.path().join("warden");
+    let out = warden(&[
+        "bundle",
+        "install",
+        bundle.trim(),
+        target.to_str().unwrap(),
+        "--key",
+        &public,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let runtime = std::fs::read_dir(target.join("runtime"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("pydantic-"))
+        .expect("the bundle carries the Pydantic runtime");
+    assert!(
+        target
+            .join(format!("runtime/{runtime}/lib/python313.zip"))
+            .is_file()
+    );
+
+    // On the device: offline, no python3, a fresh home; nothing is built or compiled.
+    let home = tempfile::tempdir().unwrap();
+    let args = r#"{"items": [{"weight_kg": 2}, {"weight_kg": 0.5}]}"#;
+    let (v, _) = offline_run(
+        dir.path(),
+        home.path(),
+        &[],
+        &target.join("tools/quote.py"),
+        args,
+    );
+    assert_eq!(v["status"], "ok", "{v}");
+    assert!(
+        v["value"]["pydantic"].as_str().unwrap().starts_with("2."),
+        "{v}"
+    );
+    assert_eq!(v["value"]["total"], 2.5, "{v}");
+    assert_eq!(
+        v["value"]["json"],
+        r#"[{"weight_kg":2.0},{"weight_kg":0.5}]"#
+    );
+    // The standard runtime's tool beside it.
+    let (v, _) = offline_run(
+        dir.path(),
+        home.path(),
+        &[],
+        &target.join("tools/add.py"),
+        r#"{"a": 1, "b": 2}"#,
+    );
+    assert_eq!(v["value"], 3, "{v}");
+    assert!(
+        !home.path().join("compiled").exists() || listing(&home.path().join("compiled")).is_empty()
+    );
+}
+
 #[test]
 fn a_module_above_the_hosts_cpu_level_is_refused_with_wasmtimes_reason() {
     let m = made();

@@ -155,6 +155,18 @@ pub struct RuntimeFiles {
 /// The file in a bundle's runtime folder that says what its compiled runtime is for.
 pub const PLATFORM_FILE: &str = "platform.toml";
 
+/// The name of `flavour`'s runtime folder, in a home's `runtime/` and a bundle's:
+/// the pinned package's name and version, or the recipe's key for a runtime built here.
+fn folder_name(flavour: Flavour) -> Result<String, ArtifactError> {
+    Ok(match flavour {
+        Flavour::Standard => {
+            let manifest = RuntimeManifest::pinned()?;
+            format!("{}-{}", manifest.package.name, manifest.package.version)
+        }
+        Flavour::Pydantic => format!("pydantic-{}", recipe::key()),
+    })
+}
+
 /// What [`PLATFORM_FILE`] holds.
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
@@ -193,21 +205,28 @@ impl RuntimeFiles {
 
     /// The folder `flavour`'s runtime lives in under `home` (it may not exist).
     pub fn folder(home: &Path, flavour: Flavour) -> Result<PathBuf, ArtifactError> {
-        let name = match flavour {
-            Flavour::Standard => {
-                let manifest = RuntimeManifest::pinned()?;
-                format!("{}-{}", manifest.package.name, manifest.package.version)
-            }
-            Flavour::Pydantic => format!("pydantic-{}", recipe::key()),
-        };
-        Ok(home.join("runtime").join(name))
+        Ok(home.join("runtime").join(folder_name(flavour)?))
     }
 
-    /// The runtime of an installed bundle, in its folder `dir` (`DIR/runtime`): read
-    /// only, with the compiled runtime its [`PLATFORM_FILE`] names.
-    pub fn bundled(dir: &Path) -> Result<RuntimeFiles, ArtifactError> {
-        let manifest = RuntimeManifest::pinned()?;
-        let name = format!("{}-{}", manifest.package.name, manifest.package.version);
+    /// The `flavour` runtime of an installed bundle, in its folder `dir`
+    /// (`DIR/runtime`): read only, with the compiled runtime its [`PLATFORM_FILE`]
+    /// names. A bundle carries the Pydantic runtime when one of its tools needs it.
+    pub fn bundled(dir: &Path, flavour: Flavour) -> Result<RuntimeFiles, ArtifactError> {
+        let root = dir.join(folder_name(flavour)?);
+        let manifest = match flavour {
+            Flavour::Standard => RuntimeManifest::pinned()?,
+            _ if !root.join(BUILT_MANIFEST).is_file() => {
+                return Err(ArtifactError::Bundle {
+                    dir: dir.to_owned(),
+                    reason: format!(
+                        "it carries no {flavour} runtime (a bundle carries it when one of \
+                         its tools needs it): make the bundle again with such a tool in \
+                         --tools"
+                    ),
+                });
+            }
+            _ => RuntimeManifest::built(&root, flavour)?,
+        };
         let file = dir.join(PLATFORM_FILE);
         let text = fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
         let bad = |reason: String| ArtifactError::Bundle {
@@ -218,13 +237,13 @@ impl RuntimeFiles {
             toml::from_str(&text).map_err(|e| bad(format!("{PLATFORM_FILE}: {e}")))?;
         let platform = Platform::new(&said.target, &said.cpu).map_err(|e| bad(e.to_string()))?;
         Ok(RuntimeFiles {
-            root: dir.join(name),
+            root,
             empty_root: dir.join("empty"),
             compiled_dir: dir.join("compiled"),
             platform,
             bundled: true,
             manifest,
-            flavour: Flavour::Standard,
+            flavour,
         })
     }
 
