@@ -31,6 +31,26 @@ struct Made {
     public: String,
 }
 
+/// `warden bundle create` of `tools` into `out`, signed with the seed in `key_file`,
+/// packages from `pip_args` (`--find-links DIR`, `--no-index`): the bundle's path.
+fn create(out: &Path, key_file: &Path, tools: &Path, pip_args: &[&Path]) -> PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env("WARDEN_HOME", home())
+        .args(["--quiet", "bundle", "create", "--binary"])
+        .arg(env!("CARGO_BIN_EXE_warden"))
+        .arg("--key")
+        .arg(key_file)
+        .arg("--out")
+        .arg(out)
+        .arg("--tools")
+        .arg(tools)
+        .args(pip_args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
 fn made() -> &'static Made {
     static MADE: OnceLock<Made> = OnceLock::new();
     MADE.get_or_init(|| {
@@ -46,23 +66,12 @@ fn made() -> &'static Made {
         std::fs::write(tools.join("add.py"), ADD).unwrap();
         let wheels = dir.path().join("wheels");
         crate::packages::greet_wheelhouse(&wheels);
-        let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-            .env("WARDEN_HOME", home())
-            .args(["--quiet", "bundle", "create", "--binary"])
-            .arg(env!("CARGO_BIN_EXE_warden"))
-            .arg("--key")
-            .arg(&key_file)
-            .arg("--out")
-            .arg(dir.path())
-            .arg("--tools")
-            .arg(&tools)
-            .arg("--find-links")
-            .arg(&wheels)
-            .arg("--no-index")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        let bundle = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        let bundle = create(
+            dir.path(),
+            &key_file,
+            &tools,
+            &[Path::new("--find-links"), &wheels, Path::new("--no-index")],
+        );
         let public = hex::encode(SigningKey::from_bytes(&seed).verifying_key().as_bytes());
         Made {
             _dir: dir,
@@ -380,26 +389,12 @@ fn a_bundle_with_a_pydantic_tool_carries_that_runtime_and_runs_it_offline() {
     std::fs::create_dir_all(&tools).unwrap();
     std::fs::write(tools.join("quote.py"), QUOTE).unwrap();
     std::fs::write(tools.join("add.py"), ADD).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_warden"))
-        .env("WARDEN_HOME", home())
-        .args(["--quiet", "bundle", "create", "--binary"])
-        .arg(env!("CARGO_BIN_EXE_warden"))
-        .arg("--key")
-        .arg(&key_file)
-        .arg("--out")
-        .arg(dir.path())
-        .arg("--tools")
-        .arg(&tools)
-        .arg("--no-index")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let bundle = String::from_utf8(out.stdout).unwrap();
+    let bundle = create(dir.path(), &key_file, &tools, &[Path::new("--no-index")]);
     let target = dir.path().join("warden");
     let out = warden(&[
         "bundle",
         "install",
-        bundle.trim(),
+        bundle.to_str().unwrap(),
         target.to_str().unwrap(),
         "--key",
         &public,

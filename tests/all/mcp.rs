@@ -334,20 +334,15 @@ async fn a_folder_serves_a_pydantic_2_server_file_beside_a_standard_tool() {
     );
     let r = server.call("add", json!({"a": 2, "b": 40})).await;
     assert_eq!(r.structured_content, Some(json!({"result": 42})));
-    let mut starts = Vec::new();
-    for _ in 0..120 {
-        let r = server
-            .call("reserve", json!({"sku": "nut-m4", "count": 5}))
-            .await;
-        assert_eq!(r.is_error, Some(false), "{}", text(&r));
-        let start = r.meta.unwrap().0["warden"]["start"].clone();
-        starts.push(start.clone());
-        if start == json!("warm") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert_eq!(starts.last(), Some(&json!("warm")), "{starts:?}");
+    until_warm(
+        &server,
+        "reserve",
+        json!({"sku": "nut-m4", "count": 5}),
+        |r| {
+            assert_eq!(r.is_error, Some(false), "{}", text(r));
+        },
+    )
+    .await;
     server.stop().await;
 }
 
@@ -681,19 +676,33 @@ time.sleep(0.05)\n";
 async fn calls_start_warm_once_the_warm_state_is_ready() {
     let dir = tools_dir(&["add.py"], &[]);
     let server = Server::start(&["--tools", arg(dir.path())]).await;
+    until_warm(&server, "add", json!({"a": 1, "b": 2}), |r| {
+        assert_eq!(r.structured_content, Some(json!({"result": 3})));
+    })
+    .await;
+    server.stop().await;
+}
+
+/// Calls `name` every half second, each result checked by `check`, until one starts
+/// warm (at most a minute).
+async fn until_warm(
+    server: &Server,
+    name: &str,
+    arguments: Value,
+    check: impl Fn(&CallToolResult),
+) {
     let mut starts = Vec::new();
     for _ in 0..120 {
-        let r = server.call("add", json!({"a": 1, "b": 2})).await;
-        assert_eq!(r.structured_content, Some(json!({"result": 3})));
+        let r = server.call(name, arguments.clone()).await;
+        check(&r);
         let start = r.meta.unwrap().0["warden"]["start"].clone();
         starts.push(start.clone());
         if start == json!("warm") {
-            break;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    assert_eq!(starts.last(), Some(&json!("warm")), "{starts:?}");
-    server.stop().await;
+    panic!("no call of {name} started warm: {starts:?}");
 }
 
 fn initialize() -> [Value; 2] {

@@ -39,6 +39,13 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `warden run FIXTURE --args ARGS --json`, which must succeed: its result.
+fn ran(fixture: &str, args: &str) -> Value {
+    let o = warden(&["run", &tool(fixture), "--args", args, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    json_result(&o)
+}
+
 fn json_result(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {}", stderr(o)))
@@ -76,15 +83,7 @@ fn a_tool_asking_for_pydantic_2_runs_on_the_pydantic_runtime_with_no_flag() {
 
 #[test]
 fn requests_and_httpx_install_and_import_beside_pydantic_2() {
-    let o = warden(&[
-        "run",
-        &tool("weather_client.py"),
-        "--args",
-        r#"{"query": {"city": "Oslo"}}"#,
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let result = json_result(&o);
+    let result = ran("weather_client.py", r#"{"query": {"city": "Oslo"}}"#);
     assert_eq!(result["value"]["requests"], "2", "{result}");
     assert_eq!(result["value"]["httpx"], true, "{result}");
     assert_eq!(
@@ -96,15 +95,7 @@ fn requests_and_httpx_install_and_import_beside_pydantic_2() {
 
 #[test]
 fn a_package_that_needs_pydantic_2_without_naming_it_runs_on_the_pydantic_runtime() {
-    let o = warden(&[
-        "run",
-        &tool("settings_tool.py"),
-        "--args",
-        r#"{"retries": 5}"#,
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let result = json_result(&o);
+    let result = ran("settings_tool.py", r#"{"retries": 5}"#);
     assert_eq!(
         result["value"],
         json!({"pydantic": "2", "settings": {"region": "eu", "retries": 5}}),
@@ -187,15 +178,7 @@ fn orjson_jiter_and_rpds_named_by_a_tool_run_built_in_with_no_flag() {
         "events": [{"kind": "click"}, {"kind": "view"}, {"kind": "click"}],
         "cut": 40,
     });
-    let o = warden(&[
-        "run",
-        &tool("fast_json.py"),
-        "--args",
-        &events.to_string(),
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json_result(&o);
+    let r = ran("fast_json.py", &events.to_string());
     assert_eq!(r["status"], "ok", "{r}");
     let v = &r["value"];
     // orjson: a date, keys sorted, compact.
@@ -223,15 +206,7 @@ fn orjson_jiter_and_rpds_named_by_a_tool_run_built_in_with_no_flag() {
 #[test]
 fn jinja_yaml_and_msgpack_beside_pydantic_2_use_the_c_parts_built_in() {
     let config = json!({"config_yaml": "name: <shop>\nports: [80, 443]\n"});
-    let o = warden(&[
-        "run",
-        &tool("render_config.py"),
-        "--args",
-        &config.to_string(),
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json_result(&o);
+    let r = ran("render_config.py", &config.to_string());
     assert_eq!(
         r["value"],
         json!({
@@ -258,15 +233,10 @@ fn jinja_yaml_and_msgpack_beside_pydantic_2_use_the_c_parts_built_in() {
 
 #[test]
 fn jsonschema_reaches_rpds_through_referencing_and_runs_on_the_pydantic_runtime() {
-    let o = warden(&[
-        "run",
-        &tool("schema_check.py"),
-        "--args",
+    let r = ran(
+        "schema_check.py",
         r#"{"record": {"email": "nobody", "tags": ["fine", "far too long"]}}"#,
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json_result(&o);
+    );
     assert_eq!(
         r["value"],
         json!(["(root): required", "email: pattern", "tags/1: maxLength"]),
@@ -284,16 +254,7 @@ fn jsonschema_reaches_rpds_through_referencing_and_runs_on_the_pydantic_runtime(
 
 #[test]
 fn a_fastmcp_server_file_beside_the_real_mcp_sdk_gets_the_sdks_own_modules() {
-    let server = tool("inventory_server.py");
-    let o = warden(&[
-        "run",
-        &server,
-        "--args",
-        r#"{"sku": "bolt-m4", "count": 20}"#,
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json_result(&o);
+    let r = ran("inventory_server.py", r#"{"sku": "bolt-m4", "count": 20}"#);
     assert_eq!(
         r["value"],
         json!({"sku": "bolt-m4", "left": 100, "sdk": "mcp.shared.exceptions"}),
@@ -302,11 +263,12 @@ fn a_fastmcp_server_file_beside_the_real_mcp_sdk_gets_the_sdks_own_modules() {
     // The SDK's own error, raised by the tool, is the tool's error.
     let o = warden(&[
         "run",
-        &server,
+        &tool("inventory_server.py"),
         "--args",
         r#"{"sku": "nut-m4", "count": 20}"#,
         "--json",
     ]);
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
     let r = json_result(&o);
     assert_eq!(r["status"], "tool_error", "{r}");
     assert_eq!(r["error"]["type"], "McpError", "{r}");
@@ -315,15 +277,10 @@ fn a_fastmcp_server_file_beside_the_real_mcp_sdk_gets_the_sdks_own_modules() {
 
 #[test]
 fn an_openai_agents_tool_runs_with_the_sdk_installed_not_a_stand_in() {
-    let o = warden(&[
-        "run",
-        &tool("agents_weather.py"),
-        "--args",
+    let r = ran(
+        "agents_weather.py",
         r#"{"location": {"lat": 59.91, "long": 10.75}}"#,
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json_result(&o);
+    );
     assert_eq!(r["value"], "sunny at 59.9,10.8", "{r}");
 }
 
@@ -341,15 +298,7 @@ fn the_openai_sdk_reads_a_completion_with_its_own_models_and_jiter() {
         }]
     });
     let args = json!({"completion": completion, "streamed": "{\"city\": \"Os"});
-    let o = warden(&[
-        "run",
-        &tool("openai_reply.py"),
-        "--args",
-        &args.to_string(),
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let r = json_result(&o);
+    let r = ran("openai_reply.py", &args.to_string());
     assert_eq!(
         r["value"],
         json!({
