@@ -1,15 +1,16 @@
 //! A tenant's tools: checked, registered, updated, listed, enabled, deleted, their
 //! schema exported; and each version's source written where its calls read it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{App, AppError, ToolSpec, ToolView, Validation, approval, spec, validate};
 use crate::grants::folder::refuse_warden_folders;
 use crate::manifest::Manifest;
+use crate::packages::Requirement;
 use crate::registry::{Page, Registry, Tool, ToolId, ToolQuery, Update, VersionSummary};
 use crate::sandbox::ToolFolder;
 use crate::schema::{self, Diagnostic, Format, LettaExtras};
-use crate::tenant::TenantId;
+use crate::tenant::{TenantId, TenantPolicy};
 
 impl App {
     /// The checks of registration and the inferred schema, nothing stored. Grants and
@@ -49,14 +50,14 @@ impl App {
             let requirements = spec::requirements(&spec)?;
             let named = spec.runtime.is_some();
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
-            refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
-            // Resolved (or found in the lock cache) and installed before anything is
-            // stored, for the runtime it runs on: a failure leaves no version behind.
-            (manifest.runtime, manifest.packages) =
-                app.inner
-                    .runtimes
-                    .lock(manifest.runtime, named, requirements)?;
-            tool_folder(&tools_dir, &manifest)?;
+            app.settle(
+                &policy,
+                &mut manifest,
+                named,
+                requirements,
+                &own,
+                &tools_dir,
+            )?;
             let widens =
                 |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);
             let gate: crate::registry::Widens<'_> = policy.review_widening.then_some(&widens);
@@ -68,6 +69,28 @@ impl App {
             self.warm_in_background(tenant, &view.tool.id);
             self.tools_changed(tenant);
         })
+    }
+
+    /// What registering and updating do to a new version before it is stored: refused if
+    /// a mount reaches one of Warden's folders (`own`); its packages resolved (or found
+    /// in the lock cache) and installed for the runtime it runs on; its source written.
+    /// A failure leaves no version behind. Blocking.
+    fn settle(
+        &self,
+        policy: &TenantPolicy,
+        manifest: &mut Manifest,
+        named: bool,
+        requirements: Vec<Requirement>,
+        own: &[PathBuf],
+        tools_dir: &Path,
+    ) -> Result<(), AppError> {
+        refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, own)?;
+        (manifest.runtime, manifest.packages) =
+            self.inner
+                .runtimes
+                .lock(manifest.runtime, named, requirements)?;
+        tool_folder(tools_dir, manifest)?;
+        Ok(())
     }
 
     /// Makes `spec` the tool's current version (see [`Update`]).
@@ -92,12 +115,14 @@ impl App {
             let (mut manifest, diagnostics) = spec::manifest(spec, &policy)?;
             // A server's tool stays in its server's history, at the file's revision.
             manifest.server = version.manifest.server;
-            refuse_warden_folders(&policy.resolve_grants(&manifest.grants)?, &own)?;
-            (manifest.runtime, manifest.packages) =
-                app.inner
-                    .runtimes
-                    .lock(manifest.runtime, named, requirements)?;
-            tool_folder(&tools_dir, &manifest)?;
+            app.settle(
+                &policy,
+                &mut manifest,
+                named,
+                requirements,
+                &own,
+                &tools_dir,
+            )?;
             let widens =
                 |old: Option<&Manifest>, new: &Manifest| approval::widening(&policy, old, new);
             let gate: crate::registry::Widens<'_> = policy.review_widening.then_some(&widens);

@@ -291,14 +291,7 @@ impl PipLog {
         let mut log = PipLog::default();
         for line in lines {
             if line.contains("Skipping link: ") {
-                // "...: URL (from INDEX-PAGE) (requires-python:...)": the URL is the
-                // first word after the last ": ".
-                let file = (|| {
-                    let url = line.rsplit(": ").next()?.split_whitespace().next()?;
-                    let path = url.split(['#', '?']).next()?;
-                    Some(percent_decode(path.rsplit('/').next()?))
-                })();
-                log.skipped.extend(file);
+                log.skipped.extend(skipped_file(&line));
             } else if let Some((_, rest)) = line.split_once(NO_LINKS)
                 && let Some((name, _)) = rest.split_once('\'')
             {
@@ -310,6 +303,14 @@ impl PipLog {
         log.without_files.dedup();
         log
     }
+}
+
+/// The file name of a "Skipping link" line: "...: URL (from INDEX-PAGE)
+/// (requires-python:...)", whose URL is the first word after the last ": ".
+fn skipped_file(line: &str) -> Option<String> {
+    let url = line.rsplit(": ").next()?.split_whitespace().next()?;
+    let path = url.split(['#', '?']).next()?;
+    Some(percent_decode(path.rsplit('/').next()?))
 }
 
 /// `%2B` and the like in a link's file name (a local version's `+`, mostly).

@@ -186,14 +186,12 @@ pub fn prune_other_recipes(home: &Path) -> Result<(usize, ByteSize), ArtifactErr
     for entry in entries {
         let entry = entry.map_err(|e| io_error(&runtime, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let built_here = [Flavour::Pydantic].iter().any(|flavour| {
-            name.strip_prefix(&format!("{flavour}-"))
-                .map(|rest| rest.strip_suffix(".partial").unwrap_or(rest))
-                .is_some_and(|k| {
-                    k.len() == 16 && k.bytes().all(|b| b.is_ascii_hexdigit()) && k != key
-                })
-        });
-        if !built_here || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+        // `pydantic-<key>` or `pydantic-<key>.partial`: the one runtime built here.
+        let other_key = name
+            .strip_prefix(&format!("{}-", Flavour::Pydantic))
+            .map(|rest| rest.strip_suffix(".partial").unwrap_or(rest))
+            .is_some_and(|k| k.len() == 16 && k.bytes().all(|b| b.is_ascii_hexdigit()) && k != key);
+        if !other_key || !entry.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let path = entry.path();
