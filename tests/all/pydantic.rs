@@ -413,6 +413,14 @@ fn a_hostile_tenants_models_end_in_a_verdict_of_the_hosts_never_a_trap_or_a_forg
     let o = run("depth", &nested_node(5_000), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not valid JSON"), "{}", stderr(&o));
+    // The native parsers built in refuse input nested far past their limits, each with
+    // its own error: no trap, no crash of the instance.
+    let r = json_result(&run("parse_deep", r#"{"depth": 100000}"#, &[]));
+    assert_eq!(
+        r["value"],
+        json!(["JSONDecodeError", "ValueError", "StackError", "TypeError"]),
+        "{r}"
+    );
     // A validator that never returns is stopped by the fuel budget.
     let r = json_result(&run(
         "spin",
