@@ -454,7 +454,7 @@ fn compiled_runtime(files: &RuntimeFiles, progress: Progress) -> Result<PathBuf,
         fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
         tmp.write_all(&bytes).map_err(|e| io_error(tmp.path(), e))?;
-        tmp.persist(&path).map_err(|e| io_error(&path, e.error))?;
+        compiled::persist_once(tmp, &path)?;
         Ok(path)
     }
     #[cfg(not(feature = "compiler"))]

@@ -54,14 +54,27 @@ pub struct Pending {
 
 #[cfg(feature = "compiler")]
 impl Pending {
-    /// Moves the compiled snapshot to its cache name and removes older ones.
+    /// Moves the compiled snapshot to its cache name and removes older ones. A file
+    /// already there (another process compiled the same runtime first) is kept, never
+    /// replaced: readers of it (a bundle being packed, warm states prepared from it)
+    /// must see one content under one name.
     pub fn keep(self) -> Result<(), SandboxError> {
         let Pending { tmp, path } = self;
-        tmp.persist(&path).map_err(|e| io_error(&path, e.error))?;
+        persist_once(tmp, &path)?;
         if let Some(dir) = path.parent() {
             remove_stale(dir, &path);
         }
         Ok(())
+    }
+}
+
+/// Gives `tmp` the name `path` unless a file has it already (then `tmp` is dropped).
+#[cfg(feature = "compiler")]
+pub(crate) fn persist_once(tmp: tempfile::NamedTempFile, path: &Path) -> Result<(), SandboxError> {
+    match tmp.persist_noclobber(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(io_error(path, e.error)),
     }
 }
 
