@@ -55,7 +55,6 @@ mod warm;
 pub use call::{content, host_calls, protocol, scratch, syscalls, wasi};
 use call::{guest, job, pipe, ticker, verdict};
 use machine::engine;
-#[cfg(feature = "compiler")]
 use machine::state_exports;
 pub use machine::{artifacts, build, compiled, flavour, platform, snapshot};
 
