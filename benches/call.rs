@@ -672,7 +672,11 @@ fn runtimes_compared(
     tool: &PreparedTool,
     home: &std::path::Path,
 ) -> anyhow::Result<(Stats, Stats, u64)> {
-    warden::sandbox::build::build(home, Flavour::Pydantic, Progress::Show)?;
+    let pip = warden::packages::PipSession::new(&warden::packages::Pip {
+        warden: Some(PathBuf::from(env!("CARGO_BIN_EXE_warden"))),
+        ..Default::default()
+    })?;
+    warden::sandbox::build::build(home, Flavour::Pydantic, Progress::Show, &pip.build_host())?;
     let mut config = SandboxConfig::new(home.to_owned());
     config.flavour = Flavour::Pydantic;
     let pydantic = Sandbox::open(&config)?;

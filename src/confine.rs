@@ -106,6 +106,12 @@ pub enum Profile {
     /// attributes by path (which Landlock does not govern) refused or ignored. Landlock
     /// does the file and network part. The table is `EXEC_KILLED`.
     Exec,
+    /// A build that compiles and runs what it compiled (the Pydantic runtime's recipe):
+    /// [`Profile::Exec`]'s filter, and its read-write trees may also be executed. Modes,
+    /// owners and times by path are not filtered: the process runs in its own user and
+    /// mount namespaces (`view`), where every mount but the read-write trees is
+    /// read-only and set-user-id-free, as an unprivileged user mapped to the caller.
+    Build,
 }
 
 /// The confinement in force after [`Confinement::apply`], for logs, `/readyz` and
@@ -123,6 +129,10 @@ impl std::fmt::Display for Applied {
         let seccomp = match self.profile {
             Profile::Worker => "seccomp worker allow-list",
             Profile::Exec => "seccomp exec filter",
+            Profile::Build => {
+                "seccomp exec filter, own user and mount namespaces (read-only but its \
+                 work folder)"
+            }
         };
         write!(
             f,
@@ -183,6 +193,17 @@ pub enum ConfineError {
         /// What failed.
         reason: String,
     },
+    /// The user and mount namespaces of [`Profile::Build`] could not be made.
+    #[error(
+        "cannot give the build its own read-only view of the machine ({reason}): it needs \
+         user namespaces (check `unshare --user --map-root-user true`; on distributions \
+         that restrict them, `sysctl kernel.apparmor_restrict_unprivileged_userns=0` or \
+         `user.max_user_namespaces` above 0)"
+    )]
+    Namespace {
+        /// What failed.
+        reason: String,
+    },
     /// The policy of `warden __confined-exec` is malformed.
     #[error("invalid confinement policy: {reason}")]
     Policy {
@@ -238,6 +259,14 @@ impl Confinement {
             let threads = threads()?;
             if threads != 1 {
                 return Err(ConfineError::MultiThreaded { threads });
+            }
+            if self.profile == Profile::Build {
+                // Refused before anything is entered, as for the other profiles.
+                if landlock {
+                    ruleset::ruleset()?;
+                }
+                let writable: Vec<&Path> = self.read_write.iter().map(PathBuf::as_path).collect();
+                view::enter(&writable)?;
             }
             let landlock_abi = if landlock {
                 ruleset::landlock(self, folders)?
@@ -367,6 +396,10 @@ fn parse_exec_args(
 mod filters;
 #[cfg(target_os = "linux")]
 mod ruleset;
+#[cfg(target_os = "linux")]
+mod view;
+#[cfg(target_os = "linux")]
+pub use view::{INNER_ID, drop_capabilities};
 
 /// The threads of this process, from `/proc/self/status`.
 #[cfg(target_os = "linux")]

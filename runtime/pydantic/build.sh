@@ -21,6 +21,8 @@ PROOF=$(cd "$(dirname "$0")" && pwd)
 WORK=${WORK:-$PROOF/../../target/pydantic-runtime}
 WORK=$(mkdir -p "$WORK" && cd "$WORK" && pwd)
 JOBS=${JOBS:-2}
+# The host's Python with pip (Warden passes the one its pip session found).
+PYTHON=${PYTHON:-python3}
 # wasi-libc: trixie's (default: a stable release, so it stays downloadable) or sid's
 # (WASI_LIBC=sid, newer; gone once sid moves on). Both verified to pass the proof.
 if [ "${WASI_LIBC:-trixie}" = sid ]; then
@@ -81,9 +83,12 @@ EOF
 
 # ---- 2. inputs from PyPI ------------------------------------------------------------------
 step2() {
-  pip download -q --no-deps --only-binary :all: -d inputs \
+  "$PYTHON" -m pip download -q --no-deps --only-binary :all: -d inputs \
     pydantic==2.14.4 annotated-types==0.8.0 typing-extensions==4.16.0 typing-inspection==0.4.5
-  pip download -q --no-deps --no-binary :all: -d inputs \
+  # Sources of these seven only: pip prepares each one's metadata in an isolated
+  # environment, whose build tools (maturin, setuptools, Cython) come as wheels.
+  local sdists="pydantic-core jiter rpds-py orjson markupsafe msgpack pyyaml"
+  "$PYTHON" -m pip download -q --no-deps --no-binary "${sdists// /,}" -d inputs \
     pydantic-core==2.50.5 jiter==0.19.0 rpds-py==2026.9.1 orjson==3.13.0 \
     markupsafe==3.0.4 msgpack==1.2.4 pyyaml==6.0.4
 }
@@ -249,7 +254,7 @@ dist_info() {
 step8() {
   (cd $PY/cross-build/wasm32-wasip1 && $NICE make -s libinstall DESTDIR=$WORK/stage/root)
   mkdir -p stage/root/usr/local/lib/python3.13/lib-dynload stage/packages stage/empty-root
-  for w in inputs/*.whl; do python3 -m zipfile -e "$w" stage/packages; done
+  for w in inputs/*.whl; do "$PYTHON" -m zipfile -e "$w" stage/packages; done
   cp -r src/pydantic_core-2.50.5/python/pydantic_core stage/packages/
   rm -rf stage/packages/pydantic_core/_pydantic_core   # type stubs only; the module is built in
   # jiter and rpds: the package a wheel would hold (an __init__ re-exporting the builtin

@@ -56,7 +56,13 @@ pub(super) fn runtime(config: &SandboxConfig, cmd: RuntimeCommand) -> Result<Exi
     let mut config = config.clone();
     match &cmd {
         RuntimeCommand::Build { runtime } => {
-            warden::sandbox::build::build(&config.home, *runtime, config.progress)?;
+            let pip = warden::packages::PipSession::new(&warden::packages::Pip::default())?;
+            warden::sandbox::build::build(
+                &config.home,
+                *runtime,
+                config.progress,
+                &pip.build_host(),
+            )?;
             config.flavour = *runtime;
             Sandbox::open(&config)?;
             eprintln!(

@@ -355,7 +355,7 @@ fn filters(profile: Profile, pid: u32) -> Result<Vec<BpfProgram>, ConfineError> 
             SeccompAction::Allow,
             arch,
         ),
-        Profile::Exec => SeccompFilter::new(
+        Profile::Exec | Profile::Build => SeccompFilter::new(
             table(EXEC_KILLED, exec_conditional()?)?,
             SeccompAction::Allow,
             SeccompAction::KillProcess,
@@ -369,7 +369,7 @@ fn filters(profile: Profile, pid: u32) -> Result<Vec<BpfProgram>, ConfineError> 
         SeccompAction::Errno(ENOSYS as u32),
         arch,
     ))?];
-    if profile == Profile::Exec {
+    if profile != Profile::Worker {
         let answered = |calls: &[c_long], errno: i32| {
             compile(SeccompFilter::new(
                 calls.iter().map(|nr| (*nr, Vec::new())).collect(),
@@ -378,8 +378,11 @@ fn filters(profile: Profile, pid: u32) -> Result<Vec<BpfProgram>, ConfineError> 
                 arch,
             ))
         };
-        programs.push(answered(EXEC_METADATA_REFUSED, EPERM)?);
-        programs.push(answered(EXEC_MODE_IGNORED, 0)?);
+        // A build's view of the machine is read-only but its work folder (`view`).
+        if profile == Profile::Exec {
+            programs.push(answered(EXEC_METADATA_REFUSED, EPERM)?);
+            programs.push(answered(EXEC_MODE_IGNORED, 0)?);
+        }
         programs.push(only_for(
             SYS_socket,
             compile(SeccompFilter::new(
@@ -485,10 +488,11 @@ fn seccomp_error(e: impl std::fmt::Display) -> ConfineError {
     }
 }
 
-/// The programs of both profiles, for the tests: they must compile.
+/// The programs of every profile, for the tests: they must compile.
 #[cfg(test)]
 pub(super) fn all_filters() -> Result<Vec<BpfProgram>, ConfineError> {
     let mut all = filters(Profile::Worker, std::process::id())?;
     all.extend(filters(Profile::Exec, std::process::id())?);
+    all.extend(filters(Profile::Build, std::process::id())?);
     Ok(all)
 }

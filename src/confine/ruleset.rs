@@ -43,9 +43,14 @@ pub(super) fn landlock(c: &Confinement, folders: &Folders<'_>) -> Result<u32, Co
         | AccessFs::MakeSym
         | AccessFs::Refer
         | AccessFs::Truncate;
-    let read = match c.profile {
-        Profile::Worker => read,
-        Profile::Exec => read | AccessFs::Execute,
+    let (read, write) = match c.profile {
+        Profile::Worker => (read, write),
+        Profile::Exec => (read | AccessFs::Execute, write),
+        // A build runs the programs it compiles, and make's jobserver may be a FIFO.
+        Profile::Build => (
+            read | AccessFs::Execute,
+            write | AccessFs::Execute | AccessFs::MakeFifo,
+        ),
     };
     let mut rules = ruleset()?;
     for path in &c.read_only {

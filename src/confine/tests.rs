@@ -136,7 +136,7 @@ impl Fixture {
     /// port.
     fn confinement(&self, profile: Profile) -> Confinement {
         let mut read_only = vec![self.path("ro")];
-        if profile == Profile::Exec {
+        if profile != Profile::Worker {
             read_only
                 .extend(["/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache"].map(PathBuf::from));
         }
@@ -149,7 +149,7 @@ impl Fixture {
     }
 }
 
-const PROFILES: [Profile; 2] = [Profile::Worker, Profile::Exec];
+const PROFILES: [Profile; 3] = [Profile::Worker, Profile::Exec, Profile::Build];
 
 #[test]
 fn files_outside_the_granted_trees_cannot_be_read() {
@@ -254,16 +254,64 @@ fn modes_owners_and_device_nodes_stay_as_they_are() {
 }
 
 #[test]
+fn a_build_changes_modes_only_in_its_work_folder_and_runs_what_it_wrote() {
+    let f = Fixture::new();
+    let build = f.confinement(Profile::Build);
+    let secret = f.path("outside/secret.txt");
+    let ro = f.path("ro/file.txt");
+    let before = |p: &Path| std::fs::metadata(p).unwrap();
+    let (secret_before, ro_before) = (before(&secret), before(&ro));
+    // Outside its work folder, through Landlock's gap (modes and owners by path): the
+    // read-only view refuses, whether the file is granted for reading or not at all.
+    for path in [&secret, &ro] {
+        for op in [Op::Chmod(path.clone()), Op::Chown(path.clone())] {
+            let seen = child(Some(&build), &op, false);
+            assert!(
+                matches!(&seen, Seen::Failed(e) if e.contains("Read-only file system") || e.contains("not permitted")),
+                "{op:?}: {seen:?}"
+            );
+        }
+    }
+    for (path, was) in [(&secret, secret_before), (&ro, ro_before)] {
+        let now = before(path);
+        assert_eq!(
+            (now.permissions(), std::os::unix::fs::MetadataExt::uid(&now)),
+            (was.permissions(), std::os::unix::fs::MetadataExt::uid(&was))
+        );
+    }
+    // In it, a mode changes (configure scripts `chmod +x` what they write), and what it
+    // wrote runs; a device node is still refused.
+    let script = f.path("rw/tool");
+    std::fs::copy("/bin/true", &script).unwrap();
+    assert_works(&build, Op::Chmod(script.clone()));
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&before(&script).permissions()) & 0o777,
+        0o777
+    );
+    assert_works(&build, Op::Exec(script));
+    let seen = child(Some(&build), &Op::MakeDevice(f.path("rw/null")), false);
+    assert!(matches!(seen, Seen::Failed(_)), "{seen:?}");
+    // The host's own view is unchanged: the namespaces were the build's.
+    assert!(
+        !std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .contains(&f.path("rw").display().to_string())
+    );
+}
+
+#[test]
 fn tcp_connects_only_to_granted_ports_and_a_worker_opens_no_socket() {
     let f = Fixture::new();
     let granted = Op::TcpConnect(Fixture::port(&f.granted));
     let other = Op::TcpConnect(Fixture::port(&f.other));
-    let exec = f.confinement(Profile::Exec);
-    assert_works(&exec, granted.clone());
-    assert!(matches!(
-        assert_denied(&exec, other.clone()),
-        Seen::Failed(_)
-    ));
+    for profile in [Profile::Exec, Profile::Build] {
+        let exec = f.confinement(profile);
+        assert_works(&exec, granted.clone());
+        assert!(matches!(
+            assert_denied(&exec, other.clone()),
+            Seen::Failed(_)
+        ));
+    }
     let worker = f.confinement(Profile::Worker);
     assert_eq!(assert_denied(&worker, granted), Seen::Killed(libc::SIGSYS));
     assert_eq!(assert_denied(&worker, other), Seen::Killed(libc::SIGSYS));
@@ -273,11 +321,13 @@ fn tcp_connects_only_to_granted_ports_and_a_worker_opens_no_socket() {
 fn unix_sockets_cannot_be_opened() {
     let f = Fixture::new();
     let op = Op::UnixConnect(f.path("outside/server.sock"));
-    let seen = assert_denied(&f.confinement(Profile::Exec), op.clone());
-    assert!(
-        matches!(&seen, Seen::Failed(e) if e.contains("Permission denied")),
-        "{seen:?}"
-    );
+    for profile in [Profile::Exec, Profile::Build] {
+        let seen = assert_denied(&f.confinement(profile), op.clone());
+        assert!(
+            matches!(&seen, Seen::Failed(e) if e.contains("Permission denied")),
+            "{seen:?}"
+        );
+    }
     assert_eq!(
         assert_denied(&f.confinement(Profile::Worker), op),
         Seen::Killed(libc::SIGSYS)
@@ -306,10 +356,12 @@ fn a_worker_cannot_exec_and_an_exec_helper_only_from_read_only_trees() {
 #[test]
 fn the_parent_cannot_be_signalled() {
     let f = Fixture::new();
-    assert!(matches!(
-        assert_denied(&f.confinement(Profile::Exec), Op::SignalParent),
-        Seen::Failed(_)
-    ));
+    for profile in [Profile::Exec, Profile::Build] {
+        assert!(matches!(
+            assert_denied(&f.confinement(profile), Op::SignalParent),
+            Seen::Failed(_)
+        ));
+    }
     assert_eq!(
         assert_denied(&f.confinement(Profile::Worker), Op::SignalParent),
         Seen::Killed(libc::SIGSYS)

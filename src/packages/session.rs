@@ -200,6 +200,19 @@ impl PipSession {
         self.home.path()
     }
 
+    /// What a runtime build takes from this session: Warden's binary, the host's Python
+    /// with pip, pip's environment (less the session's own folders, which the build
+    /// replaces by its own) and what they may read and reach.
+    pub fn build_host(&self) -> crate::sandbox::build::HostTools {
+        crate::sandbox::build::HostTools {
+            warden: self.warden.clone(),
+            python: self.python.clone(),
+            env: self.env.clone(),
+            read_only: self.confinement.read_only.clone(),
+            tcp_connect: self.confinement.tcp_connect.clone(),
+        }
+    }
+
     /// What every command of this session may reach, before the caller's additions.
     pub fn confinement(&self) -> &Confinement {
         &self.confinement

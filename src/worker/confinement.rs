@@ -71,7 +71,6 @@ pub const TEST_LAYERS: &str = "WARDEN_TEST_LAYERS";
 /// included, and `RLIMIT_AS` would refuse the address space wasmtime reserves).
 pub fn harden(socket_fd: u32) -> Result<(), String> {
     use rustix::process::{Resource, Rlimit};
-    use rustix::thread::{CapabilitySet, CapabilitySets};
 
     close_from(socket_fd + 1)?;
     let fixed = |resource: Resource, value: u64, what: &str| {
@@ -104,26 +103,7 @@ pub fn harden(socket_fd: u32) -> Result<(), String> {
     }
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| format!("cannot make the worker undumpable: {e}"))?;
-    for number in 0..64 {
-        let capability = CapabilitySet::from_bits_retain(1 << number);
-        match rustix::thread::remove_capability_from_bounding_set(capability) {
-            // Past the kernel's last capability.
-            Err(rustix::io::Errno::INVAL) => break,
-            // Without CAP_SETPCAP (not root) the bounding set cannot change, and a
-            // process with no capability and no_new_privs gains none from it.
-            Ok(()) | Err(rustix::io::Errno::PERM) => {}
-            Err(e) => return Err(format!("cannot drop capability {number}: {e}")),
-        }
-    }
-    rustix::thread::clear_ambient_capability_set()
-        .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
-    let none = CapabilitySets {
-        effective: CapabilitySet::empty(),
-        permitted: CapabilitySet::empty(),
-        inheritable: CapabilitySet::empty(),
-    };
-    rustix::thread::set_capabilities(None, none)
-        .map_err(|e| format!("cannot drop the worker's capabilities: {e}"))
+    crate::confine::drop_capabilities().map_err(|e| e.to_string())
 }
 
 /// Descriptors a worker may hold: the runtime's, its calls' files (each call at most

@@ -16,8 +16,18 @@ pub fn pydantic_runtime() -> &'static RuntimeFiles {
     static FILES: OnceLock<RuntimeFiles> = OnceLock::new();
     FILES.get_or_init(|| {
         sandbox();
-        warden::sandbox::build::build(&home(), Flavour::Pydantic, Progress::Show)
-            .unwrap_or_else(|e| panic!("cannot build the Pydantic runtime: {e}"))
+        let pip = warden::packages::PipSession::new(&warden::packages::Pip {
+            warden: Some(env!("CARGO_BIN_EXE_warden").into()),
+            ..Default::default()
+        })
+        .expect("a pip session for the build");
+        warden::sandbox::build::build(
+            &home(),
+            Flavour::Pydantic,
+            Progress::Show,
+            &pip.build_host(),
+        )
+        .unwrap_or_else(|e| panic!("cannot build the Pydantic runtime: {e}"))
     })
 }
 

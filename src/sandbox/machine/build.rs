@@ -10,7 +10,17 @@
 //! the runtime.
 //!
 //! Only the first step may need root: it installs Debian's toolchain packages when the
-//! pinned versions are missing.
+//! pinned versions are missing, and it is the only step run as Warden runs. Every other
+//! step is confined as pip is, by [`Profile::Build`] (`warden __confined-exec`): its own
+//! user and mount namespaces, where the machine is read-only but the work folder and the
+//! build runs as an unprivileged user mapped to Warden's; Landlock lets it read only the
+//! system's programs and libraries, the host's Python and pip, Debian's and pip's
+//! configuration, and write and execute only in the work folder; TCP only to ports 80
+//! and 443 (Debian's mirror, PyPI, crates.io) and to pip's configured index and proxies;
+//! the seccomp filter pip runs under. Its home, temporary folder and cargo's and pip's
+//! caches are in the work folder, and its environment holds only what pip and the
+//! recipe need. The runtime is installed inside the work folder too, then moved into
+//! place by Warden.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -18,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::confine::{self, Confinement, Profile};
 use crate::limits::ByteSize;
 use crate::sandbox::machine::flavour::{Flavour, recipe};
 use crate::sandbox::{ArtifactError, Progress, RuntimeFiles};
@@ -56,15 +67,150 @@ const STEPS: [(&str, &str); 11] = [
 /// The build log's name, in the work folder and then beside the runtime.
 const LOG: &str = "build.log";
 
+/// The step that installs the toolchain: run as Warden runs (it may need root).
+const UNCONFINED_STEP: &str = "step0";
+
+/// What a confined step may read beyond the host's Python, pip and their configuration
+/// ([`HostTools::read_only`]): the toolchain (under the system's folders there), Debian's
+/// package configuration and database (apt downloads the sources), who is who, and the
+/// kernel's description of the processors (cargo and make count them).
+const BUILD_READ: &[&str] = &[
+    "/etc/apt",
+    "/etc/dpkg",
+    "/etc/debian_version",
+    "/etc/os-release",
+    "/etc/alternatives",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/mime.types",
+    "/var/lib/dpkg",
+    "/var/lib/apt",
+    "/proc",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
+];
+
+/// TCP ports a confined step may connect to besides pip's: Debian's mirror (HTTP) and
+/// crates.io and PyPI (HTTPS).
+const BUILD_PORTS: [u16; 2] = [80, 443];
+
+/// The search path of a confined step: the system's programs only (the recipe names
+/// the host's Python by [`HostTools::python`]).
+const BUILD_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Environment variables of the caller's that a step's environment never takes from
+/// [`HostTools::env`]: the step's own home, temporary folder and caches replace them.
+const ENV_REPLACED: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "PIP_CACHE_DIR",
+    "PYTHONDONTWRITEBYTECODE",
+    "CARGO_HOME",
+];
+
+/// Settings of the recipe a caller may give (`JOBS=1`, `WASI_LIBC=sid`).
+const ENV_RECIPE: &[&str] = &["JOBS", "WASI_LIBC"];
+
+/// What a build takes from the host: Warden's binary (which confines each step), the
+/// host's Python with pip (which downloads the Python sources), and what pip needs to
+/// reach its index (see `PipSession::build_host`).
+#[derive(Debug, Clone)]
+pub struct HostTools {
+    /// Warden's binary, for `warden __confined-exec`.
+    pub warden: PathBuf,
+    /// The host's Python, which has pip.
+    pub python: PathBuf,
+    /// pip's environment: its `PIP_*` settings, trust stores, proxies, locale.
+    pub env: Vec<(String, String)>,
+    /// What the host's Python, pip and their configuration need to read.
+    pub read_only: Vec<PathBuf>,
+    /// The ports of pip's index and proxies.
+    pub tcp_connect: Vec<u16>,
+}
+
+impl HostTools {
+    /// The confinement of a step working in `work`.
+    fn confinement(&self, work: &Path) -> Confinement {
+        let mut read_only = self.read_only.clone();
+        read_only.extend(BUILD_READ.iter().map(PathBuf::from));
+        let mut tcp_connect = self.tcp_connect.clone();
+        tcp_connect.extend(BUILD_PORTS);
+        tcp_connect.sort_unstable();
+        tcp_connect.dedup();
+        Confinement {
+            read_only,
+            read_write: vec![work.to_owned(), PathBuf::from("/dev/null")],
+            tcp_connect,
+            profile: Profile::Build,
+        }
+    }
+
+    /// A step's environment: pip's, with the step's own folders in `work`.
+    fn env(&self, work: &Path) -> Vec<(String, String)> {
+        let at = |sub: &str| work.join(sub).display().to_string();
+        let mut env: Vec<(String, String)> = self
+            .env
+            .iter()
+            .filter(|(k, _)| !ENV_REPLACED.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        env.extend(
+            ENV_RECIPE
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v))),
+        );
+        env.extend([
+            ("PATH".into(), BUILD_PATH.into()),
+            ("HOME".into(), at(HOME)),
+            ("TMPDIR".into(), at(TMP)),
+            ("XDG_CACHE_HOME".into(), at(&format!("{HOME}/.cache"))),
+            ("XDG_CONFIG_HOME".into(), at(&format!("{HOME}/.config"))),
+            ("PIP_CACHE_DIR".into(), at(&format!("{HOME}/.cache/pip"))),
+            ("CARGO_HOME".into(), at(&format!("{HOME}/.cargo"))),
+            ("PYTHON".into(), self.python.display().to_string()),
+        ]);
+        env
+    }
+}
+
+/// A step's home and temporary folder, in the work folder.
+const HOME: &str = "home";
+const TMP: &str = "tmp";
+
+/// Where the recipe installs the runtime, in the work folder, before Warden moves it
+/// into place.
+const INSTALLED: &str = "installed";
+
 /// The runtime could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// Only built flavours are built.
     #[error("the {0} runtime is fetched, not built: run `warden runtime fetch`")]
     Fetched(Flavour),
-    /// `bash` could not be started.
+    /// `bash` (confined by Warden's binary) could not be started.
     #[error("cannot start bash to build the runtime: {0}; install bash")]
     NoShell(std::io::Error),
+    /// A step could not be confined: nothing of it ran.
+    #[error(
+        "cannot confine the build of the {flavour} runtime, and Warden does not build it \
+         unconfined: {reason}"
+    )]
+    Unconfined {
+        /// The flavour.
+        flavour: Flavour,
+        /// Why (the confining process's last words).
+        reason: String,
+    },
     /// A step failed.
     #[error(
         "building the {flavour} runtime failed at {step} ({what}); the last lines of its \
@@ -106,21 +252,25 @@ pub fn build(
     home: &Path,
     flavour: Flavour,
     progress: Progress,
+    host: &HostTools,
 ) -> Result<RuntimeFiles, BuildError> {
     if !flavour.is_built() {
         return Err(BuildError::Fetched(flavour));
     }
     if let Ok(files) = RuntimeFiles::of(home, flavour)
-        && files.present()
         && files.verify().is_ok()
     {
+        make_empty_root(&files)?;
         return Ok(files);
     }
     let key = recipe::key();
     let work = home.join("build").join(format!("{flavour}-{key}"));
     let dest = RuntimeFiles::folder(home, flavour)?;
     let recipe_dir = work.join("recipe");
-    fs::create_dir_all(&recipe_dir).map_err(|e| io_error(&recipe_dir, e))?;
+    for dir in [&recipe_dir, &work.join(HOME), &work.join(TMP)] {
+        fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    }
+    let installed = work.join(INSTALLED);
     for (name, text) in recipe::FILES {
         let path = recipe_dir.join(name);
         if let Some(parent) = path.parent() {
@@ -137,9 +287,23 @@ pub fn build(
             i + 1,
             STEPS.len()
         ));
-        let ok = run_step(&recipe_dir, &work, &dest, &key, step, &mut log)?;
+        let run = Step {
+            recipe_dir: &recipe_dir,
+            work: &work,
+            dest: &installed,
+            key: &key,
+            name: step,
+        };
+        let status = run.run(host, &mut log)?;
         spinner.finish_and_clear();
-        if !ok {
+        if status.code() == Some(i32::from(confine::EXIT_NOT_CONFINED)) && *step != UNCONFINED_STEP
+        {
+            return Err(BuildError::Unconfined {
+                flavour,
+                reason: tail(&log_path, 1),
+            });
+        }
+        if !status.success() {
             return Err(BuildError::Step {
                 flavour,
                 step: (*step).to_owned(),
@@ -149,9 +313,11 @@ pub fn build(
             });
         }
     }
+    move_into_place(&installed, &dest)?;
     let files = RuntimeFiles::of(home, flavour)
         .and_then(|f| f.verify().map(|()| f))
         .map_err(|source| BuildError::NotInstalled { flavour, source })?;
+    make_empty_root(&files)?;
     let kept = dest.join(LOG);
     fs::copy(&log_path, &kept).map_err(|e| io_error(&kept, e))?;
     if let Err(e) = fs::remove_dir_all(&work) {
@@ -218,52 +384,89 @@ fn disk_size(dir: &Path) -> u64 {
     total
 }
 
-/// Runs one step of the script, its output appended to `log`; whether it succeeded.
-fn run_step(
-    recipe_dir: &Path,
-    work: &Path,
-    dest: &Path,
-    key: &str,
-    step: &str,
-    log: &mut fs::File,
-) -> Result<bool, BuildError> {
-    let mut child = Command::new("bash")
-        .arg(recipe_dir.join("build.sh"))
-        .env("WORK", work)
-        .env("DEST", dest)
-        .env("RECIPE_KEY", key)
-        .env("STEPS", step)
-        .current_dir(work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(BuildError::NoShell)?;
-    // Both streams into the log, in the order lines come (stderr from a thread).
-    let stderr = child.stderr.take();
-    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
-    let err_tx = lines_tx.clone();
-    let reader = std::thread::spawn(move || {
-        if let Some(stderr) = stderr {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = err_tx.send(line);
-            }
-        }
-    });
-    if let Some(stdout) = child.stdout.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = lines_tx.send(line);
+/// Makes the empty folder every runtime's guest sees as `/` (the standard runtime's
+/// fetch makes it; a home that only builds never ran that).
+fn make_empty_root(files: &RuntimeFiles) -> Result<(), ArtifactError> {
+    fs::create_dir_all(&files.empty_root).map_err(|e| io_error(&files.empty_root, e))
+}
+
+/// Replaces `dest` (absent, or a runtime that failed its check) by the folder the
+/// recipe installed.
+fn move_into_place(installed: &Path, dest: &Path) -> Result<(), ArtifactError> {
+    if dest.exists() {
+        fs::remove_dir_all(dest).map_err(|e| io_error(dest, e))?;
+    }
+    if let Some(parent) = dest.parent() {
+        fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+    }
+    fs::rename(installed, dest).map_err(|e| io_error(dest, e))
+}
+
+/// One step of the recipe.
+struct Step<'a> {
+    recipe_dir: &'a Path,
+    work: &'a Path,
+    dest: &'a Path,
+    key: &'a str,
+    name: &'a str,
+}
+
+impl Step<'_> {
+    /// Runs the step, confined unless it is [`UNCONFINED_STEP`], its output appended to
+    /// `log`; how it ended.
+    fn run(
+        &self,
+        host: &HostTools,
+        log: &mut fs::File,
+    ) -> Result<std::process::ExitStatus, BuildError> {
+        let script = self.recipe_dir.join("build.sh");
+        let mut command = if self.name == UNCONFINED_STEP {
+            let mut c = Command::new("bash");
+            c.arg(&script);
+            c
+        } else {
+            let confinement = host.confinement(self.work);
+            let mut c = confine::exec_command(&host.warden, &confinement, Path::new("/bin/bash"))
+                .map_err(|e| BuildError::NoShell(std::io::Error::other(e.to_string())))?;
+            c.arg(&script).env_clear().envs(host.env(self.work));
+            c
+        };
+        let mut child = command
+            .env("WORK", self.work)
+            .env("DEST", self.dest)
+            .env("RECIPE_KEY", self.key)
+            .env("STEPS", self.name)
+            .current_dir(self.work)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(BuildError::NoShell)?;
+        // Both streams into the log, in the order lines come (stderr from a thread).
+        let stderr = child.stderr.take();
+        let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+        let err_tx = lines_tx.clone();
+        let reader = std::thread::spawn(move || {
+            if let Some(stderr) = stderr {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let _ = err_tx.send(line);
+                }
             }
         });
+        if let Some(stdout) = child.stdout.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let _ = lines_tx.send(line);
+                }
+            });
+        }
+        let log_path = self.work.join(LOG);
+        for line in lines {
+            writeln!(log, "{line}").map_err(|e| io_error(&log_path, e))?;
+        }
+        let _ = reader.join();
+        Ok(child.wait().map_err(|e| io_error(&log_path, e))?)
     }
-    let log_path = work.join(LOG);
-    for line in lines {
-        writeln!(log, "{line}").map_err(|e| io_error(&log_path, e))?;
-    }
-    let _ = reader.join();
-    let status = child.wait().map_err(|e| io_error(&log_path, e))?;
-    Ok(status.success())
 }
 
 /// The last `n` lines of the file at `path`.
@@ -283,6 +486,43 @@ fn io_error(path: &Path, source: std::io::Error) -> ArtifactError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_confined_step_writes_only_its_work_folder_and_keeps_none_of_the_callers_folders() {
+        let host = HostTools {
+            warden: "/opt/warden".into(),
+            python: "/usr/bin/python3".into(),
+            env: [
+                ("HOME", "/root"),
+                ("PATH", "/root/.cargo/bin:/usr/bin"),
+                ("CARGO_HOME", "/root/.cargo"),
+                ("PIP_INDEX_URL", "https://index.example/simple"),
+                ("TMPDIR", "/tmp/warden-pip-x/tmp"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .to_vec(),
+            read_only: vec!["/usr".into()],
+            tcp_connect: vec![8443, 443],
+        };
+        let work = Path::new("/home/w/.cache/warden/build/pydantic-x");
+        let c = host.confinement(work);
+        assert_eq!(c.profile, Profile::Build);
+        assert_eq!(c.read_write, [work, Path::new("/dev/null")]);
+        assert_eq!(c.tcp_connect, [80, 443, 8443]);
+        assert!(c.read_only.contains(&PathBuf::from("/etc/apt")));
+        assert!(
+            !c.read_only
+                .iter()
+                .any(|p| p.starts_with("/root") || p == Path::new("/etc"))
+        );
+        let env: std::collections::BTreeMap<_, _> = host.env(work).into_iter().collect();
+        assert_eq!(env["HOME"], work.join(HOME).display().to_string());
+        assert_eq!(env["TMPDIR"], work.join(TMP).display().to_string());
+        assert!(env["CARGO_HOME"].starts_with(&work.display().to_string()));
+        assert_eq!(env["PATH"], BUILD_PATH);
+        assert_eq!(env["PYTHON"], "/usr/bin/python3");
+        assert_eq!(env["PIP_INDEX_URL"], "https://index.example/simple");
+    }
 
     #[test]
     fn only_other_recipes_builds_and_interrupted_installs_are_pruned() {
