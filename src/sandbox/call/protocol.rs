@@ -42,6 +42,12 @@ pub const GUEST_MODULES: &[GuestModule] = &[
         file: "/warden/outbound.py",
         source: include_str!("../../../runtime/outbound.py"),
     },
+    // Its requests and httpx halves, applied by the outbound finder.
+    GuestModule {
+        name: "_warden_http_libraries",
+        file: "/warden/http_libraries.py",
+        source: include_str!("../../../runtime/http_libraries.py"),
+    },
     // The `warden` module tools import: progress, rich results, `ToolError`, `Context`.
     GuestModule {
         name: "warden",
