@@ -13,8 +13,8 @@
 //! it finds itself so ([`start_as_init`]), forks once first: the child is the worker,
 //! PID 1 of the new namespace, killed by the kernel if its parent dies
 //! (`PR_SET_PDEATHSIG`); the parent only tells the server the worker's process id (on
-//! its standard output, one line), closes every descriptor, drops every capability,
-//! waits for the worker and ends as it ended (the same signal or status). The server stops, resumes and watches
+//! its standard output, one line), closes every descriptor, waits for the worker and
+//! ends as it ended (the same signal or status). The server stops, resumes and watches
 //! the CPU time of the worker itself, and ends it by ending its parent.
 //!
 //! Not yet: a mount view narrowed to what Landlock allows (the new mount namespace
@@ -182,9 +182,6 @@ fn wait_for(worker: libc::pid_t) -> u8 {
     unsafe {
         libc::syscall(libc::SYS_close_range, 0, u32::MAX, 0);
     }
-    // It holds every capability of the namespaces it made; it needs none to wait. (No
-    // error can be reported any more: its stderr is closed.)
-    let _ = crate::confine::drop_capabilities();
     if told.is_err()
         && let Some(pid) = rustix::process::Pid::from_raw(worker)
     {
