@@ -21,13 +21,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One worker process and its socket.
 pub(super) struct Worker {
-    /// The process started: the worker itself, or in a PID namespace its parent
-    /// (`namespaces::start_as_init`), whose end ends the worker.
     child: Child,
-    /// The worker's own process id, as the server sees it.
-    pid: u32,
-    /// The worker's process, for signals (`pidfd`); none if the kernel has no pidfds.
-    process: Option<std::os::fd::OwnedFd>,
     socket: Socket,
     /// Calls it has run.
     pub(super) calls: u32,
@@ -88,12 +82,7 @@ impl Worker {
             .arg("__worker")
             .env_clear()
             .stdin(Stdio::null())
-            // In namespaces, the worker's parent says there which process is the worker.
-            .stdout(if namespaces.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         if let Some(log) = std::env::var_os("WARDEN_LOG") {
@@ -115,15 +104,7 @@ impl Worker {
             source,
         })?;
         drop(theirs);
-        let pid = match child.stdout.take() {
-            Some(stdout) => worker_pid(stdout).await?,
-            None => child.id().unwrap_or(0),
-        };
-        // Signals go to the worker through a descriptor of its own, never to a number
-        // another process could have taken after it ended.
-        let process = rustix::process::Pid::from_raw(pid as i32).and_then(|p| {
-            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
-        });
+        let pid = child.id().unwrap_or(0);
         if let Some(stderr) = child.stderr.take() {
             tokio::spawn(relay_stderr(stderr, pid));
         }
@@ -134,8 +115,6 @@ impl Worker {
             })
             .map(|()| Worker {
                 child,
-                pid,
-                process,
                 socket: Socket::Detached(ours),
                 calls: 0,
                 scratch: None,
@@ -162,9 +141,7 @@ impl Worker {
             .set_nonblocking(true)
             .expect("a socket goes non-blocking");
         Worker {
-            pid: child.id().unwrap_or(0),
             child,
-            process: None,
             socket: Socket::Detached(stream),
             calls: 0,
             scratch: None,
@@ -221,9 +198,6 @@ impl Worker {
     }
 
     fn signal(&self, signal: rustix::process::Signal) -> bool {
-        if let Some(process) = &self.process {
-            return rustix::process::pidfd_send_signal(process, signal).is_ok();
-        }
         // Only while the child is not reaped: its pid cannot have been reused.
         let Some(pid) = self
             .child
@@ -238,10 +212,8 @@ impl Worker {
     /// The CPU time the worker process has used, all its threads together, as the
     /// kernel counts it (`/proc/PID/stat`), not as the worker says.
     fn cpu_time(&self) -> Option<Duration> {
-        // Only while the process started is not reaped (the worker's parent, in a PID
-        // namespace, ends as soon as the worker does): its pid cannot have been reused.
-        self.child.id()?;
-        let pid = self.pid;
+        // Only while the child is not reaped (its pid cannot have been reused).
+        let pid = self.child.id()?;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // After the command name, which may hold anything but ends at the last ')':
         // state, then 10 fields up to utime and stime (fields 14 and 15 in proc(5)).
@@ -486,28 +458,6 @@ async fn skip_line(from: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> bool {
                 from.consume(all);
             }
         }
-    }
-}
-
-/// The worker's process id, which its parent in a PID namespace writes first on its
-/// standard output.
-async fn worker_pid(stdout: tokio::process::ChildStdout) -> Result<u32, SandboxError> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
-    let mut line = String::new();
-    let mut reader = tokio::io::BufReader::new(stdout.take(32));
-    let read = tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await;
-    match read {
-        Ok(Ok(_)) => line.trim().parse().map_err(|_| {
-            worker_failed(format!(
-                "the worker's parent did not say which process is the worker (it wrote {line:?})"
-            ))
-        }),
-        Ok(Err(e)) => Err(worker_failed(format!(
-            "cannot read which process is the worker: {e}"
-        ))),
-        Err(_) => Err(worker_failed(format!(
-            "the worker's parent did not say which process is the worker within {START_TIMEOUT:?}"
-        ))),
     }
 }
 
