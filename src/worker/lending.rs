@@ -94,9 +94,10 @@ impl Pool {
         read_only.push(self.warm.owner_dir(&key.share)?);
         read_only.push(key.tool_dir.clone());
         read_only.extend(key.packages.iter().cloned());
-        let number = self
-            .assigned
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Numbered across every pool of this process (a server has one per runtime
+        // flavour): a root named twice would be removed under the other's worker.
+        static ASSIGNED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let number = ASSIGNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let scratch = ScratchRoot::for_worker(&self.home, number)?;
         worker.scratch = Some(ScratchDir(scratch.clone()));
         let assign = ToWorker::Assign {

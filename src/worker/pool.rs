@@ -116,8 +116,6 @@ pub(super) struct Pool {
     /// One preparation at a time (each takes a core for seconds).
     pub(super) preparing: tokio::sync::Mutex<()>,
     pub(super) started: std::sync::atomic::AtomicU64,
-    /// Workers assigned so far: each gets a scratch root of its own, named by it.
-    pub(super) assigned: std::sync::atomic::AtomicU64,
     /// What frames read from workers may hold of the server's memory.
     pub(super) budget: FrameBudget,
     /// How workers enter namespaces of their own, where they can.
@@ -273,7 +271,6 @@ impl Workers {
             spare: tokio::sync::Mutex::new(None),
             preparing: tokio::sync::Mutex::new(()),
             started: std::sync::atomic::AtomicU64::new(0),
-            assigned: std::sync::atomic::AtomicU64::new(0),
             budget: shared.map_or_else(|| FrameBudget::new(config.frame_budget), |(_, b)| b),
             namespaces,
             layers_only,

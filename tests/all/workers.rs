@@ -211,6 +211,51 @@ fn a_killed_server_takes_its_workers_with_it() {
     }
 }
 
+/// Two pools in one process (a server has one per runtime flavour) give their workers
+/// scratch roots of their own: ending one pool's workers (which removes their roots)
+/// leaves the other's calls running.
+#[test]
+fn two_pools_in_one_process_never_share_a_scratch_root() {
+    crate::support::shared_sandbox();
+    let open =
+        || crate::support::workers(warden::sandbox::SandboxConfig::new(crate::support::home()));
+    let (first, second) = (open(), open());
+    let tool = warden::sandbox::ToolFolder::temporary("add.py", ADD).unwrap();
+    let (grants, limits) = (
+        warden::grants::Grants::default(),
+        warden::limits::Limits::default(),
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let call = |workers: &warden::worker::Workers, a: i64| {
+        let arguments = json!({"a": a, "b": 1});
+        let arguments = arguments.as_object().unwrap().clone();
+        let call = warden::sandbox::Call {
+            tool: &tool,
+            function: "add",
+            arguments: &arguments,
+            none_if_omitted: &[],
+            grants: &grants,
+            limits: &limits,
+            packages: None,
+        };
+        runtime
+            .block_on(workers.call_with(call, None, &warden::sandbox::Outbound::default()))
+            .unwrap()
+    };
+    assert_eq!(call(&first, 1).value, Some(json!(2)));
+    assert_eq!(call(&second, 2).value, Some(json!(3)));
+    drop(first);
+    // The first pool's roots are removed off the async runtime: give it a moment.
+    std::thread::sleep(Duration::from_millis(500));
+    for a in 3..6 {
+        let result = call(&second, a);
+        assert_eq!(result.value, Some(json!(a + 1)), "{result:?}");
+    }
+}
+
 /// A call talks to its worker from its own runtime: the worker a call made on one
 /// runtime used serves the next call, made on another after the first one is gone, and
 /// a call polled outside any tokio runtime too (from the pool's own).
