@@ -211,6 +211,33 @@ fn a_killed_server_takes_its_workers_with_it() {
     }
 }
 
+/// `add(a, 1)` through `workers`, with no grant and the default limits.
+async fn add_one(
+    workers: &warden::worker::Workers,
+    tool: &warden::sandbox::ToolFolder,
+    a: i64,
+) -> warden::outcome::CallResult {
+    let arguments = json!({"a": a, "b": 1});
+    let arguments = arguments.as_object().unwrap().clone();
+    let (grants, limits) = (
+        warden::grants::Grants::default(),
+        warden::limits::Limits::default(),
+    );
+    let call = warden::sandbox::Call {
+        tool,
+        function: "add",
+        arguments: &arguments,
+        none_if_omitted: &[],
+        grants: &grants,
+        limits: &limits,
+        packages: None,
+    };
+    workers
+        .call_with(call, None, &warden::sandbox::Outbound::default())
+        .await
+        .unwrap()
+}
+
 /// Two pools in one process (a server has one per runtime flavour) give their workers
 /// scratch roots of their own: ending one pool's workers (which removes their roots)
 /// leaves the other's calls running.
@@ -221,30 +248,12 @@ fn two_pools_in_one_process_never_share_a_scratch_root() {
         || crate::support::workers(warden::sandbox::SandboxConfig::new(crate::support::home()));
     let (first, second) = (open(), open());
     let tool = warden::sandbox::ToolFolder::temporary("add.py", ADD).unwrap();
-    let (grants, limits) = (
-        warden::grants::Grants::default(),
-        warden::limits::Limits::default(),
-    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    let call = |workers: &warden::worker::Workers, a: i64| {
-        let arguments = json!({"a": a, "b": 1});
-        let arguments = arguments.as_object().unwrap().clone();
-        let call = warden::sandbox::Call {
-            tool: &tool,
-            function: "add",
-            arguments: &arguments,
-            none_if_omitted: &[],
-            grants: &grants,
-            limits: &limits,
-            packages: None,
-        };
-        runtime
-            .block_on(workers.call_with(call, None, &warden::sandbox::Outbound::default()))
-            .unwrap()
-    };
+    let call =
+        |workers: &warden::worker::Workers, a: i64| runtime.block_on(add_one(workers, &tool, a));
     assert_eq!(call(&first, 1).value, Some(json!(2)));
     assert_eq!(call(&second, 2).value, Some(json!(3)));
     drop(first);
@@ -265,31 +274,7 @@ fn a_worker_serves_calls_from_runtimes_that_come_and_go() {
     let workers =
         crate::support::workers(warden::sandbox::SandboxConfig::new(crate::support::home()));
     let tool = warden::sandbox::ToolFolder::temporary("add.py", ADD).unwrap();
-    let (grants, limits) = (
-        warden::grants::Grants::default(),
-        warden::limits::Limits::default(),
-    );
-    let call = |a: i64| {
-        let arguments = json!({"a": a, "b": 1});
-        let arguments = arguments.as_object().unwrap().clone();
-        let workers = &workers;
-        let (tool, grants, limits) = (&tool, &grants, &limits);
-        async move {
-            let call = warden::sandbox::Call {
-                tool,
-                function: "add",
-                arguments: &arguments,
-                none_if_omitted: &[],
-                grants,
-                limits,
-                packages: None,
-            };
-            workers
-                .call_with(call, None, &warden::sandbox::Outbound::default())
-                .await
-                .unwrap()
-        }
-    };
+    let call = |a: i64| add_one(&workers, &tool, a);
     for a in 0..3 {
         let runtime = if a % 2 == 0 {
             tokio::runtime::Builder::new_current_thread()

@@ -427,7 +427,10 @@ impl Step<'_> {
         } else {
             let confinement = host.confinement(self.work);
             let mut c = confine::exec_command(&host.warden, &confinement, Path::new("/bin/bash"))
-                .map_err(|e| BuildError::NoShell(std::io::Error::other(e.to_string())))?;
+                .map_err(|e| BuildError::Unconfined {
+                flavour: Flavour::Pydantic,
+                reason: e.to_string(),
+            })?;
             c.arg(&script).env_clear().envs(host.env(self.work));
             c
         };
