@@ -40,7 +40,6 @@ del _warden_outbound
 import traceback as _traceback  # noqa: F401
 import linecache as _linecache  # noqa: F401
 import tokenize as _tokenize  # noqa: F401
-from collections.abc import MutableMapping as _MutableMapping
 
 # The `warden` module (runtime/warden.py, loaded just before this file) and the door,
 # held privately: the tool may replace module attributes.
@@ -59,6 +58,7 @@ from _warden_bind import (  # noqa: E402
     typed_arguments,
 )
 from _warden_encode import _Unserializable, to_json  # noqa: E402
+import _warden_warm as _warm  # noqa: E402
 try:
     import _host
 
@@ -182,7 +182,7 @@ def _begin(call, os, sys):
     # the instance that built it.
     os.environ.clear()
     os.environ.update(request["env"])
-    _fresh_state(call.loaded)
+    _warm.fresh_state(call.loaded)
 
     # Progress and log records go through the door only when the caller asked for them
     # (the host checks again: it forwards nothing that was not asked for).
@@ -411,87 +411,13 @@ def _frame_writer(nonce, sys, write_fd, dumps):
     return emit
 
 
-def _fresh_state(loaded):
-    # State that modules seed once, at import: in a snapshot (Warden's own, or a tool's
-    # warm state) it would be the same in every call. Reseed it from os.urandom and the
-    # clock, per call.
-    random = loaded("random")
-    if random is not None:
-        random.seed()  # from os.urandom, in C
-    numpy_random = loaded("numpy.random")
-    if numpy_random is not None:
-        numpy_random.seed()  # numpy's global RandomState, from the OS's entropy
-    tempfile = loaded("tempfile")
-    if tempfile is not None:
-        tempfile._name_sequence = None  # a new random name sequence
-    logging = loaded("logging")
-    if logging is not None:
-        import time
-
-        logging._startTime = time.time_ns() if isinstance(logging._startTime, int) else time.time()
-
-
-class _WatchedEnviron(_MutableMapping):
-    # os.environ while a tool's module-level code runs for a warm state: that instance
-    # has no granted variables, so the tool's own code reading the environment at import
-    # would see values other than a call's. Such a read marks the tool as not warmable.
-    # (Libraries the tool imports see the base environment, as documented.) A mapping,
-    # like os.environ, that delegates to the real one: code keeping a reference to it
-    # reads each call's variables later.
-    def __init__(self, real, module_path):
-        self.real = real
-        self.module_path = module_path
-        self.read = False
-
-    def _saw(self):
-        import sys
-
-        frame = sys._getframe(2)
-        while frame is not None and frame.f_code.co_filename.endswith(
-            ("/os.py", "<frozen os>", "/warden/harness.py", "/_collections_abc.py",
-             "<frozen _collections_abc>")
-        ):
-            frame = frame.f_back
-        if frame is not None and frame.f_code.co_filename == self.module_path:
-            self.read = True
-
-    def __getitem__(self, key):
-        self._saw()
-        return self.real[key]
-
-    def __iter__(self):
-        self._saw()
-        return iter(self.real)
-
-    def __len__(self):
-        self._saw()
-        return len(self.real)
-
-    def __contains__(self, key):
-        self._saw()
-        return key in self.real
-
-    def __setitem__(self, key, value):
-        self.real[key] = value
-
-    def __delitem__(self, key):
-        del self.real[key]
-
-    def copy(self):
-        self._saw()
-        return self.real.copy()
-
-    def __repr__(self):
-        self._saw()
-        return repr(self.real)
-
-
 def _warden_prepare():
-    # Builds a tool's warm state (src/sandbox/warm.rs): imports the tool once, in an
-    # instance with no grants, no secrets and no arguments, whose memory then becomes
-    # the starting point of every call of that tool version. Reads {"nonce", "module",
-    # "packages"} from stdin and answers with a frame: ok, or tool_error when the
-    # module-level code raised or read the environment (the tool then runs cold).
+    # Builds a tool's warm state (src/sandbox/warm.rs; runtime/warm.py): imports the
+    # tool once, in an instance with no grants, no secrets and no arguments, whose
+    # memory then becomes the starting point of every call of that tool version. Reads
+    # {"nonce", "module", "packages"} from stdin and answers with a frame: ok, or
+    # tool_error when the module-level code raised or read the environment (the tool
+    # then runs cold).
     import gc
     import json
     import os
@@ -500,88 +426,20 @@ def _warden_prepare():
     request = json.loads(sys.stdin.buffer.read())
     module_path = request["module"]
     emit = _frame_writer(request["nonce"], sys, os.write, json.dumps)
-
-    def refuse(kind, message, trace=""):
-        emit({"status": "tool_error", "error": {"type": kind, "message": message[:16000], "traceback": trace[-16000:]}})
-
     site = request.get("packages")
     if site and site not in sys.path:
         sys.path.append(site)
         _prefer_installed(sys, site)
-
-    module = type(sys)("__warden_tool__")
-    module.__file__ = module_path
-    sys.modules["__warden_tool__"] = module
-    real = os.environ
-    watched = _WatchedEnviron(real, module_path)
-    os.environ = watched
-    try:
-        with open(module_path, "rb") as f:
-            data = f.read()
-        code = compile(data, module_path, "exec")
-        # The tool's lines, kept in the warm state for tracebacks: cached with no
-        # modification time to check, a failing call reads no file for them.
-        _linecache.cache[module_path] = (
-            len(data), None, data.decode("utf-8", "replace").splitlines(True), module_path
-        )
-        exec(code, module.__dict__)
-    except BaseException as exc:
-        os.environ = real
-        del sys.modules["__warden_tool__"]
-        return refuse(type(exc).__name__, str(exc), "".join(_traceback.format_exception(exc)))
-    finally:
-        os.environ = real
-    if watched.read:
-        del sys.modules["__warden_tool__"]
-        return refuse(
-            "ReadsEnvironment",
-            "the module-level code reads os.environ, whose values differ per call",
-        )
-    # numpy loads numpy.random on first use; tools use it in their functions. Load it
-    # now, so calls do not pay that import (each call reseeds it, see _fresh_state).
-    if "numpy" in sys.modules and "numpy.random" not in sys.modules:
-        try:
-            import numpy.random  # noqa: F401
-        except Exception:
-            pass
-    if "matplotlib.pyplot" in sys.modules:
-        _warm_matplotlib(sys.modules)
+    refused = _warm.import_tool(module_path, sys, os, _linecache, _traceback)
+    if refused is not None:
+        return emit({"status": "tool_error", "error": refused})
+    _warm.warm_libraries(sys.modules)
     _WARM["module"] = module_path
     # Everything alive now is part of the warm state: keep the collector off it, so a
     # call does not write to its pages (copy-on-write friendly; CPython's gc.freeze).
     gc.collect()
     gc.freeze()
     emit({"status": "ok", "value": None})
-
-
-def _warm_matplotlib(modules):
-    # A tool that imports pyplot draws charts: its first figure in a process fills
-    # matplotlib's caches (font lookups, text layout, the Agg renderer's state), which
-    # cost a call about as much as its own chart. Draw one here, once, so that every
-    # call starts with them. The fonts themselves are let go: a font object reads its
-    # file through a descriptor that no later instance has.
-    pyplot = modules["matplotlib.pyplot"]
-    try:
-        import io
-
-        figure = pyplot.figure(figsize=(2, 1.5), dpi=50)
-        axes = figure.add_subplot()
-        axes.bar([0, 1], [1, 2], label="a")
-        axes.plot([0, 1], [2, 1])
-        axes.set_title("warm")
-        axes.set_xlabel("x")
-        axes.legend()
-        figure.savefig(io.BytesIO(), format="png")
-        pyplot.close(figure)
-    except Exception:
-        pass
-    finally:
-        font_manager = modules.get("matplotlib.font_manager")
-        if font_manager is not None:
-            try:
-                font_manager._get_font.cache_clear()
-            except Exception:
-                pass
 
 
 def run_async(awaitable):

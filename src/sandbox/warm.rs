@@ -8,9 +8,9 @@
 //!
 //! 1. Instantiate Warden's snapshot with **no grants**: only the runtime's folders, the
 //!    tool's folder and its packages, no granted variable, no argument.
-//! 2. Run `_warden_prepare()` (`runtime/harness.py`): import the tool, refuse if its own
-//!    module-level code read `os.environ` (a call's variables differ), freeze the
-//!    collector's objects.
+//! 2. Run `_warden_prepare()` (`runtime/harness.py`, with `runtime/warm.py`): import
+//!    the tool, refuse if its own module-level code read `os.environ` (a call's
+//!    variables differ), freeze the collector's objects.
 //! 3. Make wasi-libc forget the folders it has seen, so each call reads its own.
 //! 4. Read the instance's memory and its mutable globals, through the exports
 //!    [`super::state_exports`] added, and keep only the memory's difference from the

@@ -1,4 +1,4 @@
-"""_warden_outbound (runtime/outbound.py) and _warden_ssl (runtime/ssl_standin.py) under
+"""_warden_http_client (runtime/http_client.py) and _warden_ssl (runtime/ssl_standin.py) under
 the host's CPython: the requests http.client writes, taken apart as the door's frames
 need them, against fixture files; the stand-in `ssl`."""
 
@@ -6,7 +6,7 @@ import json
 import pathlib
 import unittest
 
-import _warden_outbound as outbound
+import _warden_http_client as http_client
 import _warden_ssl
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -27,8 +27,8 @@ class Requests(unittest.TestCase):
         for path, raw, expected in self.fixtures():
             with self.subTest(path.name):
                 buffer = bytearray(raw)
-                head = outbound._parse_head(buffer)
-                method, target, headers, body = outbound._take_request(buffer, head, True)
+                head = http_client._parse_head(buffer)
+                method, target, headers, body = http_client._take_request(buffer, head, True)
                 self.assertEqual(
                     {"method": method, "target": target,
                      "headers": [list(h) for h in headers], "body": body.decode()},
@@ -41,15 +41,15 @@ class Requests(unittest.TestCase):
             for cut in (10, len(raw) - 2):
                 with self.subTest(path.name, cut=cut):
                     buffer = bytearray(raw[:cut])
-                    head = outbound._parse_head(buffer)
-                    self.assertIsNone(outbound._take_request(buffer, head, True))
+                    head = http_client._parse_head(buffer)
+                    self.assertIsNone(http_client._take_request(buffer, head, True))
                     self.assertEqual(bytes(buffer), raw[:cut])
 
     def test_a_chunked_body_is_read_whole_or_not_at_all(self):
         body = bytearray(b"3\r\nabc\r\n0\r\nTrailer: x\r\n\r\n")
-        self.assertEqual(outbound._dechunk(body, 0), (b"abc", len(body)))
-        self.assertIsNone(outbound._dechunk(bytearray(b"3\r\nab"), 0))
-        self.assertIsNone(outbound._dechunk(bytearray(b"zz\r\nab\r\n"), 0))
+        self.assertEqual(http_client._dechunk(body, 0), (b"abc", len(body)))
+        self.assertIsNone(http_client._dechunk(bytearray(b"3\r\nab"), 0))
+        self.assertIsNone(http_client._dechunk(bytearray(b"zz\r\nab\r\n"), 0))
 
 
 class SslStandIn(unittest.TestCase):

@@ -42,6 +42,12 @@ pub const GUEST_MODULES: &[GuestModule] = &[
         file: "/warden/outbound.py",
         source: include_str!("../../../runtime/outbound.py"),
     },
+    // Its http.client and urllib.request half, applied by the outbound finder.
+    GuestModule {
+        name: "_warden_http_client",
+        file: "/warden/http_client.py",
+        source: include_str!("../../../runtime/http_client.py"),
+    },
     // Its requests and httpx halves, applied by the outbound finder.
     GuestModule {
         name: "_warden_http_libraries",
@@ -71,6 +77,12 @@ pub const GUEST_MODULES: &[GuestModule] = &[
         name: "_warden_encode",
         file: "/warden/encode.py",
         source: include_str!("../../../runtime/encode.py"),
+    },
+    // A tool's warm state: its import, the libraries' first work, per-call reseeding.
+    GuestModule {
+        name: "_warden_warm",
+        file: "/warden/warm.py",
+        source: include_str!("../../../runtime/warm.py"),
     },
 ];
 
