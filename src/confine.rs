@@ -82,6 +82,11 @@ pub struct Confinement {
     pub tcp_connect: Vec<u16>,
     /// What the seccomp filter allows.
     pub profile: Profile,
+    /// First narrow the process's mount view to `read_only`, `read_write` and its own
+    /// descriptors' folder, `/proc/self/fd` ([`narrow`]): for a process in a mount namespace of its own whose user namespace
+    /// it holds `CAP_SYS_ADMIN` in (a worker the server started in namespaces).
+    #[serde(default)]
+    pub narrow_view: bool,
 }
 
 /// The seccomp filter of a confined process.
@@ -268,6 +273,22 @@ impl Confinement {
                 let writable: Vec<&Path> = self.read_write.iter().map(PathBuf::as_path).collect();
                 view::enter(&writable)?;
             }
+            if self.narrow_view {
+                // And the process's own descriptors, through which it reopens folders
+                // it holds (a WASI preopen takes a path).
+                let read_only = self
+                    .read_only
+                    .iter()
+                    .map(PathBuf::as_path)
+                    .chain([Path::new("/proc/self/fd")])
+                    .collect::<Vec<_>>();
+                let read_write = self
+                    .read_write
+                    .iter()
+                    .map(PathBuf::as_path)
+                    .collect::<Vec<_>>();
+                view::narrow(&read_only, &read_write, folders)?;
+            }
             let landlock_abi = if landlock {
                 ruleset::landlock(self, folders)?
             } else {
@@ -399,7 +420,7 @@ mod ruleset;
 #[cfg(target_os = "linux")]
 mod view;
 #[cfg(target_os = "linux")]
-pub use view::{INNER_ID, drop_capabilities};
+pub use view::{INNER_ID, drop_capabilities, drop_capabilities_but, narrow};
 
 /// The threads of this process, from `/proc/self/status`.
 #[cfg(target_os = "linux")]

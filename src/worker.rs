@@ -15,9 +15,10 @@
 //!   up. A guest's outbound requests and its turns at the cores become questions to
 //!   the server, which checks and answers them exactly as for a call in its own process.
 //! - [`namespaces`]: the third layer, namespaces of the worker's own where the kernel
-//!   allows them.
+//!   allows them (and with them a mount view of its own folders, `crate::confine::narrow`).
 //! - `process.rs`: a worker process as the server sees it (start, `load`, `assign`,
-//!   end); `call.rs`: one call served (the worker's questions answered, its death
+//!   end); `stderr.rs`: what it writes to stderr, relayed into the server's log;
+//!   `call.rs`: one call served (the worker's questions answered, its death
 //!   turned into the call's `crashed` or `timeout` result).
 //! - [`pool`]: the server's side: [`Workers`] starts workers, lends each to calls of one
 //!   key only (`key.rs`: a tenant, a tool, a set of folders: a worker never serves two
@@ -39,6 +40,7 @@ pub mod namespaces;
 pub mod pool;
 mod prepare;
 mod process;
+mod stderr;
 pub mod wire;
 
 pub use child::main;

@@ -77,7 +77,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub cores: Option<NonZeroUsize>,
     /// Refuse to start unless workers can run in namespaces of their own (user,
-    /// network, IPC, UTS, mount). Without it, where the kernel does not allow
+    /// network, IPC, UTS, mount, PID). Without it, where the kernel does not allow
     /// unprivileged user namespaces, workers run without that layer (Landlock and
     /// seccomp still hold) and /readyz's `layers` leaves `namespaces` out.
     #[arg(long)]

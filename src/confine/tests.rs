@@ -145,6 +145,7 @@ impl Fixture {
             read_write: vec![self.path("rw")],
             tcp_connect: vec![Fixture::port(&self.granted)],
             profile,
+            narrow_view: false,
         }
     }
 }
@@ -431,6 +432,7 @@ fn the_exec_command_carries_the_policy() {
         read_write: vec!["/tmp/x".into()],
         tcp_connect: vec![443],
         profile: Profile::Exec,
+        narrow_view: false,
     };
     let cmd = exec_command(Path::new("/bin/warden"), &c, Path::new("/usr/bin/python3")).unwrap();
     let mut args: Vec<_> = cmd.get_args().map(ToOwned::to_owned).collect();

@@ -1,13 +1,16 @@
-//! [`Profile::Build`](super::Profile::Build)'s own view of the machine: new user and
-//! mount namespaces in which every mount is read-only and set-user-id-free, but for the
-//! read-write trees, and the process runs as [`INNER_ID`] mapped to the user who started
-//! it (no capability, on the host or in the namespace, once it executes a program).
+//! Views of the machine narrowed with mount namespaces, where Landlock is not enough.
 //!
-//! Landlock governs which files a process opens, creates, removes or truncates, not
-//! changes of mode, owner or times by path: a build (which must `chmod +x` its own
-//! scripts) could otherwise change those of any file its user owns, or, run as root, of
-//! any file on the machine. In this view such a change outside the read-write trees
-//! fails with `EROFS`, and the host is as it was when the build ends.
+//! - [`enter`], [`Profile::Build`](super::Profile::Build)'s: new user and mount
+//!   namespaces in which every mount is read-only and set-user-id-free, but for the
+//!   read-write trees, and the process runs as [`INNER_ID`] mapped to the user who
+//!   started it (no capability, on the host or in the namespace, once it executes a
+//!   program). Landlock governs which files a process opens, creates, removes or
+//!   truncates, not changes of mode, owner or times by path: a build (which must `chmod
+//!   +x` its own scripts) could otherwise change those of any file its user owns, or,
+//!   run as root, of any file on the machine. In this view such a change outside the
+//!   read-write trees fails with `EROFS`, and the host is as it was when the build ends.
+//! - [`narrow`], a worker's: an empty root holding only the folders its Landlock
+//!   ruleset allows, at their own paths; nothing else of the host is there to find.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -41,11 +44,7 @@ pub(super) fn enter(read_write: &[&Path]) -> Result<(), ConfineError> {
     write_proc("/proc/self/uid_map", &format!("{INNER_ID} {uid} 1"))?;
     write_proc("/proc/self/gid_map", &format!("{INNER_ID} {gid} 1"))?;
     // Nothing done here reaches the host's mounts, nor theirs this view.
-    rustix::mount::mount_change(
-        "/",
-        rustix::mount::MountPropagationFlags::PRIVATE | rustix::mount::MountPropagationFlags::REC,
-    )
-    .map_err(|e| namespace_error(format!("cannot make the mounts private: {e}")))?;
+    make_private()?;
     // Writable copies of the read-write trees, taken before the tree turns read-only.
     let mut copies = Vec::new();
     for path in read_write {
@@ -59,17 +58,191 @@ pub(super) fn enter(read_write: &[&Path]) -> Result<(), ConfineError> {
         None,
         Path::new("/"),
         libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+        true,
     )?;
     for (path, copy) in copies {
-        set_attributes(Some(&copy), path, libc::MOUNT_ATTR_NOSUID)?;
+        set_attributes(Some(&copy), path, libc::MOUNT_ATTR_NOSUID, true)?;
         move_onto(&copy, path)?;
     }
     drop_capabilities()
 }
 
+/// Narrows the view of the calling process, in a mount namespace of its own whose
+/// user namespace it holds `CAP_SYS_ADMIN` in, to an empty, read-only root that holds
+/// only `read_only` (read-only) and `read_write` (writable), each at its own path
+/// (those that do not exist are left out); none lets a set-user-id bit or a device
+/// work. The host's other mounts are let go: no path leads to them any more, only
+/// descriptors opened before. Then drops every capability.
+///
+/// This is what a worker's Landlock ruleset allows, as a view: a file Landlock would
+/// refuse is not there to open, and what Landlock does not govern by path (`stat`,
+/// `readlink`, `chmod`, ...) finds nothing outside either.
+pub fn narrow(
+    read_only: &[&Path],
+    read_write: &[&Path],
+    folders: &super::Folders<'_>,
+) -> Result<(), ConfineError> {
+    use rustix::mount::MoveMountFlags;
+    make_private()?;
+    // Copies of the kept trees, taken while their paths still lead to them.
+    let mut kept: Vec<(std::borrow::Cow<'_, Path>, OwnedFd, bool)> = Vec::new();
+    let fixed = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+    for (paths, attributes) in [
+        (read_only, fixed | libc::MOUNT_ATTR_RDONLY),
+        (read_write, fixed),
+    ] {
+        for path in paths {
+            let Ok(meta) = std::fs::metadata(path) else {
+                continue;
+            };
+            let copy = open_tree_copy(path)?;
+            set_attributes(Some(&copy), path, attributes, true)?;
+            kept.push(((*path).into(), copy, meta.is_dir()));
+        }
+    }
+    // Folders held open: copied from the descriptor (the folder admitted, whatever its
+    // path names now) and mounted where that folder is.
+    for (fds, attributes) in [
+        (&folders.read_only, fixed | libc::MOUNT_ATTR_RDONLY),
+        (&folders.read_write, fixed),
+    ] {
+        for fd in fds {
+            let Some(path) = held_path(*fd) else {
+                continue;
+            };
+            let copy = rustix::mount::open_tree(
+                fd,
+                "",
+                rustix::mount::OpenTreeFlags::OPEN_TREE_CLONE
+                    | rustix::mount::OpenTreeFlags::OPEN_TREE_CLOEXEC
+                    | rustix::mount::OpenTreeFlags::AT_RECURSIVE
+                    | rustix::mount::OpenTreeFlags::AT_EMPTY_PATH,
+            )
+            .map_err(|e| path_error(&path, "cannot copy its mount", e))?;
+            set_attributes(Some(&copy), &path, attributes, true)?;
+            kept.push((path.into(), copy, true));
+        }
+    }
+    // The new root is attached over a kept folder (copied already), the first
+    // writable one, until it becomes the root.
+    let attach = read_write
+        .iter()
+        .chain(read_only)
+        .find(|path| kept.iter().any(|(kept, _, dir)| kept == *path && *dir))
+        .copied()
+        .ok_or_else(|| namespace_error("a narrowed view needs at least one folder".into()))?;
+    // Outer trees first: a kept path inside another is mounted over its copy.
+    kept.sort_by_key(|(path, ..)| path.components().count());
+    let root = empty_root()?;
+    rustix::mount::move_mount(
+        &root,
+        "",
+        rustix::fs::CWD,
+        attach,
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+    )
+    .map_err(|e| path_error(attach, "cannot mount the new root over it", e))?;
+    for (path, copy, dir) in &kept {
+        let inside = path.strip_prefix("/").unwrap_or(path);
+        make_path(&root, inside, *dir).map_err(|e| path_error(path, "cannot make its place", e))?;
+        rustix::mount::move_mount(
+            copy,
+            "",
+            &root,
+            inside,
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+        .map_err(|e| path_error(path, "cannot mount its copy", e))?;
+    }
+    set_attributes(
+        Some(&root),
+        Path::new("/"),
+        fixed | libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOEXEC,
+        false,
+    )?;
+    // The new root becomes the root; the old one, stacked on it, is let go.
+    let pivot =
+        |e: rustix::io::Errno| namespace_error(format!("cannot make the new root the root: {e}"));
+    rustix::process::fchdir(&root).map_err(pivot)?;
+    rustix::process::pivot_root(".", ".").map_err(pivot)?;
+    rustix::mount::unmount(".", rustix::mount::UnmountFlags::DETACH).map_err(pivot)?;
+    rustix::process::chdir("/").map_err(pivot)?;
+    drop_capabilities()
+}
+
+/// Where the folder `fd` names is now (the kernel's path for it), if it has a place.
+fn held_path(fd: std::os::fd::BorrowedFd<'_>) -> Option<std::path::PathBuf> {
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    (path.is_absolute() && path.is_dir()).then_some(path)
+}
+
+/// Nothing done in this mount namespace reaches the host's mounts, nor theirs it.
+fn make_private() -> Result<(), ConfineError> {
+    rustix::mount::mount_change(
+        "/",
+        rustix::mount::MountPropagationFlags::PRIVATE | rustix::mount::MountPropagationFlags::REC,
+    )
+    .map_err(|e| namespace_error(format!("cannot make the mounts private: {e}")))
+}
+
+/// A new, detached, empty tmpfs (read-only once the view is made), readable by all.
+fn empty_root() -> Result<OwnedFd, ConfineError> {
+    use rustix::mount::{FsMountFlags, FsOpenFlags, MountAttrFlags};
+    let made = (|| {
+        let fs = rustix::mount::fsopen("tmpfs", FsOpenFlags::FSOPEN_CLOEXEC)?;
+        rustix::mount::fsconfig_set_string(&fs, "mode", "0755")?;
+        rustix::mount::fsconfig_set_string(&fs, "size", "1m")?;
+        rustix::mount::fsconfig_create(&fs)?;
+        rustix::mount::fsmount(&fs, FsMountFlags::FSMOUNT_CLOEXEC, MountAttrFlags::empty())
+    })();
+    made.map_err(|e| namespace_error(format!("cannot make an empty root: {e}")))
+}
+
+/// Makes `inside` (relative) under `root`: its folders, and for a file an empty file
+/// to mount on. What exists already (inside a kept tree mounted before) is used.
+fn make_path(root: &OwnedFd, inside: &Path, dir: bool) -> rustix::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let mut at: Option<OwnedFd> = None;
+    let mut parts = inside.components().peekable();
+    while let Some(part) = parts.next() {
+        let last = parts.peek().is_none();
+        let base = at.as_ref().unwrap_or(root);
+        let name = part.as_os_str();
+        if last && !dir {
+            let made = rustix::fs::openat(
+                base,
+                name,
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::from_raw_mode(0o644),
+            );
+            return match made {
+                Ok(_) | Err(rustix::io::Errno::EXIST) => Ok(()),
+                Err(e) => Err(e),
+            };
+        }
+        match rustix::fs::mkdirat(base, name, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e),
+        }
+        at = Some(rustix::fs::openat(
+            base,
+            name,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )?);
+    }
+    Ok(())
+}
+
 /// Drops every capability: the bounding set (so none can come back), the ambient,
 /// effective, permitted and inheritable sets.
 pub fn drop_capabilities() -> Result<(), ConfineError> {
+    drop_capabilities_but(rustix::thread::CapabilitySet::empty())
+}
+
+/// Drops every capability but `kept` (from the effective and permitted sets; it is gone
+/// from the bounding, ambient and inheritable sets too, so it is lost at an exec).
+pub fn drop_capabilities_but(kept: rustix::thread::CapabilitySet) -> Result<(), ConfineError> {
     use rustix::thread::{CapabilitySet, CapabilitySets};
     for number in 0..64 {
         let capability = CapabilitySet::from_bits_retain(1 << number);
@@ -88,12 +261,12 @@ pub fn drop_capabilities() -> Result<(), ConfineError> {
     }
     rustix::thread::clear_ambient_capability_set()
         .map_err(|e| namespace_error(format!("cannot clear the ambient capabilities: {e}")))?;
-    let none = CapabilitySets {
-        effective: CapabilitySet::empty(),
-        permitted: CapabilitySet::empty(),
+    let left = CapabilitySets {
+        effective: kept,
+        permitted: kept,
         inheritable: CapabilitySet::empty(),
     };
-    rustix::thread::set_capabilities(None, none)
+    rustix::thread::set_capabilities(None, left)
         .map_err(|e| namespace_error(format!("cannot drop the capabilities: {e}")))
 }
 
@@ -127,12 +300,18 @@ fn open_tree_copy(path: &Path) -> Result<OwnedFd, ConfineError> {
     .map_err(|e| path_error(path, "cannot copy its mount", e))
 }
 
-/// Sets `attributes` on the mounts at and beneath `path`, or of the detached tree `fd`.
+/// Sets `attributes` on the mount at `path`, or of the detached tree `fd`, and with
+/// `recursive` on every mount beneath it.
 #[expect(
     unsafe_code,
     reason = "mount_setattr has no wrapper in the crates Warden uses"
 )]
-fn set_attributes(fd: Option<&OwnedFd>, path: &Path, attributes: u64) -> Result<(), ConfineError> {
+fn set_attributes(
+    fd: Option<&OwnedFd>,
+    path: &Path,
+    attributes: u64,
+    recursive: bool,
+) -> Result<(), ConfineError> {
     let attr = libc::mount_attr {
         attr_set: attributes,
         attr_clr: 0,
@@ -149,7 +328,11 @@ fn set_attributes(fd: Option<&OwnedFd>, path: &Path, attributes: u64) -> Result<
             libc::SYS_mount_setattr,
             dirfd,
             name.as_ptr(),
-            flags | libc::AT_RECURSIVE,
+            if recursive {
+                flags | libc::AT_RECURSIVE
+            } else {
+                flags
+            },
             &attr as *const libc::mount_attr,
             std::mem::size_of::<libc::mount_attr>(),
         )

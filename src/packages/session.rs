@@ -181,6 +181,7 @@ impl PipSession {
                 read_write: vec![home_path],
                 tcp_connect: Vec::new(),
                 profile: Profile::Exec,
+                narrow_view: false,
             },
         };
         let config = session.config()?;

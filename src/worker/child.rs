@@ -59,6 +59,11 @@ impl Channel {
 /// The worker's main: `warden __worker`, with its socket at `SOCKET_FD`. Returns the
 /// process's exit code.
 pub fn main() -> u8 {
+    if let Some(ended) = super::namespaces::start_as_init() {
+        return ended;
+    }
+    #[cfg(feature = "escape-hatch")]
+    super::escape::note_host_pid();
     if let Err(reason) = confinement::harden(SOCKET_FD as u32) {
         eprintln!("warden __worker: {reason}");
         return 2;

@@ -32,6 +32,8 @@ pub fn apply(
         read_write: vec![scratch.to_owned()],
         tcp_connect: Vec::new(),
         profile: Profile::Worker,
+        // In namespaces of its own, what the worker may reach is all its view holds.
+        narrow_view: super::namespaces::entered(),
     };
     // The breach table's runs, layer by layer: only in test builds, where the pool
     // names the layers a worker keeps.
@@ -54,7 +56,8 @@ pub const TEST_LAYERS: &str = "WARDEN_TEST_LAYERS";
 /// otherwise hand root's powers to code that escaped WebAssembly.
 ///
 /// - every capability dropped: the bounding set (so none can come back), the ambient,
-///   effective, permitted and inheritable sets;
+///   effective, permitted and inheritable sets (in namespaces of its own, all but
+///   `CAP_SYS_ADMIN` there, until [`apply`] has narrowed its view);
 /// - not dumpable: no core file (its memory holds other calls' secrets' placeholders and
 ///   a tenant's data), no `ptrace` or `/proc/PID/mem` by processes of the same user;
 ///   `RLIMIT_CORE` 0 as well;
@@ -103,7 +106,15 @@ pub fn harden(socket_fd: u32) -> Result<(), String> {
     }
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(|e| format!("cannot make the worker undumpable: {e}"))?;
-    crate::confine::drop_capabilities().map_err(|e| e.to_string())
+    // In namespaces of its own, CAP_SYS_ADMIN there (worth nothing outside) stays until
+    // the worker has narrowed its mount view to its folders ([`apply`]): only Warden's
+    // own code runs before.
+    let kept = if super::namespaces::entered() {
+        rustix::thread::CapabilitySet::SYS_ADMIN
+    } else {
+        rustix::thread::CapabilitySet::empty()
+    };
+    crate::confine::drop_capabilities_but(kept).map_err(|e| e.to_string())
 }
 
 /// Descriptors a worker may hold: the runtime's, its calls' files (each call at most

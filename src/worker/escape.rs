@@ -30,9 +30,9 @@ enum Operation {
     Udp(String),
     /// Connect to a Unix socket.
     Unix(String),
-    /// Send SIGCONT to a process (0: the worker's parent, the server).
+    /// Send SIGCONT to a process (0: the worker's parent, if it sees one).
     Signal(i32),
-    /// Attach to a process with ptrace (0: the server).
+    /// Attach to a process with ptrace (0: the worker's parent, if it sees one).
     Ptrace(i32),
     /// Make a symbolic link at `link` naming `target`.
     Symlink {
@@ -50,14 +50,19 @@ enum Operation {
     },
     /// Set a file's times by path (to the epoch), as `utimensat` with a path does.
     Touch(String),
+    /// Whether anything is at a path (`lstat`, which Landlock does not govern).
+    Exists(String),
     /// Take a read lease on a file (whoever opens it for writing then waits).
     Lease(String),
     /// Write a line to the worker's stderr.
     Stderr(String),
     /// Write a frame of the worker's own making on its socket to the server.
     Forge(Forged),
-    /// The worker's process id.
+    /// The worker's process id, as the host sees it (noted when it started: its
+    /// narrowed view has no `/proc` of the host's to ask).
     Pid,
+    /// The worker's process id, as it sees itself (`getpid`: 1 in a PID namespace).
+    OwnPid,
     /// A risky system call with the arguments the worker's filter refuses:
     /// `futex_lock_pi`, `membarrier_global`, `memfd_hugetlb`, `sendmsg`.
     Risky(String),
@@ -105,11 +110,29 @@ pub fn answer(frame: &[u8]) -> Option<Vec<u8>> {
     Some(outcome.to_string().into_bytes())
 }
 
-fn server(pid: i32) -> i32 {
+/// `pid`, or for 0 the worker's parent as the worker sees it: none in a PID namespace
+/// of its own (`getppid` is 0 there), where the tests name the server by its number.
+/// The worker's process id as the host sees it ([`note_host_pid`]).
+static HOST_PID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
+/// Notes the worker's process id as the host sees it (`/proc/self`, while the host's
+/// `/proc` is in view), for the `pid` operation.
+pub fn note_host_pid() {
+    if let Some(pid) = std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|link| link.to_string_lossy().parse().ok())
+    {
+        let _ = HOST_PID.set(pid);
+    }
+}
+
+fn server(pid: i32) -> Result<i32, String> {
     if pid == 0 {
-        rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get())
+        rustix::process::getppid()
+            .map(|p| p.as_raw_nonzero().get())
+            .ok_or_else(|| "no parent in sight: the worker is PID 1 of its namespace".into())
     } else {
-        pid
+        Ok(pid)
     }
 }
 
@@ -153,12 +176,13 @@ fn run(op: &Operation) -> Result<Value, String> {
             Ok(json!("connected"))
         }
         Operation::Signal(pid) => {
-            let pid = rustix::process::Pid::from_raw(server(*pid)).ok_or("no such process")?;
+            let pid = rustix::process::Pid::from_raw(server(*pid)?).ok_or("no such process")?;
             rustix::process::kill_process(pid, rustix::process::Signal::CONT)
                 .map_err(|errno| errno.to_string())?;
             Ok(json!("signalled"))
         }
-        Operation::Ptrace(pid) => ptrace(server(*pid)),
+        Operation::Ptrace(pid) => ptrace(server(*pid)?),
+        Operation::Exists(path) => Ok(json!(std::fs::symlink_metadata(path).is_ok())),
         Operation::Touch(path) => {
             let epoch = rustix::fs::Timestamps {
                 last_access: rustix::fs::Timespec {
@@ -191,7 +215,11 @@ fn run(op: &Operation) -> Result<Value, String> {
             Ok(json!("written"))
         }
         Operation::Forge(forged) => forge(forged),
-        Operation::Pid => Ok(json!(std::process::id())),
+        Operation::Pid => HOST_PID
+            .get()
+            .map(|pid| json!(pid))
+            .ok_or_else(|| "the worker did not note its process id when it started".into()),
+        Operation::OwnPid => Ok(json!(std::process::id())),
         Operation::Risky(name) => risky(name),
         Operation::Spin { threads, ms } => {
             let until = std::time::Instant::now() + std::time::Duration::from_millis(*ms);

@@ -21,7 +21,13 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One worker process and its socket.
 pub(super) struct Worker {
+    /// The process started: the worker itself, or in a PID namespace its parent
+    /// (`namespaces::start_as_init`), whose end ends the worker.
     child: Child,
+    /// The worker's own process id, as the server sees it.
+    pid: u32,
+    /// The worker's process, for signals (`pidfd`); none if the kernel has no pidfds.
+    process: Option<std::os::fd::OwnedFd>,
     socket: Socket,
     /// Calls it has run.
     pub(super) calls: u32,
@@ -82,7 +88,12 @@ impl Worker {
             .arg("__worker")
             .env_clear()
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            // In namespaces, the worker's parent says there which process is the worker.
+            .stdout(if namespaces.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         if let Some(log) = std::env::var_os("WARDEN_LOG") {
@@ -104,9 +115,17 @@ impl Worker {
             source,
         })?;
         drop(theirs);
-        let pid = child.id().unwrap_or(0);
+        let pid = match child.stdout.take() {
+            Some(stdout) => worker_pid(stdout).await?,
+            None => child.id().unwrap_or(0),
+        };
+        // Signals go to the worker through a descriptor of its own, never to a number
+        // another process could have taken after it ended.
+        let process = rustix::process::Pid::from_raw(pid as i32).and_then(|p| {
+            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+        });
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(relay_stderr(stderr, pid));
+            tokio::spawn(super::stderr::relay_stderr(stderr, pid));
         }
         ours.set_nonblocking(true)
             .map_err(|source| SandboxError::Start {
@@ -115,6 +134,8 @@ impl Worker {
             })
             .map(|()| Worker {
                 child,
+                pid,
+                process,
                 socket: Socket::Detached(ours),
                 calls: 0,
                 scratch: None,
@@ -141,7 +162,9 @@ impl Worker {
             .set_nonblocking(true)
             .expect("a socket goes non-blocking");
         Worker {
+            pid: child.id().unwrap_or(0),
             child,
+            process: None,
             socket: Socket::Detached(stream),
             calls: 0,
             scratch: None,
@@ -198,6 +221,9 @@ impl Worker {
     }
 
     fn signal(&self, signal: rustix::process::Signal) -> bool {
+        if let Some(process) = &self.process {
+            return rustix::process::pidfd_send_signal(process, signal).is_ok();
+        }
         // Only while the child is not reaped: its pid cannot have been reused.
         let Some(pid) = self
             .child
@@ -212,8 +238,10 @@ impl Worker {
     /// The CPU time the worker process has used, all its threads together, as the
     /// kernel counts it (`/proc/PID/stat`), not as the worker says.
     fn cpu_time(&self) -> Option<Duration> {
-        // Only while the child is not reaped (its pid cannot have been reused).
-        let pid = self.child.id()?;
+        // Only while the process started is not reaped (the worker's parent, in a PID
+        // namespace, ends as soon as the worker does): its pid cannot have been reused.
+        self.child.id()?;
+        let pid = self.pid;
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // After the command name, which may hold anything but ends at the last ')':
         // state, then 10 fields up to utime and stime (fields 14 and 15 in proc(5)).
@@ -297,18 +325,45 @@ impl Worker {
         if let Ok(Some(status)) = self.child.try_wait() {
             return describe(status);
         }
-        let _ = self.child.start_kill();
+        // In a PID namespace the process started is the worker's parent, which ends as
+        // the worker ended once it is scheduled to notice: if the worker itself has
+        // ended, its cause is on the way and only waiting is right.
+        let ended_on_its_own = self.process.as_ref().is_some_and(has_exited);
+        if !ended_on_its_own {
+            self.kill();
+        }
         match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
-            Ok(Ok(status)) if status.signal() == Some(libc::SIGKILL) => {
+            Ok(Ok(status)) if status.signal() == Some(libc::SIGKILL) && !ended_on_its_own => {
                 "the server ended it".to_owned()
             }
             // It was already dying (on a busy machine its reaping can take longer than
             // the grace): the kernel keeps the signal it was dying of, and ours did
             // nothing.
             Ok(Ok(status)) => describe(status),
-            _ => "it did not exit".to_owned(),
+            _ => {
+                let _ = self.child.start_kill();
+                "it did not exit".to_owned()
+            }
         }
     }
+
+    /// Kills the worker: through its own descriptor when it has a parent of its own
+    /// (which then ends by the same signal), else the process started.
+    fn kill(&mut self) {
+        if let Some(process) = &self.process
+            && rustix::process::pidfd_send_signal(process, rustix::process::Signal::KILL).is_ok()
+        {
+            return;
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Whether the process behind `pidfd` has ended (its descriptor reads as ready).
+fn has_exited(pidfd: &std::os::fd::OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    poll(&mut fds, Some(&rustix::time::Timespec::default())).is_ok_and(|ready| ready > 0)
 }
 
 fn lost() -> WireError {
@@ -393,71 +448,25 @@ impl Worker {
     }
 }
 
-/// Most bytes the server logs of a worker's stderr (its own log lines: a reason it
-/// stops, a warning), prefixes included; past them, one line says the rest was dropped.
-const STDERR_LOGGED: usize = 64 << 10;
-/// Most characters of one line logged.
-const STDERR_LINE: u64 = 1_000;
-
-/// Reads what a worker writes to stderr and logs it as the server's own lines, each
-/// prefixed with the worker's process id and escaped: a breached worker cannot forge a
-/// line of the server's log or flood it.
-async fn relay_stderr(stderr: tokio::process::ChildStderr, pid: u32) {
-    relay(stderr, pid, |line| tracing::warn!(worker = pid, "{line}")).await;
-}
-
-/// [`relay_stderr`]'s work, each line given to `log`.
-async fn relay(from: impl tokio::io::AsyncRead + Unpin, pid: u32, mut log: impl FnMut(String)) {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-    let mut lines = BufReader::new(from);
-    let mut logged = 0usize;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        // At most a line's worth is kept; the rest of a longer line is read and dropped.
-        let mut kept = (&mut lines).take(STDERR_LINE);
-        match kept.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if !line.ends_with(b"\n") && !skip_line(&mut lines).await {
-            return;
-        }
-        if logged >= STDERR_LOGGED {
-            continue;
-        }
-        let text = String::from_utf8_lossy(&line);
-        let shown = format!("worker {pid} says: {}", said(text.trim_end()));
-        logged += shown.len();
-        log(shown);
-        if logged >= STDERR_LOGGED {
-            log(format!(
-                "worker {pid} wrote more to stderr; the rest is dropped"
-            ));
-        }
-    }
-}
-
-/// Reads up to the end of the line, keeping nothing; false at the end of the stream.
-async fn skip_line(from: &mut (impl tokio::io::AsyncBufRead + Unpin)) -> bool {
-    use tokio::io::AsyncBufReadExt;
-    loop {
-        let Ok(buffered) = from.fill_buf().await else {
-            return false;
-        };
-        if buffered.is_empty() {
-            return false;
-        }
-        match buffered.iter().position(|b| *b == b'\n') {
-            Some(end) => {
-                from.consume(end + 1);
-                return true;
-            }
-            None => {
-                let all = buffered.len();
-                from.consume(all);
-            }
-        }
+/// The worker's process id, which its parent in a PID namespace writes first on its
+/// standard output.
+async fn worker_pid(stdout: tokio::process::ChildStdout) -> Result<u32, SandboxError> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut line = String::new();
+    let mut reader = tokio::io::BufReader::new(stdout.take(32));
+    let read = tokio::time::timeout(START_TIMEOUT, reader.read_line(&mut line)).await;
+    match read {
+        Ok(Ok(_)) => line.trim().parse().map_err(|_| {
+            worker_failed(format!(
+                "the worker's parent did not say which process is the worker (it wrote {line:?})"
+            ))
+        }),
+        Ok(Err(e)) => Err(worker_failed(format!(
+            "cannot read which process is the worker: {e}"
+        ))),
+        Err(_) => Err(worker_failed(format!(
+            "the worker's parent did not say which process is the worker within {START_TIMEOUT:?}"
+        ))),
     }
 }
 
@@ -493,37 +502,5 @@ fn place_socket(command: &mut Command, fd: i32) {
             }
             Ok(())
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_workers_stderr_is_logged_escaped_cut_and_capped() {
-        let mut written = b"starting\n2026-01-01T00:00:00Z  INFO warden: forged\x1b[2J\n".to_vec();
-        written.extend(std::iter::repeat_n(b'y', 1 << 20));
-        written.push(b'\n');
-        for n in 0..10_000 {
-            written.extend(format!("line {n}\n").bytes());
-        }
-        let mut logged = Vec::new();
-        relay(&written[..], 42, |line| logged.push(line)).await;
-        assert_eq!(logged[0], "worker 42 says: starting");
-        // The forged line is one of the worker's, prefixed, its escape shown as text.
-        assert!(
-            logged[1].starts_with("worker 42 says: 2026"),
-            "{}",
-            logged[1]
-        );
-        assert!(!logged[1].contains('\x1b'), "{}", logged[1]);
-        // A megabyte line is cut to its first thousand bytes.
-        assert!(logged[2].len() < 1_100, "{}", logged[2].len());
-        // The lines after the cap are dropped, and it says so once.
-        let total: usize = logged.iter().map(String::len).sum();
-        assert!(total < 2 * STDERR_LOGGED, "{total}");
-        assert!(logged.last().unwrap().contains("the rest is dropped"));
-        assert!(!logged.iter().any(|l| l.contains("line 9999")));
     }
 }

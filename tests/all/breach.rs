@@ -199,6 +199,97 @@ async fn idle_workers_are_stopped_until_their_next_call() {
     assert_ne!(state(), 'T', "a worker lent to a call stays stopped");
 }
 
+/// A breached worker is PID 1 of a namespace of its own (where the kernel allows
+/// namespaces): no other process has a number it could name (`layers.rs`: signalling
+/// the server's number with namespaces alone reaches nothing), and its parent, which
+/// waits for it, holds nothing of the call and no capability.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_is_alone_in_its_pid_namespace() {
+    if !crate::support::namespaces_allowed() {
+        eprintln!("no PID namespace here: unprivileged user namespaces are not allowed");
+        return;
+    }
+    let s = Service::on(crate::support::workers_with_cores(2));
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ESCAPE})).await;
+    let server = std::process::id();
+    let r = s.run(&key, &tool, json!({"ops": ["own_pid", "pid"]})).await;
+    assert_eq!(r.json["status"], "ok", "{}", r.json);
+    let ops = &r.json["value"];
+    assert_eq!(ops[0]["detail"], 1, "{}", r.json);
+    let pid = ops[1]["detail"].as_u64().expect("the worker's pid");
+    assert_ne!(pid, 1);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let nspid = status.lines().find(|l| l.starts_with("NSpid:")).unwrap();
+    assert_eq!(
+        nspid.split_whitespace().skip(1).collect::<Vec<_>>(),
+        [pid.to_string().as_str(), "1"],
+        "{nspid}"
+    );
+    // Its parent is the process the server started, which holds nothing of the call.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let parent: u32 = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(parent, server);
+    let held = std::fs::read_dir(format!("/proc/{parent}/fd"))
+        .unwrap()
+        .count();
+    assert_eq!(held, 0, "the worker's parent holds descriptors");
+    let status = std::fs::read_to_string(format!("/proc/{parent}/status")).unwrap();
+    for set in ["CapPrm:", "CapEff:", "CapInh:", "CapAmb:"] {
+        let line = status.lines().find(|l| l.starts_with(set)).unwrap();
+        assert!(
+            line.ends_with("0000000000000000"),
+            "the worker's parent: {line}"
+        );
+    }
+}
+
+/// In namespaces of its own, a breached worker's mount view holds only what Landlock
+/// allows it: what Landlock does not govern (`lstat` by path) finds nothing else of the
+/// host, not even beside its own folders, and no other process in `/proc`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_view_holds_only_its_own_folders() {
+    if !crate::support::namespaces_allowed() {
+        eprintln!("no narrowed view here: unprivileged user namespaces are not allowed");
+        return;
+    }
+    let s = Service::on(crate::support::workers_with_cores(2));
+    let key = s.tenant(json!({})).await;
+    let tool = s.register(&key, json!({"source": ESCAPE})).await;
+    let beside = s.dir.path().join("beside-the-tools.txt");
+    std::fs::write(&beside, "the service's own").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let paths = [
+        "/etc/passwd".into(),
+        "/bin/sh".into(),
+        "/proc/1".into(),
+        "/proc/self/status".into(),
+        outside.path().display().to_string(),
+        beside.display().to_string(),
+        "/proc/self/fd".into(),
+    ];
+    let ops: Vec<Value> = paths.iter().map(|p| json!({"exists": p})).collect();
+    let r = s.run(&key, &tool, json!({ "ops": ops })).await;
+    assert_eq!(r.json["status"], "ok", "{}", r.json);
+    let seen: Vec<bool> = (0..paths.len())
+        .map(|i| r.json["value"][i]["detail"].as_bool().expect("an answer"))
+        .collect();
+    assert_eq!(
+        seen,
+        [false, false, false, false, false, false, true],
+        "{paths:?}: {}",
+        r.json
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_reads_no_other_tenants_warm_states_or_package_sites() {
     let s = Service::start_warm();

@@ -113,8 +113,8 @@ async fn sockets_exec_signals_and_ptrace_fail_and_fail_only_that_call() {
         json!({"udp": format!("127.0.0.1:{port}")}),
         json!({"unix": unix_path}),
         json!({"exec": "/bin/true"}),
-        json!({"signal": 0}),
-        json!({"ptrace": 0}),
+        json!({"signal": std::process::id()}),
+        json!({"ptrace": std::process::id()}),
     ];
     let mut crashes = 0;
     for op in &ops {

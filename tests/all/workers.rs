@@ -10,13 +10,28 @@ use crate::http::Service;
 const NAP: &str = "import time\n\ndef nap() -> int:\n    time.sleep(8)\n    return 1\n";
 const ADD: &str = "def add(a: int, b: int) -> int:\n    return a + b\n";
 
-/// The `warden __worker` processes that are children of this test process.
+/// The workers of this test process.
 fn workers() -> Vec<i32> {
     workers_of(std::process::id())
 }
 
+/// The workers of the server process `server`: its `warden __worker` children, or in a
+/// PID namespace their children (each started process forks the worker, PID 1 of the
+/// namespace, and waits for it).
+fn workers_of(server: u32) -> Vec<i32> {
+    worker_children(server)
+        .into_iter()
+        .map(|started| {
+            worker_children(started as u32)
+                .first()
+                .copied()
+                .unwrap_or(started)
+        })
+        .collect()
+}
+
 /// The `warden __worker` processes that are children of process `parent`.
-fn workers_of(parent: u32) -> Vec<i32> {
+fn worker_children(parent: u32) -> Vec<i32> {
     let me = parent.to_string();
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -494,7 +509,7 @@ async fn workers_hold_no_capability_and_dump_no_core() {
 }
 
 /// Where the kernel lets an unprivileged process make user namespaces (`unshare`
-/// says), workers run in user, network, IPC, UTS and mount namespaces of their own,
+/// says), workers run in user, network, IPC, UTS, mount and PID namespaces of their own,
 /// and `/readyz` lists the layer; where it does not, they run without, and it is left
 /// out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -520,7 +535,7 @@ async fn workers_run_in_namespaces_of_their_own_where_the_kernel_allows() {
     let pids = workers();
     assert!(!pids.is_empty(), "no worker process found");
     for pid in pids {
-        for kind in ["user", "net", "ipc", "uts", "mnt"] {
+        for kind in ["user", "net", "ipc", "uts", "mnt", "pid"] {
             let (theirs, ours) = (ns(&pid.to_string(), kind), ns("self", kind));
             if theirs.is_none() {
                 continue; // gone meanwhile

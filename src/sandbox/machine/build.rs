@@ -152,6 +152,7 @@ impl HostTools {
             read_write: vec![work.to_owned(), PathBuf::from("/dev/null")],
             tcp_connect,
             profile: Profile::Build,
+            narrow_view: false,
         }
     }
 
