@@ -1,5 +1,5 @@
 # The two set-up commands (see README): `make example` and `make test`; `make docs`
-# builds the manual (docs/, an mdBook) and checks its links.
+# builds the manual (docs/, an mdBook) and checks its links and examples.
 # Both fetch, verify and compile the Python runtime on first use.
 
 CARGO ?= cargo
@@ -84,6 +84,7 @@ docs:
 	    --features search --root $(MDBOOK_ROOT)
 	$(MDBOOK) build
 	$(CARGO) test --features escape-hatch --test all docs::
+	$(CARGO) test --features escape-hatch --bin warden cli::examples::
 
 ## An edge bundle (docs/edge.md): a warden built without the compiler for
 ## TARGET (default: this host; `TARGET=aarch64-unknown-linux-gnu` for arm64), and the

@@ -8,6 +8,8 @@ mod args;
 mod audit;
 mod bundle;
 mod db;
+#[cfg(test)]
+mod examples;
 mod keys;
 mod mcp;
 mod packages;

@@ -1,7 +1,9 @@
 //! The README, the changelog and the manual (`docs/`, an mdBook) hold together: every
 //! relative link names a file that exists, every `#anchor` a heading of its target (as
 //! GitHub and mdBook make anchors), and every chapter is listed in `docs/SUMMARY.md`.
-//! `make docs` builds the book and runs these.
+//! Its examples of data are well formed (JSON, `warden.toml`, Python, whose tools derive
+//! a schema); `src/cli/examples.rs` parses its `warden` commands. `make docs` builds
+//! the book and runs these.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -197,4 +199,105 @@ fn anchors_are_made_as_github_and_mdbook_make_them() {
     let page = "# A\n## A\n```\n# not a heading\n```\n### `warden run`\n";
     let found: Vec<String> = anchors(page).into_iter().collect();
     assert_eq!(found, ["a", "a-1", "warden-run"]);
+}
+
+/// Each fenced block of `text` whose language is `language`: the number of its first
+/// line, and its text.
+fn blocks(text: &str, language: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (at, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        match (&mut open, trimmed.strip_prefix("```")) {
+            (Some(_), Some("")) => found.extend(open.take()),
+            (Some((_, body)), _) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, Some(lang)) if lang == language => open = Some((at + 2, String::new())),
+            (None, _) => {}
+        }
+    }
+    found
+}
+
+/// The manual's examples of data are well formed: every JSON block parses (a fragment
+/// such as `"requests": [...]` as an object's members), the `warden.toml` examples are
+/// read by Warden's own parser, every Python block is valid Python, and every function a
+/// Python example defines at the top level has a schema Warden derives. A drifted
+/// example fails here, naming its page and line.
+#[test]
+fn every_json_toml_and_python_example_is_well_formed() {
+    let mut failed = Vec::new();
+    let mut python = Vec::new();
+    let mut counted = [0usize; 3];
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let at = |line: usize| format!("{}:{line}", shown(&page));
+        for (line, body) in blocks(&text, "json") {
+            counted[0] += 1;
+            let whole = if body.trim_start().starts_with('"') {
+                format!("{{{body}}}")
+            } else {
+                body
+            };
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&whole) {
+                failed.push(format!("{}: not JSON: {e}", at(line)));
+            }
+        }
+        for (line, body) in blocks(&text, "toml") {
+            counted[1] += 1;
+            if let Err(e) = warden::mcp::config::parse(&body) {
+                failed.push(format!("{}: not a warden.toml: {e}", at(line)));
+            }
+        }
+        for (line, body) in blocks(&text, "python") {
+            counted[2] += 1;
+            for name in top_level_functions(&body) {
+                let opts = warden::schema::DeriveOptions {
+                    file_stem: name.clone(),
+                    function: Some(name.clone()),
+                };
+                if let Err(e) = warden::schema::derive(&body, &opts) {
+                    failed.push(format!("{}: no schema for {name}: {e}", at(line)));
+                }
+            }
+            python.push((at(line), body));
+        }
+    }
+    // One Python process checks every block's syntax.
+    let script = "import ast, json, sys\nfor where, body in json.load(sys.stdin):\n    \
+                  try:\n        ast.parse(body)\n    except SyntaxError as e:\n        \
+                  print(f'{where}: not Python: {e}')\n";
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    serde_json::to_writer(child.stdin.take().unwrap(), &python).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "python3 failed");
+    failed.extend(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned),
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    assert!(
+        counted.iter().all(|n| *n > 0),
+        "no JSON, TOML or Python example found: {counted:?}"
+    );
+}
+
+/// The functions `source` defines at the top level (`def` or `async def` at column 0).
+fn top_level_functions(source: &str) -> Vec<String> {
+    source
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("async ").unwrap_or(line);
+            let name = rest.strip_prefix("def ")?.split('(').next()?.trim();
+            Some(name.to_owned())
+        })
+        .collect()
 }

@@ -23,7 +23,7 @@ mod bundle;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
 /// The manual and the README: every link to a file or heading resolves, every chapter
-/// is in the book's summary.
+/// is in the book's summary, every JSON, TOML and Python example is well formed.
 mod docs;
 #[cfg(feature = "escape-hatch")]
 mod escape;
@@ -68,6 +68,8 @@ mod slot_reset;
 mod support;
 /// Tenants, keys and policy admission.
 mod tenant;
+/// The README's one-minute tour, run as written.
+mod tour;
 /// Warm states: imports once per tool version, a fresh instance per call.
 mod warm;
 /// Worker processes: one per tenant, a crash fails one call.
