@@ -68,7 +68,8 @@ mod slot_reset;
 mod support;
 /// Tenants, keys and policy admission.
 mod tenant;
-/// The README's one-minute tour, run as written.
+/// The manual's walk-throughs marked `<!-- runs -->` (the README's tour first), run as
+/// written.
 mod tour;
 /// Warm states: imports once per tool version, a fresh instance per call.
 mod warm;

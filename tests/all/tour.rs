@@ -1,84 +1,152 @@
-//! The README's one-minute tour runs as written. Its tool is saved under the name its
-//! first line gives (`# add.py`), and its shell blocks are run by bash, one after the
-//! other, in a fresh folder and home (the runtime shared with the other tests), with
-//! the `warden` this build made. What a reader fills in by hand is taken from the
-//! answers before it: a line `KEY=wdn_...` takes the last `wdn_` id printed so far.
-//! The server's port is a free one, and a server started in the background is waited
-//! for (`/readyz`) before the next line runs.
+//! The manual's walk-throughs run as written: every shell block marked `<!-- runs -->`
+//! (the line before its fence; Markdown shows nothing) in the README and `docs/`.
+//!
+//! A page's marked blocks run in order, as one bash script, in a fresh folder under
+//! `/var/tmp` (with the repository's `examples/` and `tests/` in it) and a fresh home
+//! there (the runtime shared with the other tests: a walk that mounts `/tmp` needs it
+//! outside `/tmp`), with the `warden` this build made; a line that fails fails the
+//! page, naming it. The page's Python blocks whose first line names a file (`# add.py`)
+//! are saved under that name first. What a reader fills in by hand is taken from the
+//! answers before it:
+//!
+//! - a line `KEY=wdn_...` takes the last `wdn_` id printed so far (any `NAME=prefix_...`);
+//! - `TENANT_ID` is the last tenant id printed;
+//! - the server's port (8080 in the manual) is a free one, and a server started in the
+//!   background is waited for (`/readyz`) before the next line runs;
+//! - `curl` fails on an HTTP error (`--fail-with-body`), as a reader would notice one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The README's section `heading`, up to the next heading of its level or above.
-fn section<'a>(readme: &'a str, heading: &str) -> &'a str {
-    let start = readme.find(heading).expect("the tour's heading");
-    let rest = &readme[start + heading.len()..];
-    let end = rest.find("\n## ").unwrap_or(rest.len());
-    &rest[..end]
+/// Placeholders the manual writes for ids printed earlier, and the ids' prefixes.
+const IDS: &[(&str, &str)] = &[("TENANT_ID", "tnt_")];
+
+/// A page's marked blocks, and its Python blocks that name their file.
+#[derive(Default)]
+struct Walk {
+    script: Vec<String>,
+    files: Vec<(String, String)>,
 }
 
-/// The fenced blocks of `text`: (language, body), in order.
-fn blocks(text: &str) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    let mut open: Option<(String, String)> = None;
+fn walk(text: &str) -> Walk {
+    let mut walk = Walk::default();
+    let mut marked = false;
+    let mut open: Option<(String, bool, String)> = None;
     for line in text.lines() {
-        match (&mut open, line.trim().strip_prefix("```")) {
-            (Some(_), Some("")) => found.extend(open.take()),
-            (Some((_, body)), _) => {
+        let fence = line.trim().strip_prefix("```");
+        match (&mut open, fence) {
+            (Some(_), Some("")) => {
+                let (language, runs, body) = open.take().unwrap_or_default();
+                if language == "python"
+                    && let Some(name) = body.lines().next().and_then(|l| l.strip_prefix("# "))
+                    && name.ends_with(".py")
+                {
+                    walk.files.push((name.to_owned(), body.clone()));
+                }
+                if runs {
+                    walk.script.push(body);
+                }
+            }
+            (Some((_, _, body)), _) => {
                 body.push_str(line);
                 body.push('\n');
             }
-            (None, Some(language)) => open = Some((language.to_owned(), String::new())),
+            (None, Some(language)) => {
+                open = Some((language.to_owned(), marked, String::new()));
+            }
             (None, None) => {}
         }
+        if open.is_none() {
+            marked = line.trim() == "<!-- runs -->";
+        }
     }
-    found
+    walk
 }
 
-/// One line of the tour as the script runs it: its output added to the transcript,
-/// a placeholder assignment filled in from it, a background server waited for.
+/// One line of a walk as the script runs it (see the module's documentation).
 fn scripted(line: &str, port: u16) -> String {
     let line = line
         .replace("localhost:8080", &format!("localhost:{port}"))
         .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"));
-    let code = line
-        .split(" #")
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    if code.is_empty() {
+    let code = line.split(" #").next().unwrap_or_default().trim();
+    let code = code.strip_prefix("$ ").unwrap_or(code);
+    if code.is_empty() || code.starts_with('#') {
         return String::new();
     }
     if let Some((name, value)) = code.split_once('=')
         && !name.contains(' ')
         && let Some(prefix) = value.strip_suffix("...")
     {
-        return format!(
-            "{name}=$(grep -oE '{prefix}[0-9a-f]{{16,}}' \"$TRANSCRIPT\" | tail -n 1)\n\
-             test -n \"${name}\" || {{ echo 'no {prefix}... printed before' >&2; exit 1; }}\n"
-        );
+        return format!("{}\n", latest(name, prefix));
     }
+    let mut out = String::new();
+    let mut code = code.to_owned();
+    for (placeholder, prefix) in IDS {
+        if code.split_whitespace().any(|w| w == *placeholder) {
+            out.push_str(&latest(placeholder, prefix));
+            out.push('\n');
+            code = code
+                .split(' ')
+                .map(|w| {
+                    if w == *placeholder {
+                        format!("\"${placeholder}\"")
+                    } else {
+                        w.to_owned()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+        }
+    }
+    if let Some(rest) = code.strip_prefix("curl ") {
+        code = format!("curl --fail-with-body {rest}");
+    }
+    let redirected = shlex::split(&code).is_some_and(|w| w.iter().any(|w| w == ">"));
+    let into = if redirected {
+        "2>> \"$TRANSCRIPT\""
+    } else {
+        ">> \"$TRANSCRIPT\" 2>&1"
+    };
     if let Some(background) = code.strip_suffix('&') {
-        return format!(
-            "{background} >> \"$TRANSCRIPT\" 2>&1 &\n\
+        out.push_str(&format!(
+            "{background} {into} &\n\
              for _ in $(seq 300); do curl -sf localhost:{port}/readyz > /dev/null && break; sleep 0.1; done\n"
-        );
+        ));
+    } else {
+        out.push_str(&format!(
+            "echo \"\\$ {}\" >> \"$TRANSCRIPT\"\n{code} {into}\necho >> \"$TRANSCRIPT\"\n",
+            code.replace(['"', '$', '`', '\\'], "_")
+        ));
     }
-    format!("{code} >> \"$TRANSCRIPT\" 2>&1\necho >> \"$TRANSCRIPT\"\n")
+    out
 }
 
-#[test]
-fn the_readmes_tour_runs_as_written() {
+/// Sets `name` to the last id with `prefix` printed so far, or stops the walk.
+fn latest(name: &str, prefix: &str) -> String {
+    format!(
+        "{name}=$(grep -oE '{prefix}[0-9a-f]{{16,}}' \"$TRANSCRIPT\" | tail -n 1)\n\
+         test -n \"${name}\" || {{ echo 'no {prefix}... printed before {name}' >&2; exit 1; }}"
+    )
+}
+
+/// Runs `page`'s walk; returns its transcript, or why it failed.
+fn run(page: &Path, walk: &Walk) -> Result<String, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let tour = section(&readme, "## A one-minute tour");
-    crate::support::sandbox();
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
+    // Not in /tmp, which the manual mounts into tools (a home inside a mount is refused).
+    let dir = tempfile::Builder::new()
+        .prefix("warden-walk")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let home = dir.path().join(".warden");
     std::fs::create_dir(&home).unwrap();
     for part in ["runtime", "compiled"] {
         std::os::unix::fs::symlink(crate::support::home().join(part), home.join(part)).unwrap();
+    }
+    for part in ["examples", "tests"] {
+        std::os::unix::fs::symlink(root.join(part), dir.path().join(part)).unwrap();
+    }
+    for (name, body) in &walk.files {
+        std::fs::write(dir.path().join(name), body).unwrap();
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -89,35 +157,19 @@ fn the_readmes_tour_runs_as_written() {
         "set -euo pipefail\nTRANSCRIPT=transcript.txt\n: > \"$TRANSCRIPT\"\n\
          trap 'kill $(jobs -p) 2> /dev/null || true' EXIT\n",
     );
-    let mut files = 0;
-    for (language, body) in blocks(tour) {
-        match language.as_str() {
-            "python" => {
-                let name = body
-                    .lines()
-                    .next()
-                    .and_then(|l| l.strip_prefix("# "))
-                    .expect("the tool's first line names its file");
-                std::fs::write(dir.path().join(name), &body).unwrap();
-                files += 1;
-            }
-            "sh" => {
-                let mut joined = String::new();
-                for line in body.lines() {
-                    match line.trim_end().strip_suffix('\\') {
-                        Some(part) => joined.push_str(part),
-                        None => {
-                            joined.push_str(line);
-                            script.push_str(&scripted(&joined, port));
-                            joined.clear();
-                        }
-                    }
+    for block in &walk.script {
+        let mut joined = String::new();
+        for line in block.lines() {
+            match line.trim_end().strip_suffix('\\') {
+                Some(part) => joined.push_str(part),
+                None => {
+                    joined.push_str(line);
+                    script.push_str(&scripted(&joined, port));
+                    joined.clear();
                 }
             }
-            _ => {}
         }
     }
-    assert_eq!(files, 1, "the tour's tool file");
     let bin = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
     let path = format!(
         "{}:{}",
@@ -134,25 +186,87 @@ fn the_readmes_tour_runs_as_written() {
         .output()
         .unwrap();
     let transcript = std::fs::read_to_string(dir.path().join("transcript.txt")).unwrap_or_default();
-    assert!(
-        out.status.success(),
-        "the tour failed: {}\n{script}\n{transcript}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The schema, the CLI's call and the HTTP call, each as the tour says.
-    assert!(
-        transcript.contains(r#""name": "add""#) || transcript.contains(r#""name":"add""#),
-        "{transcript}"
-    );
-    let answers: Vec<serde_json::Value> = transcript
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+    if out.status.success() {
+        Ok(transcript)
+    } else {
+        Err(format!(
+            "{} failed: {}\n--- transcript ---\n{transcript}--- script ---\n{script}",
+            page.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn pages() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut chapters: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
-    let last = answers.last().expect("the HTTP call's answer");
-    assert_eq!(last["status"], "ok", "{transcript}");
-    assert_eq!(last["value"], 42, "{transcript}");
+    chapters.sort();
+    pages.extend(chapters);
+    pages
+}
+
+#[test]
+fn every_marked_walk_through_runs_as_written() {
+    crate::support::sandbox();
+    let mut walked = Vec::new();
+    let mut failed = Vec::new();
+    for page in pages() {
+        let walk = walk(&std::fs::read_to_string(&page).unwrap());
+        if walk.script.is_empty() {
+            continue;
+        }
+        match run(&page, &walk) {
+            Ok(transcript) => walked.push((page, transcript)),
+            Err(why) => failed.push(why),
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+    let readme = walked
+        .iter()
+        .find(|(page, _)| page.ends_with("README.md"))
+        .map(|(_, transcript)| transcript)
+        .expect("the README's tour is marked to run");
+    // The tour's schema, its CLI call and its HTTP call, each as the tour says.
+    assert!(readme.contains(r#""name": "add""#), "{readme}");
     assert!(
-        transcript.lines().any(|l| l.trim() == "42"),
-        "warden run printed no 42:\n{transcript}"
+        readme.lines().any(|l| l.trim() == "42"),
+        "warden run printed no 42:\n{readme}"
+    );
+    let last: serde_json::Value = readme
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .expect("the HTTP call's answer");
+    assert_eq!(
+        (&last["status"], &last["value"]),
+        (&"ok".into(), &42.into()),
+        "{readme}"
+    );
+    assert!(walked.len() >= 3, "only {} pages walked", walked.len());
+}
+
+#[test]
+fn a_walk_takes_marked_blocks_and_named_files() {
+    let page = "```python\n# add.py\ndef add(a: int) -> int:\n    return a\n```\n\
+                ```sh\nwarden not-run\n```\n<!-- runs -->\n```sh\nwarden run add.py\n```\n";
+    let walk = walk(page);
+    assert_eq!(walk.script, ["warden run add.py\n"]);
+    assert_eq!(walk.files.len(), 1);
+    assert_eq!(walk.files[0].0, "add.py");
+    let line = scripted("warden tenant policy TENANT_ID   # the policy", 9);
+    assert!(line.contains("TENANT_ID=$(grep -oE 'tnt_"), "{line}");
+    assert!(
+        line.contains("warden tenant policy \"$TENANT_ID\" >>"),
+        "{line}"
+    );
+    let fetched = scripted("curl -s localhost:8080/v1/audit/export > audit.jsonl", 9);
+    assert!(
+        fetched.contains("curl --fail-with-body -s localhost:9/v1/audit/export > audit.jsonl 2>>"),
+        "{fetched}"
     );
 }
