@@ -1,10 +1,9 @@
 //! The manual's walk-throughs run as written: every shell block marked `<!-- runs -->`
 //! (the line before its fence; Markdown shows nothing) in the README and `docs/`.
 //!
-//! A page's marked blocks run in order, as one bash script, in a fresh folder under
-//! `/var/tmp` (with the repository's `examples/` and `tests/` in it) and a fresh home
-//! there (the runtime shared with the other tests: a walk that mounts `/tmp` needs it
-//! outside `/tmp`), with the `warden` this build made; a line that fails fails the
+//! A page's marked blocks run in order, as one bash script, in a fresh folder (with the
+//! repository's `examples/` and `tests/` in it) and a fresh home (the runtime shared
+//! with the other tests), with the `warden` this build made; a line that fails fails the
 //! page, naming it. The page's Python blocks whose first line names a file (`# add.py`)
 //! are saved under that name first. What a reader fills in by hand is taken from the
 //! answers before it:
@@ -132,11 +131,7 @@ fn latest(name: &str, prefix: &str) -> String {
 /// Runs `page`'s walk; returns its transcript, or why it failed.
 fn run(page: &Path, walk: &Walk) -> Result<String, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // Not in /tmp, which the manual mounts into tools (a home inside a mount is refused).
-    let dir = tempfile::Builder::new()
-        .prefix("warden-walk")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join(".warden");
     std::fs::create_dir(&home).unwrap();
     for part in ["runtime", "compiled"] {
