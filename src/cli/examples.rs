@@ -40,17 +40,23 @@ struct ShellLine {
 fn shell_lines(text: &str) -> Vec<ShellLine> {
     let mut lines = Vec::new();
     let mut in_shell = false;
+    let mut console = false;
     let mut exported = Vec::new();
     let mut pending: Option<(usize, String)> = None;
     for (at, line) in text.lines().enumerate() {
         let trimmed = line.trim();
         if let Some(language) = trimmed.strip_prefix("```") {
             in_shell = matches!(language, "sh" | "bash" | "console" | "shell");
+            console = language == "console";
             exported.clear();
             pending = None;
             continue;
         }
         if !in_shell {
+            continue;
+        }
+        // In a console transcript, what follows a command is its output.
+        if console && pending.is_none() && !trimmed.starts_with("$ ") {
             continue;
         }
         let trimmed = trimmed.strip_prefix("$ ").unwrap_or(trimmed);

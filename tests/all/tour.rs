@@ -43,7 +43,17 @@ fn walk(text: &str) -> Walk {
                     walk.files.push((name.to_owned(), body.clone()));
                 }
                 if runs {
-                    walk.script.push(body);
+                    // A console transcript's commands are its `$ ` lines; the rest is
+                    // what they printed.
+                    let commands = if language == "console" {
+                        body.lines()
+                            .filter(|l| l.starts_with("$ "))
+                            .map(|l| format!("{l}\n"))
+                            .collect()
+                    } else {
+                        body
+                    };
+                    walk.script.push(commands);
                 }
             }
             (Some((_, _, body)), _) => {
@@ -248,9 +258,13 @@ fn every_marked_walk_through_runs_as_written() {
 #[test]
 fn a_walk_takes_marked_blocks_and_named_files() {
     let page = "```python\n# add.py\ndef add(a: int) -> int:\n    return a\n```\n\
-                ```sh\nwarden not-run\n```\n<!-- runs -->\n```sh\nwarden run add.py\n```\n";
+                ```sh\nwarden not-run\n```\n<!-- runs -->\n```sh\nwarden run add.py\n```\n\
+                <!-- runs -->\n```console\n$ warden schema add.py\n{\"name\": \"add\"}\n```\n";
     let walk = walk(page);
-    assert_eq!(walk.script, ["warden run add.py\n"]);
+    assert_eq!(
+        walk.script,
+        ["warden run add.py\n", "$ warden schema add.py\n"]
+    );
     assert_eq!(walk.files.len(), 1);
     assert_eq!(walk.files[0].0, "add.py");
     let line = scripted("warden tenant policy TENANT_ID   # the policy", 9);
