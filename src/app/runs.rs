@@ -375,10 +375,16 @@ impl App {
             version.clone(),
             self.inner.node_id.clone(),
         );
-        match self
-            .blocking(move |r| Ok(r.start_run(&t, &i, &v, &node)?))
-            .await
-        {
+        // On the task's own thread when nobody is writing: a hand-over to a blocking
+        // thread and back costs more than the commit.
+        let started = match self.inner.registry.try_start_run(&t, &i, &v, &node) {
+            Some(started) => started.map_err(AppError::from),
+            None => {
+                self.blocking(move |r| Ok(r.start_run(&t, &i, &v, &node)?))
+                    .await
+            }
+        };
+        match started {
             Ok(true) => self.inner.runs.written_relaxed(),
             Ok(false) => token.cancel(),
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's start: {e}"),
@@ -431,10 +437,15 @@ impl App {
             result,
             retention,
         };
-        match self
-            .blocking(move |r| Ok(r.end_run(&t, &i, &node, &end)?))
-            .await
-        {
+        // As for its start: on this thread when nobody is writing.
+        let ended = match self.inner.registry.try_end_run(&t, &i, &node, &end) {
+            Some(ended) => ended.map_err(AppError::from),
+            None => {
+                self.blocking(move |r| Ok(r.end_run(&t, &i, &node, &end)?))
+                    .await
+            }
+        };
+        match ended {
             Ok(Some(ended)) => {
                 self.inner.runs.written_relaxed();
                 // Its result posted at once, from here.
