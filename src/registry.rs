@@ -312,20 +312,6 @@ impl Registry {
         self.transaction(db::Mode::WriteRelaxed, f)
     }
 
-    /// [`Registry::write_relaxed`] from a thread that must not wait (an async task's):
-    /// on SQLite when nobody else is writing; `None`, with nothing written, when it
-    /// would wait (another thread or process is writing, or the registry is on
-    /// PostgreSQL, where a commit is a round trip to the server).
-    fn try_write_relaxed<T>(
-        &self,
-        f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
-    ) -> Option<Result<T, RegistryError>> {
-        match &self.db {
-            Backend::Sqlite(db) => db.try_write(db::Mode::WriteRelaxed, f),
-            Backend::Postgres(_) => None,
-        }
-    }
-
     /// Runs `f` in one read transaction, for a consistent view across queries.
     fn read<T>(
         &self,

@@ -375,16 +375,10 @@ impl App {
             version.clone(),
             self.inner.node_id.clone(),
         );
-        // On the task's own thread when nobody is writing: a hand-over to a blocking
-        // thread and back costs more than the commit.
-        let started = match self.inner.registry.try_start_run(&t, &i, &v, &node) {
-            Some(started) => started.map_err(AppError::from),
-            None => {
-                self.blocking(move |r| Ok(r.start_run(&t, &i, &v, &node)?))
-                    .await
-            }
-        };
-        match started {
+        match self
+            .blocking(move |r| Ok(r.start_run(&t, &i, &v, &node)?))
+            .await
+        {
             Ok(true) => self.inner.runs.written_relaxed(),
             Ok(false) => token.cancel(),
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's start: {e}"),
@@ -437,15 +431,10 @@ impl App {
             result,
             retention,
         };
-        // As for its start: on this thread when nobody is writing.
-        let ended = match self.inner.registry.try_end_run(&t, &i, &node, &end) {
-            Some(ended) => ended.map_err(AppError::from),
-            None => {
-                self.blocking(move |r| Ok(r.end_run(&t, &i, &node, &end)?))
-                    .await
-            }
-        };
-        match ended {
+        match self
+            .blocking(move |r| Ok(r.end_run(&t, &i, &node, &end)?))
+            .await
+        {
             Ok(Some(ended)) => {
                 self.inner.runs.written_relaxed();
                 // Its result posted at once, from here.

@@ -241,81 +241,6 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// [`Registry::start_run`]'s transaction.
-fn start_in(
-    tx: &mut Tx<'_>,
-    tenant: &TenantId,
-    id: &RunId,
-    version: &VersionId,
-    node: &str,
-) -> Result<bool, RegistryError> {
-    let now = now_ms();
-    tx.lock_tenant(tenant)?;
-    let changed = tx.execute(
-        "UPDATE async_runs SET status = 'running', started_at_ms = ?1, version_id = ?2,
-                 attempts = attempts + 1
-             WHERE id = ?3 AND tenant_id = ?4 AND status = 'queued' AND node = ?5",
-        vals![now, version.as_str(), id.as_str(), tenant.as_str(), node],
-    )?;
-    if changed == 0 {
-        return Ok(false);
-    }
-    let run = one(tx, tenant, id)?;
-    append(
-        tx,
-        tenant,
-        &AuditEvent::RunStarted {
-            run: id.clone(),
-            tool: run.tool,
-            version: version.clone(),
-            attempt: run.attempts,
-        },
-    )?;
-    Ok(true)
-}
-
-/// [`Registry::end_run`]'s transaction.
-fn end_in(
-    tx: &mut Tx<'_>,
-    tenant: &TenantId,
-    id: &RunId,
-    node: &str,
-    end: &RunEnd,
-) -> Result<Option<AsyncRun>, RegistryError> {
-    let now = now_ms();
-    tx.lock_tenant(tenant)?;
-    let changed = tx.execute(
-            "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
-                 delete_after_ms = ?4, node = NULL, lease_until_ms = NULL,
-                 callback_due_ms = CASE WHEN callback_url IS NULL THEN NULL ELSE CAST(?3 AS BIGINT) END
-             WHERE id = ?5 AND tenant_id = ?6 AND ended_at_ms IS NULL AND node = ?7",
-            vals![
-                end.status.as_str(),
-                end.result.to_string(),
-                now,
-                now.saturating_add(ms(end.retention)),
-                id.as_str(),
-                tenant.as_str(),
-                node
-            ],
-        )?;
-    if changed == 0 {
-        return Ok(None);
-    }
-    let run = one(tx, tenant, id)?;
-    append(
-        tx,
-        tenant,
-        &AuditEvent::RunEnded {
-            run: id.clone(),
-            tool: run.tool.clone(),
-            version: run.version.clone(),
-            status: end.status,
-        },
-    )?;
-    Ok(Some(run))
-}
-
 fn one(tx: &mut Tx<'_>, tenant: &TenantId, id: &RunId) -> Result<AsyncRun, RegistryError> {
     let row = tx.query_opt(
         &format!("SELECT {COLUMNS} FROM async_runs WHERE id = ?1 AND tenant_id = ?2"),
@@ -397,19 +322,31 @@ impl Registry {
         version: &VersionId,
         node: &str,
     ) -> Result<bool, RegistryError> {
-        self.write_relaxed(|tx| start_in(tx, tenant, id, version, node))
-    }
-
-    /// [`Registry::start_run`] from a thread that must not wait: `None`, with nothing
-    /// written, when it would (see [`Registry::try_write_relaxed`]).
-    pub fn try_start_run(
-        &self,
-        tenant: &TenantId,
-        id: &RunId,
-        version: &VersionId,
-        node: &str,
-    ) -> Option<Result<bool, RegistryError>> {
-        self.try_write_relaxed(|tx| start_in(tx, tenant, id, version, node))
+        let now = now_ms();
+        self.write_relaxed(|tx| {
+            tx.lock_tenant(tenant)?;
+            let changed = tx.execute(
+                "UPDATE async_runs SET status = 'running', started_at_ms = ?1, version_id = ?2,
+                     attempts = attempts + 1
+                 WHERE id = ?3 AND tenant_id = ?4 AND status = 'queued' AND node = ?5",
+                vals![now, version.as_str(), id.as_str(), tenant.as_str(), node],
+            )?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            let run = one(tx, tenant, id)?;
+            append(
+                tx,
+                tenant,
+                &AuditEvent::RunStarted {
+                    run: id.clone(),
+                    tool: run.tool,
+                    version: version.clone(),
+                    attempt: run.attempts,
+                },
+            )?;
+            Ok(true)
+        })
     }
 
     /// Ends a run `node` holds, with its `run_ended` event; `None` (nothing written)
@@ -423,19 +360,40 @@ impl Registry {
         node: &str,
         end: &RunEnd,
     ) -> Result<Option<AsyncRun>, RegistryError> {
-        self.write_relaxed(|tx| end_in(tx, tenant, id, node, end))
-    }
-
-    /// [`Registry::end_run`] from a thread that must not wait: `None`, with nothing
-    /// written, when it would (see [`Registry::try_write_relaxed`]).
-    pub fn try_end_run(
-        &self,
-        tenant: &TenantId,
-        id: &RunId,
-        node: &str,
-        end: &RunEnd,
-    ) -> Option<Result<Option<AsyncRun>, RegistryError>> {
-        self.try_write_relaxed(|tx| end_in(tx, tenant, id, node, end))
+        let now = now_ms();
+        self.write_relaxed(|tx| {
+            tx.lock_tenant(tenant)?;
+            let changed = tx.execute(
+                "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
+                     delete_after_ms = ?4, node = NULL, lease_until_ms = NULL,
+                     callback_due_ms = CASE WHEN callback_url IS NULL THEN NULL ELSE CAST(?3 AS BIGINT) END
+                 WHERE id = ?5 AND tenant_id = ?6 AND ended_at_ms IS NULL AND node = ?7",
+                vals![
+                    end.status.as_str(),
+                    end.result.to_string(),
+                    now,
+                    now.saturating_add(ms(end.retention)),
+                    id.as_str(),
+                    tenant.as_str(),
+                    node
+                ],
+            )?;
+            if changed == 0 {
+                return Ok(None);
+            }
+            let run = one(tx, tenant, id)?;
+            append(
+                tx,
+                tenant,
+                &AuditEvent::RunEnded {
+                    run: id.clone(),
+                    tool: run.tool.clone(),
+                    version: run.version.clone(),
+                    status: end.status,
+                },
+            )?;
+            Ok(Some(run))
+        })
     }
 
     /// The tenant's run `id`.

@@ -21,7 +21,6 @@ on_both_databases!(
     a_lost_nodes_run_is_claimed_once_and_a_released_one_at_once,
     a_callback_is_taken_once_and_its_outcome_recorded,
     runs_list_newest_first_in_pages_and_go_after_their_retention,
-    a_runs_start_and_end_are_written_at_once_on_sqlite_only,
 );
 
 /// Now, in Unix milliseconds.
@@ -309,57 +308,5 @@ fn runs_list_newest_first_in_pages_and_go_after_their_retention(db: Db) {
         Err(RegistryError::NotFound { .. })
     ));
     assert!(kinds(&reg, &tenant).contains(&"run_ended"));
-    verified(&reg, &tenant);
-}
-
-/// A run's start and end from a thread that must not wait: on SQLite, written at once
-/// and the same as through the waiting path; on PostgreSQL (a round trip each), left to
-/// the caller's blocking path, with nothing written.
-fn a_runs_start_and_end_are_written_at_once_on_sqlite_only(db: Db) {
-    let on_sqlite = matches!(db, Db::Sqlite);
-    let (reg, tenant) = registry_with_tenant(db);
-    let run = new_run(&ToolId::generate(), "node-a", None);
-    reg.accept_run(&tenant, &run, 10).unwrap();
-    let version = VersionId::generate();
-    let started = reg.try_start_run(&tenant, &run.id, &version, "node-a");
-    if !on_sqlite {
-        assert!(started.is_none());
-        assert!(
-            reg.try_end_run(&tenant, &run.id, "node-a", &end(RunStatus::Completed))
-                .is_none()
-        );
-        assert_eq!(
-            reg.async_run(&tenant, &run.id).unwrap().status,
-            RunStatus::Queued
-        );
-        return;
-    }
-    assert!(started.unwrap().unwrap());
-    assert!(
-        !reg.try_start_run(&tenant, &run.id, &version, "node-a")
-            .unwrap()
-            .unwrap(),
-        "started once"
-    );
-    assert!(
-        reg.try_end_run(&tenant, &run.id, "node-b", &end(RunStatus::Completed))
-            .unwrap()
-            .unwrap()
-            .is_none(),
-        "not its holder"
-    );
-    let ended = reg
-        .try_end_run(&tenant, &run.id, "node-a", &end(RunStatus::Completed))
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    assert_eq!((ended.status, ended.attempts), (RunStatus::Completed, 1));
-    assert_eq!(
-        kinds(&reg, &tenant)
-            .into_iter()
-            .filter(|k| k.starts_with("run_"))
-            .collect::<Vec<_>>(),
-        ["run_accepted", "run_started", "run_ended"]
-    );
     verified(&reg, &tenant);
 }
