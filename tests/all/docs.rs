@@ -13,7 +13,7 @@ fn root() -> PathBuf {
 }
 
 /// The Markdown files checked: the README, the changelog and every chapter.
-fn pages() -> Vec<PathBuf> {
+pub(crate) fn pages() -> Vec<PathBuf> {
     let mut pages = vec![root().join("README.md"), root().join("CHANGELOG.md")];
     let mut chapters: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
         .unwrap()

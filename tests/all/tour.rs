@@ -14,7 +14,7 @@
 //!   background is waited for (`/readyz`) before the next line runs;
 //! - `curl` fails on an HTTP error (`--fail-with-body`), as a reader would notice one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// Placeholders the manual writes for ids printed earlier, and the ids' prefixes.
@@ -202,25 +202,13 @@ fn run(page: &Path, walk: &Walk) -> Result<String, String> {
     }
 }
 
-fn pages() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut pages = vec![root.join("README.md")];
-    let mut chapters: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    chapters.sort();
-    pages.extend(chapters);
-    pages
-}
-
 #[test]
 fn every_marked_walk_through_runs_as_written() {
     crate::support::sandbox();
     let mut walked = Vec::new();
     let mut failed = Vec::new();
-    for page in pages() {
+    // The README and the chapters (the changelog has no walk).
+    for page in crate::docs::pages() {
         let walk = walk(&std::fs::read_to_string(&page).unwrap());
         if walk.script.is_empty() {
             continue;
