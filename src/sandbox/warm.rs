@@ -267,6 +267,14 @@ impl WarmStates {
         Ok((image, summary))
     }
 
+    /// Removes the stored states taken against another image of this snapshot's name
+    /// (see [`WarmStore::forget_other_images`]); how many went.
+    #[cfg(feature = "compiler")]
+    pub(super) fn forget_other_images(&self, module: &Module) -> Result<usize, SandboxError> {
+        let (_, summary) = self.base_image(module)?;
+        self.store.forget_other_images(&summary.reference)
+    }
+
     /// The tool's warm state: read from disk, or prepared now in this process (seconds).
     pub(super) fn get_or_prepare(
         &self,

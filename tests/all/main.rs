@@ -22,6 +22,8 @@ mod browser;
 mod bundle;
 /// The `warden` binary as a user runs it: commands, flags, output, exit codes.
 mod cli;
+/// The compiled runtime: one per home, compiled by one process at a time.
+mod compiled;
 /// The manual and the README: every link to a file or heading resolves, every chapter
 /// is in the book's summary, every JSON, TOML and Python example is well formed.
 mod docs;

@@ -3,7 +3,6 @@
 //! compiled for the bundle's platform, and the tools' warm states.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::super::manifest::is_plain_relative;
@@ -227,7 +226,7 @@ pub(super) fn compiled_runtime(
         let dir = &files.compiled_dir;
         fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
-        tmp.write_all(&bytes).map_err(|e| io_error(tmp.path(), e))?;
+        std::io::Write::write_all(&mut tmp, &bytes).map_err(|e| io_error(tmp.path(), e))?;
         compiled::persist_once(tmp, &path)?;
         Ok(path)
     }

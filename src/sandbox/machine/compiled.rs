@@ -50,6 +50,8 @@ pub fn name(files: &RuntimeFiles) -> Result<String, SandboxError> {
 pub struct Pending {
     tmp: tempfile::NamedTempFile,
     path: PathBuf,
+    /// The compiled cache's lock, released once the file is named (or dropped).
+    _compiling: std::fs::File,
 }
 
 #[cfg(feature = "compiler")]
@@ -57,23 +59,38 @@ impl Pending {
     /// Moves the compiled snapshot to its cache name and removes older ones. A file
     /// already there (another process compiled the same runtime first) is kept, never
     /// replaced: readers of it (a bundle being packed, warm states prepared from it)
-    /// must see one content under one name.
-    pub fn keep(self) -> Result<(), SandboxError> {
-        let Pending { tmp, path } = self;
-        persist_once(tmp, &path)?;
+    /// must see one content under one name. Which one was kept: a process whose own
+    /// was not must load the one that was, since two builds of the snapshot are not
+    /// byte for byte the same (its memory holds the times its imports read).
+    pub fn keep(self) -> Result<Kept, SandboxError> {
+        let Pending { tmp, path, .. } = self;
+        let kept = persist_once(tmp, &path)?;
         if let Some(dir) = path.parent() {
             remove_stale(dir, &path);
         }
-        Ok(())
+        Ok(kept)
     }
+}
+
+/// Whose compiled snapshot a cache name holds once [`Pending::keep`] is done.
+#[cfg(feature = "compiler")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// This process's: the file is what it has loaded.
+    Ours,
+    /// Another process's, compiled at the same time and named first.
+    Theirs,
 }
 
 /// Gives `tmp` the name `path` unless a file has it already (then `tmp` is dropped).
 #[cfg(feature = "compiler")]
-pub(crate) fn persist_once(tmp: tempfile::NamedTempFile, path: &Path) -> Result<(), SandboxError> {
+pub(crate) fn persist_once(
+    tmp: tempfile::NamedTempFile,
+    path: &Path,
+) -> Result<Kept, SandboxError> {
     match tmp.persist_noclobber(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Ok(_) => Ok(Kept::Ours),
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(Kept::Theirs),
         Err(e) => Err(io_error(path, e.error)),
     }
 }
@@ -192,21 +209,18 @@ pub fn load_or_build(
     progress: Progress,
 ) -> Result<(Module, Option<Pending>), SandboxError> {
     let path = path(files)?;
-    if path.is_file() {
-        // SAFETY: the file was produced by `Engine::precompile_module` with this
-        // engine's settings (the name carries their hash) and written by Warden into
-        // its own home folder, which only this user can write. wasmtime checks the
-        // header and compatibility before using it.
-        match unsafe { Module::deserialize_file(engine, &path) } {
-            Ok(module) => return Ok((module, None)),
-            Err(e) => tracing::warn!(
-                "discarding unusable compiled runtime {}: {e:#}",
-                path.display()
-            ),
-        }
+    if let Some(module) = load_cached(engine, &path) {
+        return Ok((module, None));
     }
     let dir = &files.compiled_dir;
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+    // One process of a home compiles at a time; the others wait for its file rather
+    // than build their own (minutes and ~2.5 GB each, and another image: see
+    // [`Pending::keep`]).
+    let lock = lock_compiling(dir, progress)?;
+    if let Some(module) = load_cached(engine, &path) {
+        return Ok((module, None));
+    }
     let compiled = compile(files, progress)?;
     tracing::info!(
         "compiled the runtime for {} into {}",
@@ -219,10 +233,67 @@ pub fn load_or_build(
     tmp.as_file()
         .sync_all()
         .map_err(|e| io_error(tmp.path(), e))?;
-    // SAFETY: as above; the file was written just now from `precompile_module`.
+    // SAFETY: as in `load_cached`; the file was written just now from `precompile_module`.
     let module =
         unsafe { Module::deserialize_file(engine, tmp.path()) }.map_err(SandboxError::Compile)?;
-    Ok((module, Some(Pending { tmp, path })))
+    Ok((
+        module,
+        Some(Pending {
+            tmp,
+            path,
+            _compiling: lock,
+        }),
+    ))
+}
+
+/// The compiled file at `path` loaded, if there is one this engine can use. One it
+/// cannot (left by an interrupted write, or corrupted since) is removed, to be compiled
+/// again.
+#[cfg(feature = "compiler")]
+#[expect(
+    unsafe_code,
+    reason = "loading a compiled module is unsafe in wasmtime; see the SAFETY note"
+)]
+fn load_cached(engine: &Engine, path: &Path) -> Option<Module> {
+    if !path.is_file() {
+        return None;
+    }
+    // SAFETY: the file was produced by `Engine::precompile_module` with this engine's
+    // settings (the name carries their hash) and written by Warden into its own home
+    // folder, which only this user can write. wasmtime checks the header and
+    // compatibility before using it.
+    match unsafe { Module::deserialize_file(engine, path) } {
+        Ok(module) => Some(module),
+        Err(e) => {
+            tracing::warn!(
+                "discarding unusable compiled runtime {}: {e:#}",
+                path.display()
+            );
+            let _ = std::fs::remove_file(path);
+            None
+        }
+    }
+}
+
+/// An exclusive lock on the compiled cache's folder, held while this process compiles
+/// into it; waits (saying so) while another process holds it.
+#[cfg(feature = "compiler")]
+fn lock_compiling(dir: &Path, progress: Progress) -> Result<std::fs::File, SandboxError> {
+    use rustix::fs::{FlockOperation, flock};
+    let folder = std::fs::File::open(dir).map_err(|e| io_error(dir, e))?;
+    match flock(&folder, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => return Ok(folder),
+        Err(rustix::io::Errno::WOULDBLOCK) => {}
+        Err(e) => return Err(io_error(dir, e.into())),
+    }
+    let spinner = progress.spinner(format!(
+        "waiting for another warden process, which is compiling the runtime into {}",
+        dir.display()
+    ));
+    let locked = flock(&folder, FlockOperation::LockExclusive);
+    spinner.finish_and_clear();
+    locked.map_err(|e| io_error(dir, e.into()))?;
+    Ok(folder)
 }
 
 /// The runtime flavour a compiled file's name is of (`warden-pydantic-...`, else the
@@ -277,6 +348,25 @@ fn remove_stale(dir: &Path, current: &Path) {
 #[cfg(all(test, feature = "compiler"))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_file_named_is_kept_and_the_second_process_told_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("warden-x.cwasm");
+        let compiled = |bytes: &[u8]| {
+            let mut tmp = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+            std::io::Write::write_all(tmp.as_file_mut(), bytes).unwrap();
+            tmp
+        };
+        assert_eq!(persist_once(compiled(b"first"), &path).unwrap(), Kept::Ours);
+        assert_eq!(
+            persist_once(compiled(b"second"), &path).unwrap(),
+            Kept::Theirs
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        // The loser's temporary file is gone.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 
     #[test]
     fn only_the_current_compiled_runtime_stays() {

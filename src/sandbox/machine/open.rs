@@ -45,7 +45,22 @@ impl Sandbox {
                 sandbox.start()?;
                 if let Some(pending) = pending {
                     sandbox.check_new_snapshot()?;
-                    pending.keep()?;
+                    match pending.keep()? {
+                        compiled::Kept::Ours => sandbox.forget_other_images()?,
+                        // Another process compiled the same runtime at the same time and
+                        // named its file first: every process of this home runs that one,
+                        // or each would refuse the warm states the others prepare.
+                        compiled::Kept::Theirs => {
+                            tracing::info!(
+                                "another process compiled the runtime at the same time; \
+                                 using its file"
+                            );
+                            let Sandbox { files, engine, .. } = sandbox;
+                            let module = compiled::load_existing(&engine, &files)?;
+                            sandbox = Sandbox::assemble(config, files, engine, module)?;
+                            sandbox.start()?;
+                        }
+                    }
                 }
                 sandbox.sweep_warm_states(config)?;
                 sandbox.scratch = Some(ScratchRoot::create(&config.home)?);
@@ -58,6 +73,21 @@ impl Sandbox {
         sandbox.sweep_warm_states(config)?;
         sandbox.scratch = Some(ScratchRoot::create(&config.home)?);
         Ok(sandbox)
+    }
+
+    /// After this process compiled the snapshot and named its file: removes the warm
+    /// states recorded against an earlier build of the same name (its compiled file
+    /// removed and built again), which every process would otherwise load and refuse.
+    #[cfg(feature = "compiler")]
+    fn forget_other_images(&self) -> Result<(), SandboxError> {
+        let forgotten = self.warm.forget_other_images(&self.module)?;
+        if forgotten > 0 {
+            tracing::info!(
+                "removed {forgotten} warm state(s) of an earlier build of this runtime; \
+                 they are prepared again on first use"
+            );
+        }
+        Ok(())
     }
 
     /// At start: removes what interrupted preparations of warm states left, and the

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use bytesize::ByteSize;
 
-use super::{TEMPORARY, WarmStore};
+use super::{Record, TEMPORARY, WarmStore, parse};
+use crate::sandbox::warm::delta::BaseRef;
 use crate::sandbox::{SandboxError, io_error};
 
 /// What [`WarmStore::sweep`] found at start.
@@ -56,6 +57,37 @@ impl WarmStore {
         swept.kept = kept;
         swept.bytes = ByteSize(bytes);
         Ok(swept)
+    }
+}
+
+impl WarmStore {
+    /// Removes the warm states recorded against another image under `running`'s name:
+    /// taken from an earlier build of the same snapshot, whose compiled file was removed
+    /// and built again (two builds differ in a few bytes: the times the snapshot's
+    /// imports read). Every call would otherwise load such a state only to refuse it.
+    /// States recorded cold, and those of other snapshots, stay. How many went.
+    pub fn forget_other_images(&self, running: &BaseRef) -> Result<usize, SandboxError> {
+        let mut forgotten = 0;
+        for state in self.states()? {
+            let Ok(mut file) = File::open(&state.path) else {
+                continue; // gone since the listing
+            };
+            let stale = match parse(&mut file, false) {
+                Ok((Record::Warm { base, .. }, _)) => {
+                    base.identity == running.identity && base != *running
+                }
+                Ok((Record::Cold(_), _)) | Err(_) => false,
+            };
+            if stale {
+                match std::fs::remove_file(&state.path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(io_error(&state.path, e));
+                    }
+                    _ => forgotten += 1,
+                }
+            }
+        }
+        Ok(forgotten)
     }
 }
 

@@ -243,3 +243,34 @@ fn a_tools_key_names_its_owners_folder() {
         std::path::Path::new(&other).parent()
     );
 }
+
+#[test]
+fn a_new_build_forgets_only_the_states_of_an_earlier_build_of_its_name() {
+    let (_home, store) = store(1 << 20);
+    let with_base = |identity: &str, crc32: u32| {
+        let mut state = prepared(100);
+        if let Record::Warm { base, .. } = &mut state.record {
+            *base = BaseRef {
+                identity: identity.into(),
+                image_len: 4096,
+                crc32,
+            };
+        }
+        state
+    };
+    store.store("same-image", with_base("snapshot", 1)).unwrap();
+    store
+        .store("earlier-build", with_base("snapshot", 2))
+        .unwrap();
+    store
+        .store("other-snapshot", with_base("other", 2))
+        .unwrap();
+    let running = BaseRef {
+        identity: "snapshot".into(),
+        image_len: 4096,
+        crc32: 1,
+    };
+    assert_eq!(store.forget_other_images(&running).unwrap(), 1);
+    assert_eq!(keys(&store), ["other-snapshot", "same-image"]);
+    assert_eq!(store.forget_other_images(&running).unwrap(), 0);
+}
