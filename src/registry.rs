@@ -1,5 +1,7 @@
-//! The registry: tenants, their tools with immutable versions, and a hash-chained audit
-//! trail, in one embedded SQLite database.
+//! The registry: tenants, their tools with immutable versions, their keys, reviewers and
+//! secrets, the calls in flight and the runs kept for later, and a hash-chained audit
+//! trail, in one database: an embedded SQLite file, or a PostgreSQL server that several
+//! nodes share.
 //!
 //! It stores and checks what it stores; it never runs the sandbox and never applies a
 //! tenant's policy to a manifest (the app calls [`TenantPolicy::admit_grants`] and
@@ -7,8 +9,10 @@
 //!
 //! # Databases
 //! The embedded SQLite file is the default (`sqlite`: one box, the edge); several
-//! nodes share a PostgreSQL server (`postgres`). Both sit behind one seam (`db`):
-//! the logic below is written once, and one test suite runs against both. Every write
+//! nodes share a PostgreSQL server (`postgres`). Each is a driver behind one seam
+//! (`db`: the `Driver` trait, whose transactions the logic below runs, the `Dialect`
+//! where their SQL differs, and PostgreSQL's faster paths for calls' records): the
+//! logic is written once, names no database, and one test suite runs against both. Every write
 //! is one transaction: a crash leaves either all of a registration (tool, first version,
 //! tags, audit event) or none. Migrations are versioned, compiled in and applied when
 //! the database is opened (`migrations`); a database from a newer Warden is refused
@@ -30,6 +34,7 @@
 //!   audit trail keeps the tool's id, name and version ids, so history stays readable.
 //!   Until deletion, every version stays readable through [`Registry::version`].
 
+mod appends;
 mod async_runs;
 mod audit;
 mod ceilings;
@@ -177,12 +182,7 @@ pub enum Change {
 
 /// The registry database. Cheap to share behind an `Arc`.
 pub struct Registry {
-    db: Backend,
-}
-
-enum Backend {
-    Sqlite(sqlite::Sqlite),
-    Postgres(Box<postgres::Postgres>),
+    db: Box<dyn db::Driver>,
 }
 
 impl fmt::Debug for Registry {
@@ -197,7 +197,7 @@ impl Registry {
     /// Opens (or creates) the SQLite database at `path` and brings its schema up to date.
     pub fn open(path: impl AsRef<Path>) -> Result<Registry, RegistryError> {
         Ok(Registry {
-            db: Backend::Sqlite(sqlite::Sqlite::open(path.as_ref())?),
+            db: Box::new(sqlite::Sqlite::open(path.as_ref())?),
         })
     }
 
@@ -212,30 +212,30 @@ impl Registry {
         location: &Location,
         durability: Durability,
     ) -> Result<Registry, RegistryError> {
-        match location {
-            Location::Sqlite(path) => Ok(Registry {
-                db: Backend::Sqlite(sqlite::Sqlite::open_with(path, durability)?),
-            }),
-            Location::Postgres(url) => Ok(Registry {
-                db: Backend::Postgres(Box::new(postgres::Postgres::connect(url, durability)?)),
-            }),
-        }
+        let db: Box<dyn db::Driver> = match location {
+            Location::Sqlite(path) => Box::new(sqlite::Sqlite::open_with(path, durability)?),
+            Location::Postgres(url) => Box::new(postgres::Postgres::connect(url, durability)?),
+        };
+        Ok(Registry { db })
     }
 
     /// A fresh SQLite database in memory, gone when dropped: for tests.
     pub fn open_in_memory() -> Result<Registry, RegistryError> {
         Ok(Registry {
-            db: Backend::Sqlite(sqlite::Sqlite::in_memory()?),
+            db: Box::new(sqlite::Sqlite::in_memory()?),
         })
     }
 
     /// This node's id when the registry is shared with other nodes (PostgreSQL); `None`
     /// for the embedded database, whose one node keeps cluster-wide state in memory.
     pub fn node(&self) -> Option<&str> {
-        match &self.db {
-            Backend::Sqlite(_) => None,
-            Backend::Postgres(db) => Some(db.node()),
-        }
+        self.db.node()
+    }
+
+    /// Whether several nodes may share this registry (a PostgreSQL server: every commit
+    /// is a round trip to it, and other nodes write beside this one).
+    pub fn shared(&self) -> bool {
+        self.db.shared()
     }
 
     /// A number that changes when another process writes to the registry behind this
@@ -244,43 +244,28 @@ impl Registry {
     /// false and the database is busy. Always 0 on PostgreSQL, whose writers announce
     /// their changes ([`Registry::follow`]).
     pub fn outside_writes(&self, wait: bool) -> Result<Option<u64>, RegistryError> {
-        match &self.db {
-            Backend::Sqlite(db) => db.data_version(wait),
-            Backend::Postgres(_) => Ok(Some(0)),
-        }
+        self.db.outside_writes(wait)
     }
 
     /// Which database this is: `SQLite` or `PostgreSQL`.
-    pub fn dialect(&self) -> db::Dialect {
-        match &self.db {
-            Backend::Sqlite(_) => db::Dialect::Sqlite,
-            Backend::Postgres(_) => db::Dialect::Postgres,
-        }
+    pub fn dialect(&self) -> &'static db::Dialect {
+        self.db.dialect()
     }
 
     /// The embedded database's file, which no tool's mount may hold; `None` on
     /// PostgreSQL or in memory.
     pub fn local_file(&self) -> Option<std::path::PathBuf> {
-        match &self.db {
-            Backend::Sqlite(db) => db.file(),
-            Backend::Postgres(_) => None,
-        }
+        self.db.local_file()
     }
 
     /// Whether this registry's commits wait for the disk, as the database reports it.
     pub fn durability(&self) -> Result<Durability, RegistryError> {
-        match &self.db {
-            Backend::Sqlite(db) => db.durability(),
-            Backend::Postgres(db) => db.durability(),
-        }
+        self.db.durability()
     }
 
     /// The schema version of the open database.
     pub fn schema_version(&self) -> Result<u32, RegistryError> {
-        match &self.db {
-            Backend::Sqlite(db) => db.schema_version(),
-            Backend::Postgres(db) => db.schema_version(),
-        }
+        self.db.schema_version()
     }
 
     /// Calls `on_change` for every change another node makes, from now on, until the
@@ -289,9 +274,7 @@ impl Registry {
     /// (then [`Change::Resync`]); nothing to hear on SQLite, where this node is the only
     /// one.
     pub fn follow(&self, on_change: impl Fn(Change) + Send + Sync + 'static) {
-        if let Backend::Postgres(db) = &self.db {
-            db.follow(std::sync::Arc::new(on_change));
-        }
+        self.db.follow(std::sync::Arc::new(on_change));
     }
 
     /// Runs `f` in one write transaction, committed when `f` succeeds.
@@ -341,10 +324,13 @@ impl Registry {
         mode: db::Mode,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
     ) -> Result<T, RegistryError> {
-        match &self.db {
-            Backend::Sqlite(db) => db.transaction(mode, f),
-            Backend::Postgres(db) => db.transaction(mode, f),
-        }
+        db::run(&*self.db, mode, f)
+    }
+
+    /// Makes every commit so far durable (SQLite: a checkpoint, which flushes the log
+    /// first; PostgreSQL: a commit that waits for its log to reach the disk).
+    pub fn flush(&self) -> Result<(), RegistryError> {
+        self.db.flush()
     }
 }
 

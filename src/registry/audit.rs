@@ -17,16 +17,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::db::{Mode, Tx, vals};
-use super::{Backend, Kind, Page, Registry, RegistryError, RunId, ToolId, page_size};
+use super::db::{Tx, vals};
+use super::{Kind, Page, Registry, RegistryError, ToolId, page_size};
 pub use crate::audit::GENESIS_HASH;
 use crate::audit::event_hash;
 use crate::tenant::TenantId;
 
 mod event;
-mod known_head;
-
-pub(super) use known_head::KnownHeads;
 
 pub use event::{AuditEvent, ReviewDecision, ToolLabels};
 
@@ -117,7 +114,7 @@ pub(super) fn append(
 }
 
 /// Rows one INSERT of [`append_all`] writes at most: 100.
-const INSERT_ROWS: usize = 100;
+pub(super) const INSERT_ROWS: usize = 100;
 
 /// Appends every event, in order, to its tenant's chain inside `tx`: one read of each
 /// tenant's head (its row locked until the transaction ends, on PostgreSQL; SQLite's
@@ -170,7 +167,7 @@ pub(super) fn append_all(
 
 /// `event` as the next record after `head` (newest seq, hash, and the time to record),
 /// with its JSON as hashed; `head` moves on to it.
-fn chain_on(
+pub(super) fn chain_on(
     head: &mut (i64, String, i64),
     tenant: &TenantId,
     event: &AuditEvent,
@@ -241,18 +238,6 @@ pub(super) struct Row {
 
 pub(super) const ROW_COLUMNS: &str = "seq, at_ms, kind, tool_id, event, prev_hash, hash";
 
-/// Removes the in-flight records of the calls `ended` and appends `events` (theirs).
-pub(super) fn write_ending(
-    tx: &mut Tx<'_>,
-    events: &[(TenantId, AuditEvent)],
-    ended: &[(TenantId, RunId)],
-) -> Result<Vec<AuditRecord>, RegistryError> {
-    for (tenant, run) in ended {
-        super::runs::remove(tx, tenant, run)?;
-    }
-    append_all(tx, events)
-}
-
 pub(super) fn read_row(r: &super::db::Row) -> Result<Row, RegistryError> {
     Ok(Row {
         seq: r.get(0)?,
@@ -282,82 +267,6 @@ impl Row {
 }
 
 impl Registry {
-    /// Appends `event` to `tenant`'s audit trail: for runs, which the registry does not
-    /// see. Tool and tenant changes are recorded by the operations themselves, in the
-    /// same transaction as the change.
-    pub fn append_audit(
-        &self,
-        tenant: &TenantId,
-        event: &AuditEvent,
-    ) -> Result<AuditRecord, RegistryError> {
-        self.append_audit_batch(&[(tenant.clone(), event.clone())])?
-            .pop()
-            .ok_or_else(|| RegistryError::corrupt("audit append", "no record"))
-    }
-
-    /// Appends every event, in order, in one transaction: one commit (one `fsync`) for
-    /// all of them. Either all are stored or none is.
-    pub fn append_audit_batch(
-        &self,
-        events: &[(TenantId, AuditEvent)],
-    ) -> Result<Vec<AuditRecord>, RegistryError> {
-        self.append_ending(events, &[], false)
-    }
-
-    /// [`Registry::append_audit_batch`], also removing the in-flight records of the
-    /// calls `ended` (whose events these are), in the same transaction; `relaxed`: its
-    /// commit does not wait for the disk. On PostgreSQL, one tenant's events (and its
-    /// calls' records) go in one statement on the chain head this node wrote last.
-    pub(super) fn append_ending(
-        &self,
-        events: &[(TenantId, AuditEvent)],
-        ended: &[(TenantId, RunId)],
-        relaxed: bool,
-    ) -> Result<Vec<AuditRecord>, RegistryError> {
-        let (one_statement, locked) = if relaxed {
-            (Mode::Transient, Mode::WriteRelaxed)
-        } else {
-            (Mode::Autocommit, Mode::Write)
-        };
-        let write = |tx: &mut Tx<'_>| write_ending(tx, events, ended);
-        let Backend::Postgres(pg) = &self.db else {
-            return self.transaction(locked, write);
-        };
-        let tenant = events.first().map(|(t, _)| t);
-        if ended.iter().all(|(t, _)| Some(t) == tenant) {
-            let runs: Vec<RunId> = ended.iter().map(|(_, r)| r.clone()).collect();
-            if let Some(records) = known_head::append(pg, events, &runs, one_statement)? {
-                return Ok(records);
-            }
-        }
-        let appended = self.transaction(locked, write);
-        match &appended {
-            Ok(records) => pg.known_heads.remember(records),
-            Err(_) => events.iter().for_each(|(t, _)| pg.known_heads.forget(t)),
-        }
-        appended
-    }
-
-    /// A call's end with `event` (`run`: its in-flight record, removed in the same
-    /// statement, whose commit then does not wait for the disk), committed now (as
-    /// [`Registry::record_runs`] would) on the caller's runtime, from an async task: on
-    /// PostgreSQL, when this node knows the tenant's chain head, one of its connections
-    /// for calls' records is free, and the caller is on a multi-thread tokio runtime
-    /// (whose workers drive the connection). `None`, with nothing written, otherwise:
-    /// the journal must record it. On SQLite see [`Registry::try_record_end`].
-    pub async fn record_end_now(
-        &self,
-        tenant: &TenantId,
-        run: Option<&RunId>,
-        event: &AuditEvent,
-    ) -> Option<Result<(), RegistryError>> {
-        let Backend::Postgres(pg) = &self.db else {
-            return None;
-        };
-        let appended = known_head::append_now(pg, tenant, run, event).await?;
-        Some(appended.map(|_| ()))
-    }
-
     /// `tenant`'s events, newest first: up to `limit` (0 means
     /// [`DEFAULT_PAGE_SIZE`](super::DEFAULT_PAGE_SIZE)) events older than `before` (a
     /// `seq`; `None` for the newest). Pass the page's `next` as `before` for the next page.

@@ -97,10 +97,7 @@ impl Registry {
     ) -> Result<Option<SlotId>, RegistryError> {
         self.transient(|tx| {
             let dialect = tx.dialect();
-            let skip_locked = match dialect {
-                super::Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
-                super::Dialect::Sqlite => "",
-            };
+            let skip_locked = dialect.for_update_skip_locked();
             let sql = format!(
                 "UPDATE run_slots SET holder = ?3, node = ?4, expires_at_ms = c.now + ?5
                  FROM (SELECT {now} AS now) AS c
@@ -241,9 +238,10 @@ impl Registry {
         rate: i64,
         want: i64,
     ) -> Result<Option<u32>, RegistryError> {
-        let granted = match self.dialect() {
-            super::Dialect::Postgres => self.try_take_shared(tenant, capacity, rate, want)?,
-            super::Dialect::Sqlite => self.try_take_local(tenant, capacity, rate, want)?,
+        let granted = if self.shared() {
+            self.try_take_shared(tenant, capacity, rate, want)?
+        } else {
+            self.try_take_local(tenant, capacity, rate, want)?
         };
         granted
             .map(|n| u32::try_from(n).map_err(|e| RegistryError::corrupt("tokens taken", e)))

@@ -257,12 +257,9 @@ impl Registry {
                 "SELECT s.expires_at_ms, s.used_at_ms, {USER_COLUMNS} FROM console_links s
                  LEFT JOIN reviewer_keys k ON k.id = s.reviewer_key_id AND k.revoked_at_ms IS NULL
                  WHERE s.token_hash = ?1{}",
-                match tx.dialect() {
-                    // The link's row only: a reviewer key's row is on the outer join's
-                    // nullable side, which PostgreSQL does not lock.
-                    super::Dialect::Postgres => " FOR UPDATE OF s",
-                    super::Dialect::Sqlite => "",
-                }
+                // The link's row only: a reviewer key's row is on the outer join's
+                // nullable side, which PostgreSQL does not lock.
+                tx.dialect().for_update_of("s")
             );
             let hash = ConsoleToken::hash(token);
             let Some(row) = tx.query_opt(&sql, vals![&hash])? else {

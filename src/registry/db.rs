@@ -3,9 +3,12 @@
 //! The registry's logic (what a registration writes, how the audit chain grows) is
 //! written once, against [`Tx`]: a transaction of the embedded SQLite database
 //! ([`super::sqlite`]) or of a PostgreSQL server shared by several nodes
-//! ([`super::postgres`]). Queries are plain SQL with `?1`, `?2`... parameters (the
-//! PostgreSQL side rewrites them to `$1`, `$2`...), values cross as [`Value`], and the
-//! few places where the two dialects differ ask [`Tx::dialect`].
+//! ([`super::postgres`]). Each database is a [`Driver`] (transactions, flush, hearing
+//! other nodes, an optional [`FastPath`] for calls' records) whose transactions run
+//! [`Statements`]; the registry holds one as `dyn Driver` and never asks which it is.
+//! Queries are plain SQL with `?1`, `?2`... parameters (the PostgreSQL side rewrites
+//! them to `$1`, `$2`...), values cross as [`Value`], and the few places where the two
+//! dialects differ ask the transaction's [`Dialect`].
 //!
 //! # Write transactions and concurrency
 //! SQLite has one writer at a time (`BEGIN IMMEDIATE`). PostgreSQL runs writers
@@ -15,8 +18,12 @@
 //! writes run in parallel.
 
 use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
 
-use super::RegistryError;
+use super::{AuditEvent, AuditRecord, Change, Durability, InFlight, RegistryError, RunId};
 use crate::tenant::TenantId;
 
 /// A value passed to or read from a query.
@@ -153,60 +160,67 @@ impl Row {
     }
 }
 
-/// Which database a registry uses (and where their SQL differs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// The embedded SQLite database.
-    Sqlite,
-    /// A PostgreSQL server.
-    Postgres,
+/// Where the SQL of the databases differs: each driver has one (`sqlite::DIALECT`,
+/// `postgres::DIALECT`), and the registry's queries ask it ([`Tx::dialect`]) instead of
+/// asking which database they are on.
+#[derive(Debug)]
+pub struct Dialect {
+    /// The database's name, for messages: `SQLite`, `PostgreSQL`.
+    pub(super) name: &'static str,
+    /// See [`Dialect::now_ms`].
+    pub(super) now_ms: &'static str,
+    /// See [`Dialect::for_update`].
+    pub(super) for_update: &'static str,
+    /// See [`Dialect::for_update_skip_locked`].
+    pub(super) for_update_skip_locked: &'static str,
+    /// See [`Dialect::join_commas`].
+    pub(super) join_commas: fn(&str) -> String,
+    /// See [`Dialect::json_integer`].
+    pub(super) json_integer: fn(&str, &str) -> String,
+    /// See [`Dialect::for_update_of`].
+    pub(super) for_update_of: fn(&str) -> String,
 }
 
 impl Dialect {
     /// An aggregate joining a text column's values with `,`.
-    pub(crate) fn join_commas(self, column: &str) -> String {
-        match self {
-            Dialect::Sqlite => format!("group_concat({column}, ',')"),
-            Dialect::Postgres => format!("string_agg({column}, ',')"),
-        }
+    pub(crate) fn join_commas(&self, column: &str) -> String {
+        (self.join_commas)(column)
     }
 
     /// The database's clock now, in Unix milliseconds, as an SQL expression: every node
     /// of a cluster stamps events with the same clock.
-    pub(crate) fn now_ms(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
-            Dialect::Postgres => {
-                "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)"
-            }
-        }
+    pub(crate) fn now_ms(&self) -> &'static str {
+        self.now_ms
     }
 
     /// The integer `field` of the JSON object in text column `column`, as an SQL
     /// expression (NULL when absent).
-    pub(crate) fn json_integer(self, column: &str, field: &str) -> String {
-        match self {
-            Dialect::Sqlite => format!("json_extract({column}, '$.{field}')"),
-            Dialect::Postgres => format!("CAST(({column}::jsonb ->> '{field}') AS BIGINT)"),
-        }
+    pub(crate) fn json_integer(&self, column: &str, field: &str) -> String {
+        (self.json_integer)(column, field)
     }
 
     /// The clause that locks the rows a `SELECT` read until the transaction ends
     /// (nothing in SQLite, whose write transactions already exclude each other).
-    pub(crate) fn for_update(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "",
-            Dialect::Postgres => " FOR UPDATE",
-        }
+    pub(crate) fn for_update(&self) -> &'static str {
+        self.for_update
+    }
+
+    /// [`Dialect::for_update`] passing over rows another transaction holds, so that
+    /// concurrent takers of one of several free rows each take another.
+    pub(crate) fn for_update_skip_locked(&self) -> &'static str {
+        self.for_update_skip_locked
+    }
+
+    /// [`Dialect::for_update`] of the rows of `table` (an alias of the query) only: a
+    /// row on an outer join's nullable side cannot be locked.
+    pub(crate) fn for_update_of(&self, table: &str) -> String {
+        (self.for_update_of)(table)
     }
 }
 
 impl fmt::Display for Dialect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Dialect::Sqlite => "SQLite",
-            Dialect::Postgres => "PostgreSQL",
-        })
+        f.write_str(self.name)
     }
 }
 
@@ -235,29 +249,185 @@ pub(crate) enum Mode {
     WriteRelaxed,
 }
 
-/// A transaction in either database: the only way the registry's logic touches one.
-pub(crate) enum Tx<'a> {
-    /// In SQLite.
-    Sqlite(rusqlite::Transaction<'a>),
-    /// In PostgreSQL.
-    Postgres(&'a mut super::postgres::PgTx),
+/// A database: what the registry asks of either one. Each implements it in its own
+/// module (`sqlite`, `postgres`), and nothing else in the registry knows which one it
+/// talks to.
+pub(crate) trait Driver: Send + Sync {
+    /// Where its SQL differs.
+    fn dialect(&self) -> &'static Dialect;
+
+    /// Whether several nodes may share it (a server: every commit is a round trip to
+    /// it, and other nodes write beside this one).
+    fn shared(&self) -> bool {
+        self.node().is_some()
+    }
+
+    /// This node's id among those sharing it; `None` when it is this node's alone.
+    fn node(&self) -> Option<&str> {
+        None
+    }
+
+    /// A number that changes when another process writes behind this one's back (see
+    /// `Registry::outside_writes`); `None` when `wait` is false and it is busy.
+    fn outside_writes(&self, wait: bool) -> Result<Option<u64>, RegistryError>;
+
+    /// Its file on this machine, if it has one.
+    fn local_file(&self) -> Option<PathBuf> {
+        None
+    }
+
+    /// Whether its commits wait for the disk, as it reports.
+    fn durability(&self) -> Result<Durability, RegistryError>;
+
+    /// The schema version it is at.
+    fn schema_version(&self) -> Result<u32, RegistryError>;
+
+    /// Calls `on_change` for every change another node makes (nothing to hear where
+    /// there is no other node).
+    fn follow(&self, on_change: Arc<dyn Fn(Change) + Send + Sync>) {
+        let _ = on_change;
+    }
+
+    /// Runs `body` once in one transaction of `mode`, committed when it succeeds.
+    fn transaction(&self, mode: Mode, body: &mut Body<'_>) -> Result<(), RegistryError>;
+
+    /// [`Driver::transaction`] for a write, from a thread that must not wait: `None`,
+    /// with nothing written, when it would (or when the database cannot tell).
+    fn try_write(&self, mode: Mode, body: &mut Body<'_>) -> Option<Result<(), RegistryError>> {
+        let _ = (mode, body);
+        None
+    }
+
+    /// Makes every commit so far durable.
+    fn flush(&self) -> Result<(), RegistryError>;
+
+    /// Its faster ways to record a call's start and end, if it has any.
+    fn fast_path(&self) -> Option<&dyn FastPath> {
+        None
+    }
 }
 
-impl Tx<'_> {
-    /// Which database this is.
-    pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            Tx::Sqlite(_) => Dialect::Sqlite,
-            Tx::Postgres(_) => Dialect::Postgres,
-        }
+/// A transaction's body, as a driver runs it.
+pub(crate) type Body<'b> = dyn FnMut(&mut Tx<'_>) -> Result<(), RegistryError> + 'b;
+
+/// A future a [`FastPath`] returns, run on its caller's runtime.
+pub(crate) type Later<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A driver's own ways of recording a call's start and end in fewer round trips than
+/// a transaction (PostgreSQL's: `postgres/known_head.rs`). Each answers `None` when it
+/// cannot here and now: the caller then writes through a transaction.
+pub(crate) trait FastPath: Send + Sync {
+    /// Appends `events` and removes the in-flight records of `runs` (all of one
+    /// tenant's) in one statement on the chain head this node wrote last; `None` when it
+    /// does not know that head.
+    fn append(
+        &self,
+        events: &[(TenantId, AuditEvent)],
+        runs: &[RunId],
+        mode: Mode,
+    ) -> Result<Option<Vec<AuditRecord>>, RegistryError>;
+
+    /// Notes the heads `records` (appended through a transaction) leave.
+    fn remember(&self, records: &[AuditRecord]);
+
+    /// Forgets `tenant`'s head (an append through a transaction failed).
+    fn forget(&self, tenant: &TenantId);
+
+    /// A call's end (`event`; `run`: its in-flight record, removed with it) committed
+    /// from an async task.
+    fn append_now<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        run: Option<&'a RunId>,
+        event: &'a AuditEvent,
+    ) -> Later<'a, Option<Result<(), RegistryError>>>;
+
+    /// A call's in-flight record committed durably from an async task.
+    fn start_now<'a>(&'a self, run: &'a InFlight) -> Later<'a, Option<Result<(), RegistryError>>>;
+}
+
+/// Runs `f` once in one transaction of `mode` on `driver`; its value once committed.
+pub(crate) fn run<T>(
+    driver: &dyn Driver,
+    mode: Mode,
+    f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+) -> Result<T, RegistryError> {
+    let mut f = Some(f);
+    let mut out = None;
+    driver.transaction(mode, &mut |tx| {
+        let f = f.take().ok_or_else(ran_twice)?;
+        out = Some(f(tx)?);
+        Ok(())
+    })?;
+    out.ok_or_else(ran_twice)
+}
+
+/// [`run`] through [`Driver::try_write`].
+pub(crate) fn try_run<T>(
+    driver: &dyn Driver,
+    mode: Mode,
+    f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+) -> Option<Result<T, RegistryError>> {
+    let mut f = Some(f);
+    let mut out = None;
+    let written = driver.try_write(mode, &mut |tx| {
+        let f = f.take().ok_or_else(ran_twice)?;
+        out = Some(f(tx)?);
+        Ok(())
+    })?;
+    Some(written.and_then(|()| out.ok_or_else(ran_twice)))
+}
+
+/// A driver that ran a transaction's body twice, or reported a commit without running
+/// it: a bug in the driver.
+fn ran_twice() -> RegistryError {
+    RegistryError::corrupt(
+        "a transaction",
+        "the database driver ran its body other than once",
+    )
+}
+
+/// What a transaction of either database does: the driver's side of [`Tx`].
+pub(crate) trait Statements {
+    /// Where its SQL differs.
+    fn dialect(&self) -> &'static Dialect;
+
+    /// Every row `sql` returns.
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, RegistryError>;
+
+    /// Runs `sql`; how many rows it changed.
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, RegistryError>;
+
+    /// Runs `sql`, whose changed-row count nobody needs (see [`Tx::execute_later`]).
+    fn execute_later(&mut self, sql: &str, params: &[Value]) -> Result<(), RegistryError> {
+        self.execute(sql, params).map(|_| ())
+    }
+
+    /// Tells every other node of `change` once the transaction commits (nothing where
+    /// there is no other node).
+    fn notify(&mut self, change: &Change) -> Result<(), RegistryError> {
+        let _ = change;
+        Ok(())
+    }
+}
+
+/// A transaction in either database: the only way the registry's logic touches one.
+pub(crate) struct Tx<'a>(&'a mut dyn Statements);
+
+impl<'a> Tx<'a> {
+    /// The transaction a driver runs `statements` in.
+    pub(crate) fn new(statements: &'a mut dyn Statements) -> Tx<'a> {
+        Tx(statements)
+    }
+
+    /// Where this database's SQL differs.
+    pub(crate) fn dialect(&self) -> &'static Dialect {
+        self.0.dialect()
     }
 
     /// Every row `sql` returns.
     pub(crate) fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, RegistryError> {
-        match self {
-            Tx::Sqlite(tx) => super::sqlite::query(tx, sql, params),
-            Tx::Postgres(tx) => tx.query(sql, params),
-        }
+        self.0.query(sql, params)
     }
 
     /// The first row `sql` returns, if any.
@@ -277,28 +447,19 @@ impl Tx<'_> {
 
     /// Runs `sql`; returns how many rows it changed.
     pub(crate) fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, RegistryError> {
-        match self {
-            Tx::Sqlite(tx) => super::sqlite::execute(tx, sql, params),
-            Tx::Postgres(tx) => tx.execute(sql, params),
-        }
+        self.0.execute(sql, params)
     }
 
     /// Tells every other node, once this transaction commits, that `tenant`'s tools
     /// changed (PostgreSQL's NOTIFY; nothing in SQLite, whose one node knows already).
     pub(crate) fn tools_changed(&mut self, tenant: &TenantId) -> Result<(), RegistryError> {
-        match self {
-            Tx::Sqlite(_) => Ok(()),
-            Tx::Postgres(tx) => tx.notify(&super::Change::Tools(tenant.clone())),
-        }
+        self.0.notify(&Change::Tools(tenant.clone()))
     }
 
     /// Tells every other node, once this transaction commits, that `tenant`'s policy or
     /// key changed.
     pub(crate) fn tenant_changed(&mut self, tenant: &TenantId) -> Result<(), RegistryError> {
-        match self {
-            Tx::Sqlite(_) => Ok(()),
-            Tx::Postgres(tx) => tx.notify(&super::Change::Tenant(tenant.clone())),
-        }
+        self.0.notify(&Change::Tenant(tenant.clone()))
     }
 
     /// Runs `sql`, whose changed-row count nobody needs: on PostgreSQL it is sent with
@@ -309,10 +470,7 @@ impl Tx<'_> {
         sql: &str,
         params: &[Value],
     ) -> Result<(), RegistryError> {
-        match self {
-            Tx::Sqlite(tx) => super::sqlite::execute(tx, sql, params).map(|_| ()),
-            Tx::Postgres(tx) => tx.execute_later(sql, params),
-        }
+        self.0.execute_later(sql, params)
     }
 
     /// Locks `tenant`'s row until the transaction ends, so this tenant's writes (and its

@@ -34,7 +34,9 @@
 
 mod changes;
 mod direct;
+mod known_head;
 mod tx;
+mod values;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -42,13 +44,26 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use tokio_postgres::config::SslMode;
-use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
 
-use super::db::{Mode, Row, Tx, Value};
+use super::db::{Body, Dialect, Driver, FastPath, Later, Mode, Tx, Value};
 use super::migrations;
-use super::{Durability, RegistryError};
+use super::{AuditEvent, AuditRecord, Change, Durability, InFlight, RegistryError, RunId};
+use crate::tenant::TenantId;
 pub(crate) use direct::{DIRECT_CONNECTIONS, Direct};
+use known_head::KnownHeads;
 pub(crate) use tx::PgTx;
+use values::{placeholders, row};
+
+/// PostgreSQL's SQL where it differs.
+pub(super) static DIALECT: Dialect = Dialect {
+    name: "PostgreSQL",
+    now_ms: "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)",
+    for_update: " FOR UPDATE",
+    for_update_skip_locked: " FOR UPDATE SKIP LOCKED",
+    join_commas: |column| format!("string_agg({column}, ',')"),
+    json_integer: |column, field| format!("CAST(({column}::jsonb ->> '{field}') AS BIGINT)"),
+    for_update_of: |table| format!(" FOR UPDATE OF {table}"),
+};
 
 /// Longest wait for a free connection from the pool: 5 s.
 pub const POOL_WAIT: Duration = Duration::from_secs(5);
@@ -75,17 +90,17 @@ pub(crate) struct Postgres {
     transient: Pool,
     /// One connection driven by the runtime of the task that uses it (a call's start,
     /// or the end of a call not recorded in flight).
-    pub(super) direct: Direct,
+    direct: Direct,
     /// [`Postgres::direct`] whose commits do not wait for the disk: the end of a call
     /// recorded in flight.
-    pub(super) direct_relaxed: Direct,
+    direct_relaxed: Direct,
     /// For the connection that listens for other nodes' changes.
     config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     /// This node, in the changes it announces: it does not hear its own.
     node: Arc<str>,
     /// The audit chain heads this node wrote last (appends on them take one round trip).
-    pub(super) known_heads: super::audit::KnownHeads,
+    known_heads: KnownHeads,
 }
 
 impl Postgres {
@@ -160,7 +175,7 @@ impl Postgres {
             config,
             tls,
             node: format!("{:016x}", rand::random::<u64>()).into(),
-            known_heads: super::audit::KnownHeads::default(),
+            known_heads: KnownHeads::default(),
         };
         db.migrate()?;
         Ok(db)
@@ -193,7 +208,7 @@ impl Postgres {
             Mode::Read => tx.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
             Mode::Autocommit | Mode::Transient => {}
         }
-        let outcome = f(&mut Tx::Postgres(&mut tx));
+        let outcome = f(&mut Tx::new(&mut tx));
         match outcome {
             Ok(out) => {
                 tx.commit()?;
@@ -269,6 +284,92 @@ impl Postgres {
     }
 }
 
+impl Driver for Postgres {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
+    fn node(&self) -> Option<&str> {
+        Some(Postgres::node(self))
+    }
+
+    /// Always 0: its writers announce their changes ([`Driver::follow`]).
+    fn outside_writes(&self, _wait: bool) -> Result<Option<u64>, RegistryError> {
+        Ok(Some(0))
+    }
+
+    fn durability(&self) -> Result<Durability, RegistryError> {
+        Postgres::durability(self)
+    }
+
+    fn schema_version(&self) -> Result<u32, RegistryError> {
+        Postgres::schema_version(self)
+    }
+
+    fn follow(&self, on_change: Arc<dyn Fn(Change) + Send + Sync>) {
+        Postgres::follow(self, on_change);
+    }
+
+    fn transaction(&self, mode: Mode, body: &mut Body<'_>) -> Result<(), RegistryError> {
+        Postgres::transaction(self, mode, body)
+    }
+
+    /// A commit that waits for its log to reach the disk: an id makes the statement a
+    /// transaction with a commit record, and a durable commit flushes the log up to it,
+    /// every earlier commit too.
+    fn flush(&self) -> Result<(), RegistryError> {
+        Postgres::transaction(self, Mode::Autocommit, |tx| {
+            tx.query("SELECT txid_current()", &[])?;
+            Ok(())
+        })
+    }
+
+    fn fast_path(&self) -> Option<&dyn FastPath> {
+        Some(self)
+    }
+}
+
+/// Appends on the chain heads this node wrote last (`postgres/known_head.rs`), and
+/// calls' records on the caller's own runtime (`postgres/direct.rs`).
+impl FastPath for Postgres {
+    fn append(
+        &self,
+        events: &[(TenantId, AuditEvent)],
+        runs: &[RunId],
+        mode: Mode,
+    ) -> Result<Option<Vec<AuditRecord>>, RegistryError> {
+        known_head::append(self, events, runs, mode)
+    }
+
+    fn remember(&self, records: &[AuditRecord]) {
+        self.known_heads.remember(records);
+    }
+
+    fn forget(&self, tenant: &TenantId) {
+        self.known_heads.forget(tenant);
+    }
+
+    fn append_now<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        run: Option<&'a RunId>,
+        event: &'a AuditEvent,
+    ) -> Later<'a, Option<Result<(), RegistryError>>> {
+        Box::pin(async move {
+            let appended = known_head::append_now(self, tenant, run, event).await?;
+            Some(appended.map(|_| ()))
+        })
+    }
+
+    fn start_now<'a>(&'a self, run: &'a InFlight) -> Later<'a, Option<Result<(), RegistryError>>> {
+        Box::pin(async move {
+            let taken = self.direct.try_take()?;
+            let (sql, params) = super::runs::insert_statement(&[run]);
+            Some(taken.execute(&sql, &params).await.map(|_| ()))
+        })
+    }
+}
+
 impl Drop for Postgres {
     fn drop(&mut self) {
         // Dropping a runtime blocks, which tokio forbids inside another runtime.
@@ -301,86 +402,6 @@ fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect, RegistryError> {
             reason: format!("cannot load the platform's trusted certificates: {e}"),
         })?;
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
-}
-
-/// `sql` with SQLite's `?N` parameters written as PostgreSQL's `$N` (outside quotes).
-pub(super) fn placeholders(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
-    let mut quoted = false;
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\'' {
-            quoted = !quoted;
-        }
-        if c == '?' && !quoted && chars.peek().is_some_and(char::is_ascii_digit) {
-            out.push('$');
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-impl ToSql for Value {
-    fn to_sql(
-        &self,
-        ty: &Type,
-        out: &mut bytes::BytesMut,
-    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        let wrong = || format!("a {self:?} cannot be a {ty} parameter").into();
-        match self {
-            Value::Null => Ok(IsNull::Yes),
-            Value::Int(i) => match *ty {
-                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
-                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
-                Type::INT8 => i.to_sql(ty, out),
-                // SQLite's truth values, in a copy to PostgreSQL.
-                Type::BOOL if matches!(i, 0 | 1) => (*i == 1).to_sql(ty, out),
-                _ => Err(wrong()),
-            },
-            Value::Bool(b) if *ty == Type::BOOL => b.to_sql(ty, out),
-            Value::Text(s) if <&str as ToSql>::accepts(ty) => s.as_str().to_sql(ty, out),
-            Value::Blob(b) if *ty == Type::BYTEA => b.as_slice().to_sql(ty, out),
-            _ => Err(wrong()),
-        }
-    }
-
-    fn accepts(_: &Type) -> bool {
-        true
-    }
-
-    to_sql_checked!();
-}
-
-/// A result row as [`Value`]s.
-pub(super) fn row(r: &tokio_postgres::Row) -> Result<Row, RegistryError> {
-    let bad = |i: usize, e: &dyn std::fmt::Display| {
-        RegistryError::corrupt("a query's result", format!("column {i}: {e}"))
-    };
-    let mut values = Vec::with_capacity(r.len());
-    for (i, column) in r.columns().iter().enumerate() {
-        let ty = column.type_();
-        let v = match *ty {
-            Type::INT8 => r.try_get::<_, Option<i64>>(i).map(|v| v.map(Value::Int)),
-            Type::INT4 => r
-                .try_get::<_, Option<i32>>(i)
-                .map(|v| v.map(|v| Value::Int(v.into()))),
-            Type::INT2 => r
-                .try_get::<_, Option<i16>>(i)
-                .map(|v| v.map(|v| Value::Int(v.into()))),
-            Type::BOOL => r.try_get::<_, Option<bool>>(i).map(|v| v.map(Value::Bool)),
-            Type::BYTEA => r
-                .try_get::<_, Option<Vec<u8>>>(i)
-                .map(|v| v.map(Value::Blob)),
-            Type::VOID => Ok(None),
-            _ if <String as tokio_postgres::types::FromSql>::accepts(ty) => r
-                .try_get::<_, Option<String>>(i)
-                .map(|v| v.map(Value::Text)),
-            _ => return Err(bad(i, &format!("unexpected type {ty}"))),
-        };
-        values.push(v.map_err(|e| bad(i, &e))?.unwrap_or(Value::Null));
-    }
-    Ok(Row(values))
 }
 
 /// A client error as a registry error: the server unreachable or gone is
@@ -494,14 +515,6 @@ pub(crate) fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn placeholders_become_dollars_outside_quotes() {
-        assert_eq!(
-            placeholders("SELECT a FROM t WHERE b = ?1 AND c = '?2' AND d = ?10"),
-            "SELECT a FROM t WHERE b = $1 AND c = '?2' AND d = $10"
-        );
-    }
 
     #[test]
     fn passwords_never_show() {

@@ -18,9 +18,9 @@
 
 use std::time::Duration;
 
-use super::audit::{append_all, write_ending};
-use super::db::{Mode, Row, Tx, Value, vals};
-use super::{AuditEvent, AuditRecord, Backend, Registry, RegistryError, ToolId, now_ms};
+use super::audit::append_all;
+use super::db::{Row, Tx, Value, vals};
+use super::{AuditEvent, AuditRecord, Registry, RegistryError, ToolId, now_ms};
 use crate::id::{Id, IdKind};
 use crate::manifest::VersionId;
 use crate::tenant::TenantId;
@@ -111,88 +111,6 @@ pub enum RunRecord {
 }
 
 impl Registry {
-    /// Stores `records`: the starts in one commit that waits for the disk, then the ends
-    /// in one that does not if they are all ends of calls recorded in flight
-    /// ([`Registry::flush`] makes those durable, as does any later commit that waits).
-    /// Each commit stores all its records or none.
-    pub fn record_runs(&self, records: &[RunRecord]) -> Result<(), RegistryError> {
-        let mut starts = Vec::new();
-        let (mut events, mut ended) = (Vec::new(), Vec::new());
-        for record in records {
-            match record {
-                RunRecord::Started(run) => starts.push(run),
-                RunRecord::Ended { tenant, run, event } => {
-                    ended.extend(run.iter().map(|r| (tenant.clone(), r.clone())));
-                    events.push((tenant.clone(), AuditEvent::clone(event)));
-                }
-            }
-        }
-        if !starts.is_empty() {
-            // One statement: on PostgreSQL one round trip, no BEGIN or COMMIT.
-            self.autocommit(|tx| insert(tx, &starts))?;
-        }
-        if !events.is_empty() {
-            // Each of a call whose start is on disk: no need to wait for the disk.
-            let relaxed = ended.len() == events.len();
-            self.append_ending(&events, &ended, relaxed)?;
-        }
-        Ok(())
-    }
-
-    /// [`Registry::record_runs`] for one call's end (`run`: its in-flight record, if it
-    /// has one), from a thread that must not wait (an async task's): on SQLite, when
-    /// nobody else is writing, commits it now, waiting for the disk only if the call
-    /// was not recorded in flight. `None`, with nothing written, when it would wait:
-    /// another thread or process is writing, or the registry is on PostgreSQL (a commit
-    /// there is a round trip to the server: [`Registry::record_end_now`] awaits it).
-    pub fn try_record_end(
-        &self,
-        tenant: &TenantId,
-        run: Option<&RunId>,
-        event: &AuditEvent,
-    ) -> Option<Result<(), RegistryError>> {
-        let Backend::Sqlite(db) = &self.db else {
-            return None;
-        };
-        let events = [(tenant.clone(), event.clone())];
-        let ended = run.map(|r| (tenant.clone(), r.clone()));
-        let mode = if run.is_some() {
-            Mode::WriteRelaxed
-        } else {
-            Mode::Write
-        };
-        let written = db.try_write(mode, |tx| write_ending(tx, &events, ended.as_slice()))?;
-        Some(written.map(|_| ()))
-    }
-
-    /// A call's in-flight record, committed durably now on the caller's runtime, from
-    /// an async task: on PostgreSQL, when one of the node's connections for calls'
-    /// records is free and the caller is on a multi-thread tokio runtime (as for
-    /// [`Registry::record_end_now`]). `None`, with nothing written, otherwise: the
-    /// journal must record it ([`Registry::record_runs`]).
-    pub async fn record_start_now(&self, run: &InFlight) -> Option<Result<(), RegistryError>> {
-        let Backend::Postgres(pg) = &self.db else {
-            return None;
-        };
-        let taken = pg.direct.try_take()?;
-        let (sql, params) = insert_statement(&[run]);
-        Some(taken.execute(&sql, &params).await.map(|_| ()))
-    }
-
-    /// Makes every commit so far durable (SQLite: a checkpoint, which flushes the log
-    /// first; PostgreSQL: a commit that waits for its log to reach the disk).
-    pub fn flush(&self) -> Result<(), RegistryError> {
-        match &self.db {
-            Backend::Sqlite(db) => db.flush(),
-            // An id makes the statement a transaction with a commit record, and a
-            // durable commit flushes the log up to it: every earlier commit too.
-            Backend::Postgres(_) => self.autocommit(|tx| {
-                tx.query("SELECT txid_current()", &[])?;
-                Ok(())
-            }),
-        }
-    }
-
     /// Turns calls in flight past their expiry (`now_ms` on this node's clock) into
     /// `run_interrupted` events, oldest first, at most a few hundred at a time; returns
     /// the events written. Any node may run it at any time: a record is taken once.
@@ -289,14 +207,14 @@ pub(super) fn remove(tx: &mut Tx<'_>, tenant: &TenantId, run: &RunId) -> Result<
 }
 
 /// Writes the in-flight records of `runs`, in one statement.
-fn insert(tx: &mut Tx<'_>, runs: &[&InFlight]) -> Result<(), RegistryError> {
+pub(super) fn insert(tx: &mut Tx<'_>, runs: &[&InFlight]) -> Result<(), RegistryError> {
     let (sql, params) = insert_statement(runs);
     tx.execute(&sql, &params)?;
     Ok(())
 }
 
 /// The statement that writes the in-flight records of `runs`, and its parameters.
-fn insert_statement(runs: &[&InFlight]) -> (String, Vec<Value>) {
+pub(super) fn insert_statement(runs: &[&InFlight]) -> (String, Vec<Value>) {
     let rows: Vec<String> = (0..runs.len())
         .map(|i| {
             let p: Vec<String> = (1..=7).map(|c| format!("?{}", 7 * i + c)).collect();

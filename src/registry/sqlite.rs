@@ -17,9 +17,21 @@ use std::time::Duration;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::db::{Mode, Row, Tx, Value};
+use super::db::{Body, Dialect, Driver, Mode, Row, Statements, Tx, Value};
 use super::migrations;
 use super::{BUSY_TIMEOUT, Durability, RegistryError};
+
+/// SQLite's SQL where it differs.
+pub(super) static DIALECT: Dialect = Dialect {
+    name: "SQLite",
+    now_ms: "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+    // Its write transactions already exclude each other.
+    for_update: "",
+    for_update_skip_locked: "",
+    join_commas: |column| format!("group_concat({column}, ',')"),
+    json_integer: |column, field| format!("json_extract({column}, '$.{field}')"),
+    for_update_of: |_| String::new(),
+};
 
 /// How many prepared statements the connection keeps: more than the registry has.
 const STATEMENTS_KEPT: usize = 256;
@@ -141,7 +153,7 @@ impl Sqlite {
     /// [`Sqlite::transaction`] for a write, from a thread that must not wait: `None`,
     /// with nothing written, when another thread holds the connection or another
     /// process holds the database's write lock.
-    pub(crate) fn try_write<T>(
+    fn try_write_now<T>(
         &self,
         mode: Mode,
         f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
@@ -199,9 +211,39 @@ impl Sqlite {
         }
         out
     }
+}
 
-    /// Makes every commit so far durable: a checkpoint, which flushes the log first.
-    pub(crate) fn flush(&self) -> Result<(), RegistryError> {
+impl Driver for Sqlite {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
+    fn outside_writes(&self, wait: bool) -> Result<Option<u64>, RegistryError> {
+        self.data_version(wait)
+    }
+
+    fn local_file(&self) -> Option<std::path::PathBuf> {
+        self.file()
+    }
+
+    fn durability(&self) -> Result<Durability, RegistryError> {
+        Sqlite::durability(self)
+    }
+
+    fn schema_version(&self) -> Result<u32, RegistryError> {
+        Sqlite::schema_version(self)
+    }
+
+    fn transaction(&self, mode: Mode, body: &mut Body<'_>) -> Result<(), RegistryError> {
+        Sqlite::transaction(self, mode, body)
+    }
+
+    fn try_write(&self, mode: Mode, body: &mut Body<'_>) -> Option<Result<(), RegistryError>> {
+        self.try_write_now(mode, body)
+    }
+
+    /// A checkpoint, which flushes the log first.
+    fn flush(&self) -> Result<(), RegistryError> {
         self.lock()
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
         Ok(())
@@ -214,12 +256,27 @@ fn run_in<T>(
     behavior: TransactionBehavior,
     f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
 ) -> Result<T, RegistryError> {
-    let mut tx = Tx::Sqlite(conn.transaction_with_behavior(behavior)?);
-    let out = f(&mut tx)?;
-    if let Tx::Sqlite(tx) = tx {
-        tx.commit()?;
-    }
+    let mut tx = SqliteTx(conn.transaction_with_behavior(behavior)?);
+    let out = f(&mut Tx::new(&mut tx))?;
+    tx.0.commit()?;
     Ok(out)
+}
+
+/// A transaction of the SQLite database.
+struct SqliteTx<'c>(rusqlite::Transaction<'c>);
+
+impl Statements for SqliteTx<'_> {
+    fn dialect(&self) -> &'static Dialect {
+        &DIALECT
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, RegistryError> {
+        query(&self.0, sql, params)
+    }
+
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, RegistryError> {
+        execute(&self.0, sql, params)
+    }
 }
 
 impl rusqlite::ToSql for Value {
@@ -254,7 +311,7 @@ fn value(v: ValueRef<'_>) -> Result<Value, RegistryError> {
 }
 
 /// Every row `sql` returns, in `tx`.
-pub(super) fn query(
+fn query(
     tx: &rusqlite::Transaction<'_>,
     sql: &str,
     params: &[Value],
@@ -273,7 +330,7 @@ pub(super) fn query(
 }
 
 /// Runs `sql` in `tx`; how many rows it changed.
-pub(super) fn execute(
+fn execute(
     tx: &rusqlite::Transaction<'_>,
     sql: &str,
     params: &[Value],
@@ -377,17 +434,17 @@ mod tests {
         let other = Connection::open(&path).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let asked = std::time::Instant::now();
-        assert!(db.try_write(Mode::WriteRelaxed, write).is_none());
+        assert!(db.try_write_now(Mode::WriteRelaxed, write).is_none());
         assert!(asked.elapsed() < BUSY_TIMEOUT / 2, "{:?}", asked.elapsed());
         other.execute_batch("COMMIT").unwrap();
         // Another thread on the connection.
         let held = db.lock();
         std::thread::scope(|s| {
-            s.spawn(|| assert!(db.try_write(Mode::Write, write).is_none()));
+            s.spawn(|| assert!(db.try_write_now(Mode::Write, write).is_none()));
         });
         drop(held);
         // Free: written, and the connection waits for other processes again.
-        assert_eq!(db.try_write(Mode::Write, write).unwrap().unwrap(), 1);
+        assert_eq!(db.try_write_now(Mode::Write, write).unwrap().unwrap(), 1);
         let rows: i64 = other
             .query_row("SELECT count(*) FROM probe", [], |r| r.get(0))
             .unwrap();

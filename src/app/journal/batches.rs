@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::flushes::Flushes;
 use super::{Entry, FLUSH_AFTER, MAX_BATCH, Message, SWEEP_EVERY};
 use crate::app::AppError;
-use crate::registry::{Dialect, Durability, Registry, RunRecord};
+use crate::registry::{Durability, Registry, RunRecord};
 
 /// The journal's thread: waits for a record, takes every other one already waiting,
 /// commits them together and answers their callers; flushes and sweeps when due. Ends
@@ -102,11 +102,10 @@ impl InFlightPolicy {
         if matches!(registry.durability(), Ok(Durability::Relaxed)) {
             return InFlightPolicy::Never;
         }
-        match registry.dialect() {
-            Dialect::Sqlite => InFlightPolicy::Every,
-            Dialect::Postgres => InFlightPolicy::FewerThan(
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
-            ),
+        if registry.shared() {
+            InFlightPolicy::FewerThan(std::thread::available_parallelism().map_or(1, |n| n.get()))
+        } else {
+            InFlightPolicy::Every
         }
     }
 }

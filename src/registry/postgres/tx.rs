@@ -24,7 +24,7 @@ use tokio_postgres::types::ToSql;
 
 use super::changes::{CHANNEL, encode};
 use super::{pg_error, row, wait};
-use crate::registry::db::{Row, Value};
+use crate::registry::db::{Dialect, Row, Statements, Value};
 use crate::registry::{Change, RegistryError};
 
 /// A statement waiting to be sent.
@@ -196,6 +196,28 @@ impl PgTx {
         self.client = Some(client);
         let mut answers = answers.map_err(pg_error)?;
         Ok(if wants_answer { answers.pop() } else { None })
+    }
+}
+
+impl Statements for PgTx {
+    fn dialect(&self) -> &'static Dialect {
+        &super::DIALECT
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>, RegistryError> {
+        PgTx::query(self, sql, params)
+    }
+
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, RegistryError> {
+        PgTx::execute(self, sql, params)
+    }
+
+    fn execute_later(&mut self, sql: &str, params: &[Value]) -> Result<(), RegistryError> {
+        PgTx::execute_later(self, sql, params)
+    }
+
+    fn notify(&mut self, change: &Change) -> Result<(), RegistryError> {
+        PgTx::notify(self, change)
     }
 }
 

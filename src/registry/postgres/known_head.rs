@@ -37,10 +37,10 @@ use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use super::{AuditEvent, AuditRecord, INSERT_ROWS, chain_on};
+use super::Postgres;
+use crate::registry::audit::{INSERT_ROWS, chain_on};
 use crate::registry::db::{Mode, Value};
-use crate::registry::postgres::Postgres;
-use crate::registry::{RegistryError, RunId, now_ms};
+use crate::registry::{AuditEvent, AuditRecord, RegistryError, RunId, now_ms};
 use crate::tenant::TenantId;
 
 /// Tenants whose heads a node remembers at most: 10,000 (about 1.5 MB); the memory is
@@ -129,7 +129,7 @@ impl KnownHeads {
 /// as `mode` says. `None` when that cannot be done (no known head, several tenants, too
 /// many events) or the head moved meanwhile: nothing was written then, and the locked
 /// path must append.
-pub(in crate::registry) fn append(
+pub(super) fn append(
     pg: &Postgres,
     events: &[(TenantId, AuditEvent)],
     ended: &[RunId],
@@ -150,7 +150,7 @@ pub(in crate::registry) fn append(
 /// written), with nothing written; the journal must append it then.
 ///
 /// [`Direct`]: crate::registry::postgres::Direct
-pub(in crate::registry) async fn append_now(
+pub(super) async fn append_now(
     pg: &Postgres,
     tenant: &TenantId,
     run: Option<&RunId>,
