@@ -243,6 +243,105 @@ fn every_marked_walk_through_runs_as_written() {
     assert!(walked.len() >= 3, "only {} pages walked", walked.len());
 }
 
+/// The languages of shell blocks: what a walk could run.
+const SHELL: &[&str] = &["sh", "bash", "shell", "console"];
+
+/// What the line before a shell block says of it.
+#[derive(Debug, PartialEq)]
+enum Mark {
+    /// `<!-- runs -->`: it runs with the page's walk.
+    Runs,
+    /// `<!-- not run: why -->`: what it needs that a CI machine does not have.
+    NotRun(String),
+    /// Nothing: an example nobody decided about.
+    Unmarked,
+}
+
+/// Each shell block of `text`: its fence's line (from 1) and its mark.
+fn marks(text: &str) -> Vec<(usize, Mark)> {
+    let mut marks = Vec::new();
+    let mut before = "";
+    let mut open = false;
+    for (i, line) in text.lines().enumerate() {
+        if let Some(language) = line.trim().strip_prefix("```") {
+            if !open && SHELL.contains(&language) {
+                let mark = match before.trim() {
+                    "<!-- runs -->" => Mark::Runs,
+                    other => match other
+                        .strip_prefix("<!-- not run:")
+                        .and_then(|m| m.strip_suffix("-->"))
+                    {
+                        Some(why) => Mark::NotRun(why.trim().to_owned()),
+                        None => Mark::Unmarked,
+                    },
+                };
+                marks.push((i + 1, mark));
+            }
+            open = !open;
+        }
+        before = line;
+    }
+    marks
+}
+
+/// Every shell block of the README and `docs/` either runs or says why it cannot on a
+/// CI machine, and `docs/development.md` names each page with blocks that do not run.
+#[test]
+fn every_shell_block_runs_or_says_why_not() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let development = std::fs::read_to_string(root.join("docs/development.md")).unwrap();
+    let mut problems = Vec::new();
+    let mut counted = 0;
+    for page in crate::docs::pages() {
+        let name = page
+            .strip_prefix(root)
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(&page).unwrap();
+        for (line, mark) in marks(&text) {
+            counted += 1;
+            match mark {
+                Mark::Runs => {}
+                Mark::NotRun(why) if why.is_empty() => {
+                    problems.push(format!(
+                        "{name}:{line}: `<!-- not run: -->` without a reason"
+                    ));
+                }
+                Mark::NotRun(_) if !development.contains(&format!("`{name}`")) => {
+                    problems.push(format!(
+                        "{name}:{line}: a block that does not run, on a page docs/development.md \
+                         does not list among those"
+                    ));
+                }
+                Mark::NotRun(_) => {}
+                Mark::Unmarked => problems.push(format!(
+                    "{name}:{line}: a shell block marked neither `<!-- runs -->` nor \
+                     `<!-- not run: what it needs -->` (the line before its fence)"
+                )),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(counted >= 20, "only {counted} shell blocks found");
+}
+
+#[test]
+fn a_blocks_mark_is_the_line_before_its_fence() {
+    let page = "<!-- runs -->\n```sh\nwarden run a.py\n```\n\n```sh\nmake\n```\n\
+                <!-- not run: an arm64 board -->\n```console\n$ x\n```\n\
+                ```text\nnot a shell block\n```\n<!-- not run: -->\n```bash\ny\n```\n";
+    assert_eq!(
+        marks(page),
+        [
+            (2, Mark::Runs),
+            (6, Mark::Unmarked),
+            (10, Mark::NotRun("an arm64 board".into())),
+            (17, Mark::NotRun(String::new())),
+        ]
+    );
+}
+
 #[test]
 fn a_walk_takes_marked_blocks_and_named_files() {
     let page = "```python\n# add.py\ndef add(a: int) -> int:\n    return a\n```\n\
