@@ -8,7 +8,7 @@
 //! [`Mode::WriteRelaxed`] (a call's event, whose call is on disk as in flight) commits
 //! with `NORMAL` on a `FULL` connection; the next `FULL` commit flushes it too.
 //!
-//! Migrations are `migrations/sqlite/NNNN_*.sql`, tracked by `PRAGMA user_version`.
+//! Migrations are `sqlite/migrations/NNNN_*.sql`, tracked by `PRAGMA user_version`.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
