@@ -174,6 +174,26 @@ impl Journal {
         })
     }
 
+    /// Records that `run` starts with no in-flight record of its own (a run's call,
+    /// whose run row stands for it); its end is recorded as [`Journal::start`]'s is, or
+    /// handed over ([`Running::hand_over`]).
+    pub(super) fn start_unrecorded(&self, run: InFlight) -> Result<Running, AppError> {
+        let queue = self.queue()?;
+        self.running.fetch_add(1, Ordering::AcqRel);
+        Ok(Running {
+            registry: Arc::clone(&self.registry),
+            flushes: Arc::clone(&self.flushes),
+            running: Arc::clone(&self.running),
+            queue,
+            recorded: false,
+            apart: false,
+            run,
+            started: Instant::now(),
+            durable: None,
+            ended: false,
+        })
+    }
+
     /// Commits `run`'s in-flight record if it gets one (`before`: calls running on the
     /// node when it started); the journal's queue, and what says when the record is
     /// durable.
@@ -313,6 +333,12 @@ impl Running {
             .map_err(|_| AppError::Task("the audit journal has stopped".into()))?;
         let ended = committed.await.map_err(|_| stopped()).and_then(|r| r);
         started.and(ended)
+    }
+
+    /// The call's end is recorded by whoever took its event (a run's end): nothing is
+    /// written here, and nothing when this is dropped.
+    pub(super) fn hand_over(mut self) {
+        self.ended = true;
     }
 
     /// Records the call as cancelled (its guest stopped now); returns as [`Running::end`].

@@ -45,6 +45,15 @@ pub struct RunOutput {
     pub warnings: Vec<Warning>,
 }
 
+/// Where a call's records go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// The journal's: in flight while it runs, then its event.
+    ByTheJournal,
+    /// A run's: its row while it runs, its event with the run's end.
+    WithTheRun,
+}
+
 /// One call of a batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -454,6 +463,28 @@ impl App {
         a: Admitted,
         cancel: CancellationToken,
     ) -> Result<RunOutput, AppError> {
+        let (output, _) = self.execute_as(a, cancel, Recorded::ByTheJournal).await?;
+        Ok(output)
+    }
+
+    /// [`App::execute`] for a run's call: its row is the call's record while it runs
+    /// (no in-flight record of its own), and the call's `run` event is handed back, to
+    /// be written in the commit that ends the run. A call cancelled or failed is
+    /// audited as [`App::execute`] audits it.
+    pub(super) async fn execute_run(
+        &self,
+        a: Admitted,
+        cancel: CancellationToken,
+    ) -> Result<(RunOutput, Option<AuditEvent>), AppError> {
+        self.execute_as(a, cancel, Recorded::WithTheRun).await
+    }
+
+    async fn execute_as(
+        &self,
+        a: Admitted,
+        cancel: CancellationToken,
+        recorded: Recorded,
+    ) -> Result<(RunOutput, Option<AuditEvent>), AppError> {
         let permit = Arc::clone(&a.gate.running).acquire_owned();
         let _permit = tokio::select! {
             permit = permit => permit.map_err(|e| AppError::Task(e.to_string()))?,
@@ -468,13 +499,17 @@ impl App {
         let warm = a.prepared.warm_state();
         // On disk while the guest runs; its end is recorded below (or, the request
         // dropped, as cancelled when `record` is).
-        let record = self.inner.journal.start(InFlight::starting(
+        let in_flight = InFlight::starting(
             a.tenant.clone(),
             a.tool.clone(),
             a.version.clone(),
             a.key_hint.clone(),
             a.limits.deadline,
-        ))?;
+        );
+        let record = match recorded {
+            Recorded::ByTheJournal => self.inner.journal.start(in_flight)?,
+            Recorded::WithTheRun => self.inner.journal.start_unrecorded(in_flight)?,
+        };
         let outcome = {
             let _in_flight = self.inner.metrics.start(&a.tenant);
             let call = match &a.member {
@@ -531,12 +566,21 @@ impl App {
         if let Some(function) = &a.member {
             event = event.with_function(function);
         }
-        record.end(event).await?;
-        Ok(RunOutput {
+        let output = RunOutput {
             tool: a.tool,
             version: a.version,
             result,
             warnings,
-        })
+        };
+        match recorded {
+            Recorded::ByTheJournal => {
+                record.end(event).await?;
+                Ok((output, None))
+            }
+            Recorded::WithTheRun => {
+                record.hand_over();
+                Ok((output, Some(event)))
+            }
+        }
     }
 }

@@ -29,8 +29,8 @@ mod keeper;
 use super::{App, AppError};
 use crate::manifest::VersionId;
 use crate::registry::{
-    AsyncRun, CallbackState, LEASE, NewRun, Page, RunEnd, RunId, RunQuery, RunStatus, ToolId,
-    now_ms,
+    AsyncRun, AuditEvent, CallbackState, LEASE, NewRun, Page, RunEnd, RunId, RunQuery, RunStatus,
+    ToolId, now_ms,
 };
 use crate::tenant::TenantId;
 
@@ -215,7 +215,12 @@ impl LocalRuns {
 
 /// How a run's call came out, before it is stored.
 enum Outcome {
-    Ran(Box<Result<super::RunOutput, AppError>>),
+    /// Its call ran (or could not): what it answered, and the call's own `run` event
+    /// when it is written with the run's end.
+    Ran(
+        Box<Result<super::RunOutput, AppError>>,
+        Option<Box<AuditEvent>>,
+    ),
     Expired,
 }
 
@@ -341,7 +346,7 @@ impl App {
         tokio::spawn(async move {
             let call = {
                 let (app, token) = (app.clone(), token.clone());
-                tokio::spawn(async move { app.execute(admitted, token).await })
+                tokio::spawn(async move { app.execute_run(admitted, token).await })
             };
             // Queued until its call takes a permit, or expired.
             let timed_out = tokio::select! {
@@ -358,8 +363,9 @@ impl App {
             };
             let outcome = match call.await {
                 Ok(Err(AppError::Cancelled)) if timed_out => Outcome::Expired,
-                Ok(result) => Outcome::Ran(Box::new(result)),
-                Err(e) => Outcome::Ran(Box::new(Err(AppError::Task(e.to_string())))),
+                Ok(Ok((output, event))) => Outcome::Ran(Box::new(Ok(output)), event.map(Box::new)),
+                Ok(Err(e)) => Outcome::Ran(Box::new(Err(e)), None),
+                Err(e) => Outcome::Ran(Box::new(Err(AppError::Task(e.to_string()))), None),
             };
             app.finish_run(&run, outcome).await;
             app.inner.runs.release(&run.id);
@@ -387,9 +393,9 @@ impl App {
 
     /// Stores how `run` ended.
     async fn finish_run(&self, run: &AsyncRun, outcome: Outcome) {
-        let outcome = match outcome {
-            Outcome::Ran(result) => Some(*result),
-            Outcome::Expired => None,
+        let (outcome, call) = match outcome {
+            Outcome::Ran(result, call) => (Some(*result), call.map(|c| *c)),
+            Outcome::Expired => (None, None),
         };
         let (status, result) = match outcome {
             Some(Ok(output)) => (
@@ -413,10 +419,21 @@ impl App {
             ),
             Some(Err(e)) => (RunStatus::Failed, self.failure_body(e)),
         };
-        self.store_end(run, status, result).await;
+        self.store_end_with(run, status, result, call).await;
     }
 
     async fn store_end(&self, run: &AsyncRun, status: RunStatus, result: Value) {
+        self.store_end_with(run, status, result, None).await;
+    }
+
+    /// Stores how `run` ended, with its call's `run` event (`call`) in the same commit.
+    async fn store_end_with(
+        &self,
+        run: &AsyncRun,
+        status: RunStatus,
+        result: Value,
+        call: Option<AuditEvent>,
+    ) {
         let retention = match self.tenant_policy(&run.tenant).await {
             Ok((_, policy)) => policy.run_retention,
             Err(_) => crate::tenant::DEFAULT_RUN_RETENTION,
@@ -431,10 +448,13 @@ impl App {
             result,
             retention,
         };
-        match self
-            .blocking(move |r| Ok(r.end_run(&t, &i, &node, &end)?))
-            .await
-        {
+        // The call ran whatever becomes of the run's end: if that cannot be written,
+        // the call's event is written on its own.
+        let fallback = call.clone().map(|event| (run.tenant.clone(), event));
+        let ended = self
+            .blocking(move |r| Ok(r.end_run_with_call(&t, &i, &node, &end, call.as_ref())?))
+            .await;
+        match ended {
             Ok(Some(ended)) => {
                 self.inner.runs.written_relaxed();
                 // Its result posted at once, from here.
@@ -445,7 +465,16 @@ impl App {
             }
             Ok(None) => {}
             // Its lease then runs out and another node (or this one) takes it over.
-            Err(e) => tracing::warn!(run = %run.id, "cannot record the run's end: {e}"),
+            Err(e) => {
+                tracing::warn!(run = %run.id, "cannot record the run's end: {e}");
+                if let Some((tenant, event)) = fallback
+                    && let Err(e) = self
+                        .blocking(move |r| Ok(r.append_audit(&tenant, &event)?))
+                        .await
+                {
+                    tracing::error!(run = %run.id, "cannot record the run's call: {e}");
+                }
+            }
         }
     }
 

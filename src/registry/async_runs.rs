@@ -360,9 +360,26 @@ impl Registry {
         node: &str,
         end: &RunEnd,
     ) -> Result<Option<AsyncRun>, RegistryError> {
+        self.end_run_with_call(tenant, id, node, end, None)
+    }
+
+    /// [`Registry::end_run`] with the run's call's own event (`call`: its `run`
+    /// event), appended first in the same commit, and written even when the run's end
+    /// is not (the call ran either way): one commit for the call's end and the run's.
+    pub fn end_run_with_call(
+        &self,
+        tenant: &TenantId,
+        id: &RunId,
+        node: &str,
+        end: &RunEnd,
+        call: Option<&AuditEvent>,
+    ) -> Result<Option<AsyncRun>, RegistryError> {
         let now = now_ms();
         self.write_relaxed(|tx| {
             tx.lock_tenant(tenant)?;
+            if let Some(call) = call {
+                append(tx, tenant, call)?;
+            }
             let changed = tx.execute(
                 "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
                      delete_after_ms = ?4, node = NULL, lease_until_ms = NULL,

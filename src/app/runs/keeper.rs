@@ -154,7 +154,10 @@ impl App {
             .await;
         match admitted {
             Ok(admitted) => self.drive(run, admitted, left),
-            Err(e) => self.finish_run(&run, Outcome::Ran(Box::new(Err(e)))).await,
+            Err(e) => {
+                self.finish_run(&run, Outcome::Ran(Box::new(Err(e)), None))
+                    .await
+            }
         }
     }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 use warden::manifest::VersionId;
 use warden::registry::{
-    CallbackOutcome, CallbackState, ChainCheck, NewRun, Registry, RegistryError, RunEnd, RunId,
-    RunQuery, RunStatus, ToolId,
+    AuditEvent, CallbackOutcome, CallbackState, ChainCheck, NewRun, Registry, RegistryError,
+    RunEnd, RunId, RunQuery, RunStatus, ToolId,
 };
 use warden::tenant::TenantId;
 
@@ -21,6 +21,7 @@ on_both_databases!(
     a_lost_nodes_run_is_claimed_once_and_a_released_one_at_once,
     a_callback_is_taken_once_and_its_outcome_recorded,
     runs_list_newest_first_in_pages_and_go_after_their_retention,
+    a_runs_call_is_audited_in_its_end_and_even_when_the_end_is_not_its_nodes,
 );
 
 /// Now, in Unix milliseconds.
@@ -308,5 +309,46 @@ fn runs_list_newest_first_in_pages_and_go_after_their_retention(db: Db) {
         Err(RegistryError::NotFound { .. })
     ));
     assert!(kinds(&reg, &tenant).contains(&"run_ended"));
+    verified(&reg, &tenant);
+}
+
+/// A run's call is audited in the commit that ends the run; when the run is no longer
+/// its node's to end (taken over), the call's event is still written: the call ran.
+fn a_runs_call_is_audited_in_its_end_and_even_when_the_end_is_not_its_nodes(db: Db) {
+    let (reg, tenant) = registry_with_tenant(db);
+    let tool = ToolId::generate();
+    let run = new_run(&tool, "node-a", None);
+    reg.accept_run(&tenant, &run, 10).unwrap();
+    let version = VersionId::generate();
+    assert!(reg.start_run(&tenant, &run.id, &version, "node-a").unwrap());
+    let call = AuditEvent::RunCancelled {
+        tool: tool.clone(),
+        version: version.clone(),
+        key_hint: None,
+        wall_time_us: 7,
+    };
+    let done = end(RunStatus::Completed);
+    let elsewhere = reg
+        .end_run_with_call(&tenant, &run.id, "node-b", &done, Some(&call))
+        .unwrap();
+    assert!(elsewhere.is_none(), "not node-b's run");
+    let ended = reg
+        .end_run_with_call(&tenant, &run.id, "node-a", &done, Some(&call))
+        .unwrap()
+        .expect("node-a's run");
+    assert_eq!(ended.status, RunStatus::Completed);
+    assert_eq!(
+        kinds(&reg, &tenant)
+            .into_iter()
+            .filter(|k| k.starts_with("run"))
+            .collect::<Vec<_>>(),
+        [
+            "run_accepted",
+            "run_started",
+            "run_cancelled",
+            "run_cancelled",
+            "run_ended"
+        ]
+    );
     verified(&reg, &tenant);
 }
