@@ -10,9 +10,10 @@
 //! # Databases
 //! The embedded SQLite file is the default (`sqlite`: one box, the edge); several
 //! nodes share a PostgreSQL server (`postgres`). Each is a driver behind one seam
-//! (`db`: the `Driver` trait, whose transactions the logic below runs, the `Dialect`
-//! where their SQL differs, and PostgreSQL's faster paths for calls' records): the
-//! logic is written once, names no database, and one test suite runs against both. Every write
+//! (`db`: the `Driver` trait, whose transactions the logic below runs, and the
+//! `Dialect` where their SQL differs; PostgreSQL's faster paths for calls' records are
+//! an `appends::FastPath` beside it): the logic is written once, names no database, and
+//! one test suite runs against both. Every write
 //! is one transaction: a crash leaves either all of a registration (tool, first version,
 //! tags, audit event) or none. Migrations are versioned, compiled in and applied when
 //! the database is opened (`migrations`); a database from a newer Warden is refused
@@ -55,6 +56,7 @@ mod tools;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -182,7 +184,9 @@ pub enum Change {
 
 /// The registry database. Cheap to share behind an `Arc`.
 pub struct Registry {
-    db: Box<dyn db::Driver>,
+    db: Arc<dyn db::Driver>,
+    /// The database's faster ways of recording calls, if it has any (PostgreSQL's).
+    fast: Option<Arc<dyn appends::FastPath>>,
 }
 
 impl fmt::Debug for Registry {
@@ -196,9 +200,7 @@ impl fmt::Debug for Registry {
 impl Registry {
     /// Opens (or creates) the SQLite database at `path` and brings its schema up to date.
     pub fn open(path: impl AsRef<Path>) -> Result<Registry, RegistryError> {
-        Ok(Registry {
-            db: Box::new(sqlite::Sqlite::open(path.as_ref())?),
-        })
+        Ok(Registry::on(Arc::new(sqlite::Sqlite::open(path.as_ref())?)))
     }
 
     /// Opens the registry at `location`, migrating its schema (on PostgreSQL under an
@@ -212,18 +214,28 @@ impl Registry {
         location: &Location,
         durability: Durability,
     ) -> Result<Registry, RegistryError> {
-        let db: Box<dyn db::Driver> = match location {
-            Location::Sqlite(path) => Box::new(sqlite::Sqlite::open_with(path, durability)?),
-            Location::Postgres(url) => Box::new(postgres::Postgres::connect(url, durability)?),
-        };
-        Ok(Registry { db })
+        Ok(match location {
+            Location::Sqlite(path) => {
+                Registry::on(Arc::new(sqlite::Sqlite::open_with(path, durability)?))
+            }
+            Location::Postgres(url) => {
+                let db = Arc::new(postgres::Postgres::connect(url, durability)?);
+                Registry {
+                    db: db.clone(),
+                    fast: Some(db),
+                }
+            }
+        })
     }
 
     /// A fresh SQLite database in memory, gone when dropped: for tests.
     pub fn open_in_memory() -> Result<Registry, RegistryError> {
-        Ok(Registry {
-            db: Box::new(sqlite::Sqlite::in_memory()?),
-        })
+        Ok(Registry::on(Arc::new(sqlite::Sqlite::in_memory()?)))
+    }
+
+    /// The registry on `db`, which has no faster ways of recording calls.
+    fn on(db: Arc<dyn db::Driver>) -> Registry {
+        Registry { db, fast: None }
     }
 
     /// This node's id when the registry is shared with other nodes (PostgreSQL); `None`
@@ -274,7 +286,7 @@ impl Registry {
     /// (then [`Change::Resync`]); nothing to hear on SQLite, where this node is the only
     /// one.
     pub fn follow(&self, on_change: impl Fn(Change) + Send + Sync + 'static) {
-        self.db.follow(std::sync::Arc::new(on_change));
+        self.db.follow(Arc::new(on_change));
     }
 
     /// Runs `f` in one write transaction, committed when `f` succeeds.

@@ -9,13 +9,50 @@
 //! an in-flight record is lives in `runs`, how the chain grows in `audit`; this module
 //! only decides how they are committed together.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use super::audit::append_all;
-#[cfg(doc)]
-use super::db::FastPath;
 use super::db::{Mode, Tx, try_run};
 use super::runs::{self, InFlight, RunId, RunRecord};
 use super::{AuditEvent, AuditRecord, Registry, RegistryError};
 use crate::tenant::TenantId;
+
+/// A future a [`FastPath`] returns, run on its caller's runtime.
+pub(crate) type Later<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A driver's own ways of recording a call's start and end in fewer round trips than
+/// a transaction (PostgreSQL's: `postgres/known_head.rs`). Each answers `None` when it
+/// cannot here and now: the caller then writes through a transaction.
+pub(crate) trait FastPath: Send + Sync {
+    /// Appends `events` and removes the in-flight records of `runs` (all of one
+    /// tenant's) in one statement on the chain head this node wrote last; `None` when it
+    /// does not know that head.
+    fn append(
+        &self,
+        events: &[(TenantId, AuditEvent)],
+        runs: &[RunId],
+        mode: Mode,
+    ) -> Result<Option<Vec<AuditRecord>>, RegistryError>;
+
+    /// Notes the heads `records` (appended through a transaction) leave.
+    fn remember(&self, records: &[AuditRecord]);
+
+    /// Forgets `tenant`'s head (an append through a transaction failed).
+    fn forget(&self, tenant: &TenantId);
+
+    /// A call's end (`event`; `run`: its in-flight record, removed with it) committed
+    /// from an async task.
+    fn append_now<'a>(
+        &'a self,
+        tenant: &'a TenantId,
+        run: Option<&'a RunId>,
+        event: &'a AuditEvent,
+    ) -> Later<'a, Option<Result<(), RegistryError>>>;
+
+    /// A call's in-flight record committed durably from an async task.
+    fn start_now<'a>(&'a self, run: &'a InFlight) -> Later<'a, Option<Result<(), RegistryError>>>;
+}
 
 impl Registry {
     /// Stores `records`: the starts in one commit that waits for the disk, then the ends
@@ -77,7 +114,7 @@ impl Registry {
     /// [`Registry::record_end_now`]). `None`, with nothing written, otherwise: the
     /// journal must record it ([`Registry::record_runs`]).
     pub async fn record_start_now(&self, run: &InFlight) -> Option<Result<(), RegistryError>> {
-        self.db.fast_path()?.start_now(run).await
+        self.fast.as_deref()?.start_now(run).await
     }
 
     /// Appends `event` to `tenant`'s audit trail: for runs, which the registry does not
@@ -118,7 +155,7 @@ impl Registry {
             (Mode::Autocommit, Mode::Write)
         };
         let write = |tx: &mut Tx<'_>| write_ending(tx, events, ended);
-        let Some(fast) = self.db.fast_path() else {
+        let Some(fast) = self.fast.as_deref() else {
             return self.transaction(locked, write);
         };
         let tenant = events.first().map(|(t, _)| t);
@@ -149,7 +186,7 @@ impl Registry {
         run: Option<&RunId>,
         event: &AuditEvent,
     ) -> Option<Result<(), RegistryError>> {
-        self.db.fast_path()?.append_now(tenant, run, event).await
+        self.fast.as_deref()?.append_now(tenant, run, event).await
     }
 }
 

@@ -4,8 +4,9 @@
 //! written once, against [`Tx`]: a transaction of the embedded SQLite database
 //! ([`super::sqlite`]) or of a PostgreSQL server shared by several nodes
 //! ([`super::postgres`]). Each database is a [`Driver`] (transactions, flush, hearing
-//! other nodes, an optional [`FastPath`] for calls' records) whose transactions run
-//! [`Statements`]; the registry holds one as `dyn Driver` and never asks which it is.
+//! other nodes) whose transactions run [`Statements`]; the registry holds one as
+//! `dyn Driver` and never asks which it is. (A driver's faster ways of recording calls
+//! are `appends::FastPath`, which this seam does not need to know.)
 //! Queries are plain SQL with `?1`, `?2`... parameters (the PostgreSQL side rewrites
 //! them to `$1`, `$2`...), values cross as [`Value`], and the few places where the two
 //! dialects differ ask the transaction's [`Dialect`].
@@ -18,12 +19,10 @@
 //! writes run in parallel.
 
 use std::fmt;
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use super::{AuditEvent, AuditRecord, Change, Durability, InFlight, RegistryError, RunId};
+use super::{Change, Durability, RegistryError};
 use crate::tenant::TenantId;
 
 /// A value passed to or read from a query.
@@ -300,51 +299,10 @@ pub(crate) trait Driver: Send + Sync {
 
     /// Makes every commit so far durable.
     fn flush(&self) -> Result<(), RegistryError>;
-
-    /// Its faster ways to record a call's start and end, if it has any.
-    fn fast_path(&self) -> Option<&dyn FastPath> {
-        None
-    }
 }
 
 /// A transaction's body, as a driver runs it.
 pub(crate) type Body<'b> = dyn FnMut(&mut Tx<'_>) -> Result<(), RegistryError> + 'b;
-
-/// A future a [`FastPath`] returns, run on its caller's runtime.
-pub(crate) type Later<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A driver's own ways of recording a call's start and end in fewer round trips than
-/// a transaction (PostgreSQL's: `postgres/known_head.rs`). Each answers `None` when it
-/// cannot here and now: the caller then writes through a transaction.
-pub(crate) trait FastPath: Send + Sync {
-    /// Appends `events` and removes the in-flight records of `runs` (all of one
-    /// tenant's) in one statement on the chain head this node wrote last; `None` when it
-    /// does not know that head.
-    fn append(
-        &self,
-        events: &[(TenantId, AuditEvent)],
-        runs: &[RunId],
-        mode: Mode,
-    ) -> Result<Option<Vec<AuditRecord>>, RegistryError>;
-
-    /// Notes the heads `records` (appended through a transaction) leave.
-    fn remember(&self, records: &[AuditRecord]);
-
-    /// Forgets `tenant`'s head (an append through a transaction failed).
-    fn forget(&self, tenant: &TenantId);
-
-    /// A call's end (`event`; `run`: its in-flight record, removed with it) committed
-    /// from an async task.
-    fn append_now<'a>(
-        &'a self,
-        tenant: &'a TenantId,
-        run: Option<&'a RunId>,
-        event: &'a AuditEvent,
-    ) -> Later<'a, Option<Result<(), RegistryError>>>;
-
-    /// A call's in-flight record committed durably from an async task.
-    fn start_now<'a>(&'a self, run: &'a InFlight) -> Later<'a, Option<Result<(), RegistryError>>>;
-}
 
 /// Runs `f` once in one transaction of `mode` on `driver`; its value once committed.
 pub(crate) fn run<T>(

@@ -45,7 +45,8 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod};
 use tokio_postgres::config::SslMode;
 
-use super::db::{Body, Dialect, Driver, FastPath, Later, Mode, Tx, Value};
+use super::appends::{FastPath, Later};
+use super::db::{Body, Dialect, Driver, Mode, Tx, Value};
 use super::migrations;
 use super::{AuditEvent, AuditRecord, Change, Durability, InFlight, RegistryError, RunId};
 use crate::tenant::TenantId;
@@ -322,10 +323,6 @@ impl Driver for Postgres {
             tx.query("SELECT txid_current()", &[])?;
             Ok(())
         })
-    }
-
-    fn fast_path(&self) -> Option<&dyn FastPath> {
-        Some(self)
     }
 }
 
