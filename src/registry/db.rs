@@ -160,7 +160,7 @@ impl Row {
 }
 
 /// Where the SQL of the databases differs: each driver has one (`sqlite::DIALECT`,
-/// `postgres::DIALECT`), and the registry's queries ask it ([`Tx::dialect`]) instead of
+/// `postgres::DIALECT`), and the registry's queries ask it (`Tx::dialect`) instead of
 /// asking which database they are on.
 #[derive(Debug)]
 pub struct Dialect {
