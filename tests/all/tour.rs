@@ -46,10 +46,7 @@ fn walk(text: &str) -> Walk {
                     // A console transcript's commands are its `$ ` lines; the rest is
                     // what they printed.
                     let commands = if language == "console" {
-                        body.lines()
-                            .filter(|l| l.starts_with("$ "))
-                            .map(|l| format!("{l}\n"))
-                            .collect()
+                        console_commands(&body)
                     } else {
                         body
                     };
@@ -70,6 +67,21 @@ fn walk(text: &str) -> Walk {
         }
     }
     walk
+}
+
+/// A console transcript's commands: its `$ ` lines, each with the lines it continues
+/// onto (a line ending in `\`); the rest is what they printed.
+fn console_commands(body: &str) -> String {
+    let mut commands = String::new();
+    let mut continued = false;
+    for line in body.lines() {
+        if continued || line.starts_with("$ ") {
+            commands.push_str(line);
+            commands.push('\n');
+            continued = line.trim_end().ends_with('\\');
+        }
+    }
+    commands
 }
 
 /// One line of a walk as the script runs it (see the module's documentation).
@@ -354,6 +366,10 @@ fn a_walk_takes_marked_blocks_and_named_files() {
     );
     assert_eq!(walk.files.len(), 1);
     assert_eq!(walk.files[0].0, "add.py");
+    assert_eq!(
+        console_commands("$ curl a \\\n    -d b\n{\"ok\": 1}\n$ ls\nx \\\n"),
+        "$ curl a \\\n    -d b\n$ ls\n"
+    );
     let line = scripted("warden tenant policy TENANT_ID   # the policy", 9);
     assert!(line.contains("TENANT_ID=$(grep -oE 'tnt_"), "{line}");
     assert!(
