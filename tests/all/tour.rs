@@ -12,7 +12,9 @@
 //! - `TENANT_ID` is the last tenant id printed;
 //! - the server's port (8080 in the manual) is a free one, and a server started in the
 //!   background is waited for (`/readyz`) before the next line runs;
-//! - `curl` fails on an HTTP error (`--fail-with-body`), as a reader would notice one.
+//! - `curl` fails on an HTTP error (`--fail-with-body`), as a reader would notice one;
+//! - a command followed by `; echo "exit $?"` is shown failing on purpose: it must fail,
+//!   and the walk goes on.
 
 use std::path::Path;
 use std::process::Command;
@@ -89,8 +91,9 @@ fn scripted(line: &str, port: u16) -> String {
     let line = line
         .replace("localhost:8080", &format!("localhost:{port}"))
         .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"));
+    // A console line's prompt first: `$ # ...` is a comment too.
+    let line = line.strip_prefix("$ ").unwrap_or(&line);
     let code = line.split(" #").next().unwrap_or_default().trim();
-    let code = code.strip_prefix("$ ").unwrap_or(code);
     if code.is_empty() || code.starts_with('#') {
         return String::new();
     }
@@ -128,7 +131,16 @@ fn scripted(line: &str, port: u16) -> String {
     } else {
         ">> \"$TRANSCRIPT\" 2>&1"
     };
-    if let Some(background) = code.strip_suffix('&') {
+    if let Some(failing) = code.strip_suffix(r#"; echo "exit $?""#) {
+        // A command shown failing on purpose: it must fail, and the walk goes on.
+        out.push_str(&format!(
+            "echo \"\\$ {}\" >> \"$TRANSCRIPT\"\nset +e\n{failing} {into}\nstatus=$?\nset -e\n\
+             echo \"exit $status\" >> \"$TRANSCRIPT\"\n\
+             test \"$status\" -ne 0 || {{ echo 'expected to fail: {}' >&2; exit 1; }}\n",
+            failing.replace(['"', '$', '`', '\\'], "_"),
+            failing.replace(['\''], "_"),
+        ));
+    } else if let Some(background) = code.strip_suffix('&') {
         out.push_str(&format!(
             "{background} {into} &\n\
              for _ in $(seq 300); do curl -sf localhost:{port}/readyz > /dev/null && break; sleep 0.1; done\n"
@@ -376,6 +388,13 @@ fn a_walk_takes_marked_blocks_and_named_files() {
         line.contains("warden tenant policy \"$TENANT_ID\" >>"),
         "{line}"
     );
+    assert_eq!(scripted("$ # a comment, as a console shows one", 9), "");
+    let failing = scripted(r#"warden audit verify a.jsonl; echo "exit $?""#, 9);
+    assert!(
+        failing.contains("set +e\nwarden audit verify a.jsonl >>"),
+        "{failing}"
+    );
+    assert!(failing.contains(r#"test "$status" -ne 0"#), "{failing}");
     let fetched = scripted("curl -s localhost:8080/v1/audit/export > audit.jsonl", 9);
     assert!(
         fetched.contains("curl --fail-with-body -s localhost:9/v1/audit/export > audit.jsonl 2>>"),
