@@ -448,9 +448,6 @@ impl App {
             result,
             retention,
         };
-        // The call ran whatever becomes of the run's end: if that cannot be written,
-        // the call's event is written on its own.
-        let fallback = call.clone().map(|event| (run.tenant.clone(), event));
         let ended = self
             .blocking(move |r| Ok(r.end_run_with_call(&t, &i, &node, &end, call.as_ref())?))
             .await;
@@ -465,16 +462,7 @@ impl App {
             }
             Ok(None) => {}
             // Its lease then runs out and another node (or this one) takes it over.
-            Err(e) => {
-                tracing::warn!(run = %run.id, "cannot record the run's end: {e}");
-                if let Some((tenant, event)) = fallback
-                    && let Err(e) = self
-                        .blocking(move |r| Ok(r.append_audit(&tenant, &event)?))
-                        .await
-                {
-                    tracing::error!(run = %run.id, "cannot record the run's call: {e}");
-                }
-            }
+            Err(e) => tracing::warn!(run = %run.id, "cannot record the run's end: {e}"),
         }
     }
 

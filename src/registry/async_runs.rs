@@ -28,7 +28,7 @@ mod keeping;
 
 pub use callbacks::{CallbackOutcome, CallbackState};
 
-use super::audit::{AuditEvent, append};
+use super::audit::{AuditEvent, append, append_all};
 use super::db::{Row, Tx, vals};
 use super::{Kind, Page, Registry, RegistryError, RunId, ToolId, now_ms};
 use crate::manifest::VersionId;
@@ -364,8 +364,9 @@ impl Registry {
     }
 
     /// [`Registry::end_run`] with the run's call's own event (`call`: its `run`
-    /// event), appended first in the same commit, and written even when the run's end
-    /// is not (the call ran either way): one commit for the call's end and the run's.
+    /// event) before the run's in one commit, written even when the run's end is not
+    /// (the call ran either way): on its own if the run is no longer `node`'s, or if
+    /// the commit fails.
     pub fn end_run_with_call(
         &self,
         tenant: &TenantId,
@@ -375,11 +376,8 @@ impl Registry {
         call: Option<&AuditEvent>,
     ) -> Result<Option<AsyncRun>, RegistryError> {
         let now = now_ms();
-        self.write_relaxed(|tx| {
+        let ended = self.write_relaxed(|tx| {
             tx.lock_tenant(tenant)?;
-            if let Some(call) = call {
-                append(tx, tenant, call)?;
-            }
             let changed = tx.execute(
                 "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
                      delete_after_ms = ?4, node = NULL, lease_until_ms = NULL,
@@ -395,22 +393,35 @@ impl Registry {
                     node
                 ],
             )?;
-            if changed == 0 {
-                return Ok(None);
-            }
-            let run = one(tx, tenant, id)?;
-            append(
-                tx,
-                tenant,
-                &AuditEvent::RunEnded {
+            let run = if changed == 0 {
+                None
+            } else {
+                Some(one(tx, tenant, id)?)
+            };
+            // One read of the chain's head for both events.
+            let mut events = Vec::with_capacity(2);
+            events.extend(call.map(|call| (tenant.clone(), call.clone())));
+            events.extend(run.as_ref().map(|run| {
+                let ended = AuditEvent::RunEnded {
                     run: id.clone(),
                     tool: run.tool.clone(),
                     version: run.version.clone(),
                     status: end.status,
-                },
-            )?;
-            Ok(Some(run))
-        })
+                };
+                (tenant.clone(), ended)
+            }));
+            if !events.is_empty() {
+                append_all(tx, &events)?;
+            }
+            Ok(run)
+        });
+        if ended.is_err()
+            && let Some(call) = call
+            && let Err(e) = self.append_audit(tenant, call)
+        {
+            tracing::error!(run = %id, "cannot record the run's call: {e}");
+        }
+        ended
     }
 
     /// The tenant's run `id`.

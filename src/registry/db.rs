@@ -310,14 +310,9 @@ pub(crate) fn run<T>(
     mode: Mode,
     f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
 ) -> Result<T, RegistryError> {
-    let mut f = Some(f);
-    let mut out = None;
-    driver.transaction(mode, &mut |tx| {
-        let f = f.take().ok_or_else(ran_twice)?;
-        out = Some(f(tx)?);
-        Ok(())
-    })?;
-    out.ok_or_else(ran_twice)
+    let mut once = Once::new(f);
+    driver.transaction(mode, &mut |tx| once.run(tx))?;
+    once.value()
 }
 
 /// [`run`] through [`Driver::try_write`].
@@ -326,14 +321,37 @@ pub(crate) fn try_run<T>(
     mode: Mode,
     f: impl FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
 ) -> Option<Result<T, RegistryError>> {
-    let mut f = Some(f);
-    let mut out = None;
-    let written = driver.try_write(mode, &mut |tx| {
-        let f = f.take().ok_or_else(ran_twice)?;
-        out = Some(f(tx)?);
+    let mut once = Once::new(f);
+    let written = driver.try_write(mode, &mut |tx| once.run(tx))?;
+    Some(written.and_then(|()| once.value()))
+}
+
+/// A transaction's body as a driver calls it (`FnMut`), run once, and its value.
+struct Once<F, T> {
+    body: Option<F>,
+    value: Option<T>,
+}
+
+impl<F, T> Once<F, T>
+where
+    F: FnOnce(&mut Tx<'_>) -> Result<T, RegistryError>,
+{
+    fn new(body: F) -> Once<F, T> {
+        Once {
+            body: Some(body),
+            value: None,
+        }
+    }
+
+    fn run(&mut self, tx: &mut Tx<'_>) -> Result<(), RegistryError> {
+        let body = self.body.take().ok_or_else(ran_twice)?;
+        self.value = Some(body(tx)?);
         Ok(())
-    })?;
-    Some(written.and_then(|()| out.ok_or_else(ran_twice)))
+    }
+
+    fn value(self) -> Result<T, RegistryError> {
+        self.value.ok_or_else(ran_twice)
+    }
 }
 
 /// A driver that ran a transaction's body twice, or reported a commit without running

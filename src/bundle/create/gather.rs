@@ -222,9 +222,14 @@ pub(super) fn compiled_runtime(
                 .fetch(None, progress)
                 .map_err(crate::sandbox::SandboxError::from)?;
         }
-        let bytes = compiled::compile(files, progress)?;
         let dir = &files.compiled_dir;
         fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        // As a sandbox compiles: one process of the home at a time.
+        let _compiling = compiled::lock_compiling(dir, progress)?;
+        if path.is_file() {
+            return Ok(path);
+        }
+        let bytes = compiled::compile(files, progress)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_error(dir, e))?;
         std::io::Write::write_all(&mut tmp, &bytes).map_err(|e| io_error(tmp.path(), e))?;
         compiled::persist_once(tmp, &path)?;

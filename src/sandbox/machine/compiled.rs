@@ -278,7 +278,10 @@ fn load_cached(engine: &Engine, path: &Path) -> Option<Module> {
 /// An exclusive lock on the compiled cache's folder, held while this process compiles
 /// into it; waits (saying so) while another process holds it.
 #[cfg(feature = "compiler")]
-fn lock_compiling(dir: &Path, progress: Progress) -> Result<std::fs::File, SandboxError> {
+pub(crate) fn lock_compiling(
+    dir: &Path,
+    progress: Progress,
+) -> Result<std::fs::File, SandboxError> {
     use rustix::fs::{FlockOperation, flock};
     let folder = std::fs::File::open(dir).map_err(|e| io_error(dir, e))?;
     match flock(&folder, FlockOperation::NonBlockingLockExclusive) {

@@ -47,9 +47,10 @@ impl Sandbox {
                     sandbox.check_new_snapshot()?;
                     match pending.keep()? {
                         compiled::Kept::Ours => sandbox.forget_other_images()?,
-                        // Another process compiled the same runtime at the same time and
-                        // named its file first: every process of this home runs that one,
-                        // or each would refuse the warm states the others prepare.
+                        // Another process named its file first without the compile lock
+                        // (an older Warden sharing the home): every process of this home
+                        // runs that one, or each would refuse the warm states the others
+                        // prepare.
                         compiled::Kept::Theirs => {
                             tracing::info!(
                                 "another process compiled the runtime at the same time; \

@@ -58,9 +58,7 @@ impl WarmStore {
         swept.bytes = ByteSize(bytes);
         Ok(swept)
     }
-}
 
-impl WarmStore {
     /// Removes the warm states recorded against another image under `running`'s name:
     /// taken from an earlier build of the same snapshot, whose compiled file was removed
     /// and built again (two builds differ in a few bytes: the times the snapshot's
