@@ -19,8 +19,8 @@
 //! Then it waits for one of the tenant's `max_concurrent_calls` permits and runs with
 //! the tool's limits bounded by the tenant's ceilings.
 //!
-//! The guest runs in its own tokio task: the sandbox yields to the executor every epoch
-//! tick, so a tenant's busy loops share the worker threads with every other task instead
+//! The guest runs in its own tokio task: the sandbox yields to the executor every slice
+//! of fuel, so a tenant's busy loops share the worker threads with every other task instead
 //! of holding them, and at most `max_concurrent_calls` of them run per tenant. The
 //! tenant is the call's share key ([`crate::sandbox::cores`]): tenants with calls
 //! waiting for a core are served in turn, so a tenant with sixteen calls in flight gets

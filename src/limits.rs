@@ -89,8 +89,8 @@ pub const MIN_OPEN_FILES: FileCount = FileCount(1);
 pub struct Limits {
     /// CPU budget in fuel units ([`DEFAULT_FUEL`]); when spent: status `out_of_fuel`.
     pub fuel: Fuel,
-    /// Wall-clock deadline ([`DEFAULT_DEADLINE`]), enforced by epoch interruption for
-    /// running code and by a host timer for code blocked in a host call (`time.sleep`);
+    /// Wall-clock deadline ([`DEFAULT_DEADLINE`]), checked every slice of fuel of
+    /// running code and enforced by a host timer for code blocked in a host call (`time.sleep`);
     /// when passed: status `timeout`.
     #[serde(rename = "deadline_ms", with = "millis")]
     pub deadline: Duration,

@@ -3,7 +3,7 @@
 //! # Lifecycle
 //!
 //! - One [`wasmtime::Engine`] per [`Sandbox`], configured once: wasm exceptions (the
-//!   runtime uses them), fuel metering, epoch interruption, and the pooling allocator
+//!   runtime uses them), fuel metering, and the pooling allocator
 //!   with copy-on-write memory images, so a new instance maps the snapshot's memory
 //!   instead of copying ~100 MB.
 //! - One compiled [`wasmtime::Module`]: Warden's snapshot, the pinned pre-initialized
@@ -16,14 +16,14 @@
 //!   the instance's pool slot, whose memory is reset to the snapshot before reuse.
 //!   Nothing survives from one call to the next.
 //!
-//! An epoch ticker thread advances the engine's epoch every [`TICK`]; at each tick a
-//! running guest yields to the async executor (so one busy guest cannot starve other
-//! tasks) and is stopped once its deadline has passed. A host timer covers a guest
-//! blocked in a host call (`time.sleep`), which epochs cannot interrupt.
+//! A running guest yields to the async executor every slice of fuel (`slices`: so one
+//! busy guest cannot starve other tasks), and is stopped there once its deadline has
+//! passed. A host timer covers a guest blocked in a host call (`time.sleep`), which
+//! spends no fuel.
 //!
 //! CPU is shared by [`cores`]: a guest runs wasm only while it holds one of the
 //! sandbox's [`SandboxConfig::cores`] run tokens, taken after its pool slot and before
-//! instantiation, given back at each tick while other calls wait for one and while it
+//! instantiation, given back after each slice while other calls wait for one and while it
 //! waits in a host call (a sleep, an outbound request). Waiting calls are served
 //! round-robin across their [`ShareKey`]s (tenants), so tenants share the cores, not
 //! calls. A call's wait for a core counts in its wall time and its deadline.
@@ -36,7 +36,7 @@
 //! - `warm/`: once per tool version: its warm state, prepared, stored and loaded.
 //! - [`call`]: once per call: its store and WASI context, the checked WASI calls, its
 //!   pipes and scratch folder, the JSON protocol, the host calls through the door, the
-//!   epoch ticker, the verdict on how it ended, the parts of a rich result.
+//!   slices of its run, the verdict on how it ended, the parts of a rich result.
 //! - [`cores`]: across calls: the run tokens tenants share.
 //!
 //! This file is the facade: [`Sandbox`] and its settings, and what other rooms use.
@@ -53,7 +53,7 @@ mod warm;
 // The rooms' modules by their own names, for the sandbox's files and for the rooms
 // outside that use them.
 pub use call::{content, host_calls, protocol, scratch, syscalls, wasi};
-use call::{guest, job, pipe, ticker, verdict};
+use call::{guest, job, pipe, slices, verdict};
 use machine::engine;
 use machine::state_exports;
 pub use machine::{artifacts, build, compiled, flavour, platform, snapshot};
@@ -77,8 +77,6 @@ pub use host_calls::Door;
 pub use job::Job;
 pub use platform::{CpuLevel, Platform, PlatformError};
 pub use scratch::ScratchRoot;
-pub use ticker::TICK;
-use ticker::Ticker;
 pub use tool::ToolFolder;
 use verdict::TrapKind;
 use warm::{Base, WarmStates};
@@ -251,9 +249,6 @@ pub struct Sandbox {
     /// Where each call's scratch folder (`/tmp`) is made; `None`: calls get none (a
     /// worker's priming call, before its server gives it a root).
     scratch: Option<ScratchRoot>,
-    /// Started by `open`; by `start` for a sandbox loaded in a worker, after its
-    /// confinement (a second thread must not exist before).
-    ticker: Option<Ticker>,
 }
 
 impl Sandbox {
@@ -275,7 +270,6 @@ impl Sandbox {
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Warmth, SandboxError> {
-        let _ticking = self.ticker.as_ref().map(Ticker::ticking);
         self.warm.get_or_prepare(&self.base(), tool, packages)
     }
 
@@ -431,7 +425,6 @@ impl Sandbox {
         tool: &ToolFolder,
         packages: Option<&Path>,
     ) -> Result<Prepared, SandboxError> {
-        let _ticking = self.ticker.as_ref().map(Ticker::ticking);
         self.warm.prepare(&self.base(), tool, packages)
     }
 

@@ -12,7 +12,7 @@ use seccompiler::{
 use super::{ConfineError, Profile};
 
 /// [`Profile::Worker`]: the calls a wasmtime process on a tokio current-thread runtime
-/// (plus its epoch ticker and blocking-pool threads) makes once it runs guest code.
+/// (plus its blocking-pool threads) makes once it runs guest code.
 /// Any other call kills the process. Calls allowed only with some arguments are in
 /// [`worker_conditional`].
 #[rustfmt::skip]
@@ -38,12 +38,10 @@ const WORKER_ALLOWED: &[&[c_long]] = &[
         SYS_rt_sigaction, SYS_rt_sigprocmask, SYS_rt_sigreturn, SYS_sigaltstack,
         SYS_restart_syscall,
     ],
-    // Time and randomness: deadlines, sleeps, WASI clocks and random_get; the epoch
-    // ticker's timer (a timerfd: a descriptor of the process's own, no file).
+    // Time and randomness: deadlines, sleeps, WASI clocks and random_get.
     &[
         SYS_clock_gettime, SYS_clock_getres, SYS_gettimeofday, SYS_nanosleep,
-        SYS_clock_nanosleep, SYS_getrandom, SYS_timerfd_create, SYS_timerfd_settime,
-        SYS_timerfd_gettime,
+        SYS_clock_nanosleep, SYS_getrandom,
     ],
     // Files, only those Landlock lets it open: the runtime, modules, packages (read)
     // and the folders granted to a call (read and write).
@@ -163,7 +161,7 @@ fn worker_conditional(pid: u32) -> Result<Vec<(c_long, Vec<SeccompRule>)>, Confi
             .map(|command| rule(&[eq(1, *command as u64)?]))
             .collect::<Result<_, _>>()?,
         ),
-        // Waiting and waking (tokio, the epoch ticker, std's and glibc's locks): the
+        // Waiting and waking (tokio, std's and glibc's locks): the
         // plain operations, private or shared, any clock; no priority-inheritance
         // operation (the kernel code behind them has held exploitable bugs, and
         // nothing in a worker takes a PI lock).

@@ -2,7 +2,7 @@
 //! ([`wasi`]) and the calls checked there ([`syscalls`]), its stdout and stderr
 //! (`pipe.rs`), its scratch folder ([`scratch`]), the JSON that crosses its stdin and
 //! stdout ([`protocol`]), the host calls it makes through the runtime's door
-//! ([`host_calls`]), its epoch ticks (`ticker.rs`), the call as sent to a worker
+//! ([`host_calls`]), its run cut into slices of fuel (`slices.rs`), the call as sent to a worker
 //! (`job.rs`), the verdict on how it ended (`verdict.rs`) and the parts of a rich
 //! result ([`content`]); `run.rs` runs it, from instance to result.
 
@@ -14,7 +14,7 @@ pub(in crate::sandbox) mod pipe;
 pub mod protocol;
 mod run;
 pub mod scratch;
+pub(in crate::sandbox) mod slices;
 pub mod syscalls;
-pub(in crate::sandbox) mod ticker;
 pub(in crate::sandbox) mod verdict;
 pub mod wasi;

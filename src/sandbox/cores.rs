@@ -9,15 +9,16 @@
 //! the moment it has a call holding or waiting for a core, starting level with the
 //! least served key then active, so an idle key banks no credit.
 //!
-//! A guest gives its core back at every epoch tick while any call waits for one (the
-//! sandbox's epoch callback, with [`Seat::contended`] and [`Seat::yield_core`]), queuing
-//! for the next one first, so with three keys busy on two cores each holds a core two
-//! ticks in three, whether it has one call in flight or sixteen. Rotating by turns
+//! A guest gives its core back after each slice of its run (half a millisecond held,
+//! checked every slice of fuel: the sandbox's `slices`, with [`Seat::contended`] and
+//! [`Seat::yield_core`]) while any call waits for one, queuing for the next one first,
+//! so with three keys busy on two cores each holds a core two slices in three, whether
+//! it has one call in flight or sixteen. Rotating by turns
 //! alone would not do: a key with one call, holding a core when the others are served,
 //! would miss its turns and get less. A guest waiting in a host call (a sleep, an
 //! outbound request) gives its core back for the wait ([`Seat::without_core`]).
-//! Uncontended, a call takes a core once and keeps it to its end: a tick then costs one
-//! atomic load.
+//! Uncontended, a call takes a core once and keeps it to its end: a slice's end then
+//! costs one atomic load.
 //!
 //! A waiter dropped before it is served (a cancelled or timed-out call) leaves its
 //! queue; one dropped after being served but before it ran passes its core on, so no
@@ -72,7 +73,7 @@ pub struct Cores {
 struct Shared {
     size: NonZeroUsize,
     /// Waiters not yet served, mirrored from [`State::waiting`] so that a running guest
-    /// can tell at each tick, without the lock, whether to give its core back.
+    /// can tell at each slice's end, without the lock, whether to give its core back.
     waiting: AtomicUsize,
     state: Mutex<State>,
 }
@@ -147,7 +148,7 @@ impl Cores {
     }
 
     /// Gives `core` back to the next call in turn, its own key's new waiter queued
-    /// first: what a running guest does at a tick when others wait. Queuing first keeps
+    /// first: what a running guest does at a slice's end when others wait. Queuing first keeps
     /// the key's count of cores served, so the key is not taken for a newcomer.
     pub fn requeue(&self, core: Core) -> Acquire {
         let key = core.key.clone();
@@ -418,7 +419,7 @@ impl fmt::Debug for Core {
 }
 
 /// One call's place at the cores: the core its guest holds while it runs, if any.
-/// Shared between the call, its store's epoch callback and its host calls.
+/// Shared between the call, the slices of its run and its host calls.
 pub struct Seat {
     cores: Cores,
     key: ShareKey,
@@ -454,7 +455,7 @@ impl Seat {
         drop(core);
     }
 
-    /// At a tick with calls waiting: queues for a core again and gives this one back
+    /// At a slice's end with calls waiting: queues for a core again and gives this one back
     /// (see [`Cores::requeue`]); the future waits for the new one.
     pub fn yield_core(self: &Arc<Self>) -> impl Future<Output = ()> + Send + 'static {
         let core = self.slot().take();
@@ -536,20 +537,15 @@ pub trait CoreSeat: Send + Sync + 'static {
     fn finish(&self) {
         self.release();
     }
-    /// Whether the guest should offer its core at this tick ([`CoreSeat::yield_core`]).
+    /// Whether the guest should offer its core at a slice's end
+    /// ([`CoreSeat::yield_core`]).
     fn contended(&self) -> bool;
-    /// How long the guest has held its current core. A guest offers its core only once
-    /// it has held it a whole tick: a tick that comes just after a wait for a core (the
-    /// epoch moved on meanwhile) must not give the core straight back.
+    /// How long the guest has held its current core (zero while it holds none). A
+    /// guest offers its core only once it has held it a whole slice: a slice that ends
+    /// just after a wait for a core must not give the core straight back.
     fn held_for(&self) -> std::time::Duration;
     /// Gives the core to the call whose turn it is and waits for one again.
     fn yield_core(self: Arc<Self>) -> SeatFuture<'static>;
-    /// Marks the guest as running no code until the returned guard is dropped, for a
-    /// wait on something other than the CPU ([`without_core`]): the sandbox's seats
-    /// stop the epoch ticker's count of the call meanwhile. Nothing by default.
-    fn idle(&self) -> Option<Box<dyn Send>> {
-        None
-    }
 }
 
 impl CoreSeat for Seat {
@@ -584,11 +580,9 @@ pub async fn without_core<F: Future>(
 ) -> F::Output {
     match seat {
         Some(seat) => {
-            let idle = seat.idle();
             seat.release();
             let out = wait().await;
             seat.acquire().await;
-            drop(idle);
             out
         }
         None => wait().await,

@@ -29,7 +29,7 @@ pub(super) async fn converse(
         let payload = &frame.payload;
         match frame.message {
             ToServer::Acquire => {
-                // By the deadline at the latest: the guest then stops at its next tick.
+                // By the deadline at the latest: the guest then stops at its next slice's end.
                 let _ = tokio::time::timeout_at(deadline.into(), seat.acquire()).await;
                 worker.send(&ToWorker::Go, &[]).await?;
             }

@@ -184,7 +184,6 @@ fn serve(channel: &Arc<Channel>) -> Result<(), String> {
     sandbox.hold(folders);
     sandbox.set_scratch(Some(crate::sandbox::ScratchRoot::given(scratch)));
     tracing::debug!("worker confined: {applied}");
-    sandbox.start().map_err(|e| format!("{e:#}"))?;
     channel
         .tell(&ToServer::Ready, &[])
         .map_err(|e| e.to_string())?;
@@ -367,7 +366,7 @@ impl CoreSeat for RemoteSeat {
         self.holds.store(false, Ordering::Release);
     }
 
-    /// Whether others wait is the server's to know: every tick asks it.
+    /// Whether others wait is the server's to know: every slice's end asks it.
     fn contended(&self) -> bool {
         true
     }

@@ -491,7 +491,7 @@ impl Pool {
         let seat = Arc::new(Seat::new(&self.cores, share));
         let mut worker = self.checkout(&key).await?;
         // The call is sent holding a core (by its deadline at the latest: the guest
-        // then stops at its first tick), which saves the worker asking for one.
+        // then stops at its first slice's end), which saves the worker asking for one.
         let _ = tokio::time::timeout_at(deadline.into(), seat.acquire()).await;
         let budget = deadline.saturating_duration_since(Instant::now());
         // An evicted state is not sent: the call runs cold and says so, and its caller

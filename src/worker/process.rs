@@ -373,8 +373,8 @@ fn lost() -> WireError {
 }
 
 /// How much more CPU than wall time a worker may use between two looks: 1.25 times,
-/// plus 100 ms. Its guest runs on one thread; the runtime's helper threads (file work,
-/// the epoch ticker) run while the guest waits, or take next to nothing.
+/// plus 100 ms. Its guest runs on one thread; the runtime's helper threads (file work)
+/// run while the guest waits, or take next to nothing.
 const CPU_SLACK: (f64, Duration) = (1.25, Duration::from_millis(100));
 
 /// How long [`Worker::end`] waits for a worker dying on its own before ending it: 50 ms.

@@ -111,7 +111,7 @@ pub enum ToServer {
     Acquire,
     /// The guest gives its core back for a wait in a host call.
     Release,
-    /// An epoch tick while the guest runs: the server gives the core to a waiting call
+    /// A slice's end while the guest runs (`sandbox::call::slices`): the server gives the core to a waiting call
     /// if any and answers [`ToWorker::Go`] when the guest may go on.
     Tick,
     /// A frame through the runtime's door (payload), or only its length when longer

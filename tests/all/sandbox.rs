@@ -116,6 +116,26 @@ async fn busy_loop_is_stopped_by_the_deadline_when_fuel_is_plenty() {
     assert_eq!(r.status, Status::Timeout, "{r:#?}");
 }
 
+/// A loop in the interpreter's C code (a regular expression backtracking) spends fuel
+/// like Python code does: it is cut into slices too, and stopped at the first slice's
+/// end past its deadline, not when its fuel runs out.
+#[tokio::test]
+async fn a_loop_in_the_interpreters_c_code_is_stopped_by_the_deadline() {
+    let r = Run::new("backtrack.py", "backtrack", json!({"n": 60}))
+        .limits(|l| {
+            l.fuel = Fuel(u64::MAX / 2);
+            l.deadline = Duration::from_millis(300);
+        })
+        .call()
+        .await;
+    assert_eq!(r.status, Status::Timeout, "{r:#?}");
+    assert!(
+        r.wall_time < Duration::from_secs(2),
+        "stopped {:?} after a 300 ms deadline",
+        r.wall_time
+    );
+}
+
 #[tokio::test]
 async fn memory_bomb_is_stopped_by_the_cap() {
     let r = Run::new("memory_bomb.py", "memory_bomb", json!({}))

@@ -202,7 +202,6 @@ impl Wasm {
         let mut config = wasmtime::Config::new();
         config
             .consume_fuel(true)
-            .epoch_interruption(true)
             .memory_init_cow(true)
             // One thread until confined: no compilation threads.
             .parallel_compilation(false)
@@ -222,37 +221,18 @@ impl Wasm {
         }
     }
 
-    /// On a tokio current-thread runtime, with an epoch ticker thread: three rounds of
-    /// instantiate (reusing the pool's slot), grow, write, trap and spin; then a timer and
-    /// a blocking-pool task.
+    /// On a tokio current-thread runtime, as a worker runs its guest: three rounds of
+    /// instantiate (reusing the pool's slot), grow, write, trap and spin (yielding every
+    /// slice of fuel until its fuel runs out); then a timer and a blocking-pool task.
     fn run(self) -> std::io::Result<()> {
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicBool, Ordering};
         let fail = |e: wasmtime::Error| std::io::Error::other(format!("{e:?}"));
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker = {
-            let (engine, stop) = (self.engine.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                        engine.increment_epoch();
-                    }
-                })?
-        };
-        let result = self.runtime.block_on(async {
+        self.runtime.block_on(async {
             for _ in 0..3 {
                 let mut store = wasmtime::Store::new(&self.engine, 0_u32);
-                store.set_fuel(u64::MAX).map_err(fail)?;
-                store.set_epoch_deadline(1);
-                store.epoch_deadline_callback(|mut store| {
-                    *store.data_mut() += 1;
-                    if *store.data() > 5 {
-                        return Err(wasmtime::Error::msg("deadline"));
-                    }
-                    Ok(wasmtime::UpdateDeadline::Yield(1))
-                });
+                store.set_fuel(5_000_000).map_err(fail)?;
+                store
+                    .fuel_async_yield_interval(Some(1_000_000))
+                    .map_err(fail)?;
                 let instance = wasmtime::Linker::new(&self.engine)
                     .instantiate_async(&mut store, &self.module)
                     .await
@@ -278,12 +258,7 @@ impl Wasm {
                 .await
                 .map_err(std::io::Error::other)
                 .map(drop)
-        });
-        stop.store(true, Ordering::Relaxed);
-        ticker
-            .join()
-            .map_err(|_| std::io::Error::other("the ticker panicked"))?;
-        result
+        })
     }
 }
 

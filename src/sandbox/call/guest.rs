@@ -1,12 +1,12 @@
-//! One call's store: the WASI context, the memory cap, the file ledger, the deadline;
-//! and the runtime's `turn` ABI that runs Python source in an instance.
+//! One call's store: the WASI context, the memory cap, the file ledger, the deadline,
+//! its fuel cut into slices ([`crate::sandbox::slices`]); and the runtime's `turn` ABI that runs Python source in an instance.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::{
     Engine, Instance, InstancePre, Module, ModuleExport, ResourceLimiter, Store, Trap,
-    UpdateDeadline, WasmBacktrace,
+    WasmBacktrace,
 };
 use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -15,6 +15,7 @@ use crate::limits::Limits;
 use crate::sandbox::cores::CoreSeat;
 use crate::sandbox::host_calls::Door;
 use crate::sandbox::protocol::CALL;
+use crate::sandbox::slices::{SLICE_FUEL, sliced};
 use crate::sandbox::verdict::TrapKind;
 use crate::sandbox::{SandboxError, syscalls, to_usize};
 
@@ -123,23 +124,11 @@ pub(in crate::sandbox) fn new_store(
     store
         .set_fuel(limits.fuel.0)
         .map_err(SandboxError::Engine)?;
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |store| {
-        if Instant::now() >= deadline {
-            return Err(wasmtime::Error::new(DeadlineHit));
-        }
-        match &store.data().seat {
-            // Other calls wait for a core: this one queues for the next and gives its
-            // own to the call whose turn it is (possibly itself), once it has held it a
-            // whole tick (the first tick after a wait may come at once: other calls'
-            // ticks moved the epoch on).
-            Some(seat) if seat.contended() && seat.held_for() >= crate::sandbox::TICK => Ok(
-                UpdateDeadline::YieldCustom(1, Arc::clone(seat).yield_core()),
-            ),
-            // No one waits: keep the core, and let the executor run other tasks.
-            _ => Ok(UpdateDeadline::Yield(1)),
-        }
-    });
+    // Every slice of fuel, the guest yields to `sliced`, which checks the deadline and
+    // the cores.
+    store
+        .fuel_async_yield_interval(Some(SLICE_FUEL.0))
+        .map_err(SandboxError::Engine)?;
     Ok(store)
 }
 
@@ -156,9 +145,14 @@ pub(in crate::sandbox) async fn run_call(
         .instantiate_async(&mut *store)
         .await
         .map_err(Failure::Instantiate)?;
-    turn(store, instance, exports, CALL)
-        .await
-        .map_err(Failure::Trap)
+    let (deadline, seat) = (store.data().deadline, store.data().seat.clone());
+    sliced(
+        turn(store, instance, exports, CALL),
+        deadline,
+        seat.as_ref(),
+    )
+    .await
+    .map_err(Failure::Trap)
 }
 
 /// The runtime's exports a turn uses, looked up once per module rather than by name on

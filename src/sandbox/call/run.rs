@@ -11,7 +11,6 @@ use crate::outcome::{CallResult, Start};
 use crate::sandbox::guest::{Failure, new_store, run_call, trap_kind};
 use crate::sandbox::pipe::CappedPipe;
 use crate::sandbox::protocol::{self, Request};
-use crate::sandbox::ticker::Ticker;
 use crate::sandbox::verdict::{self, Ended, Observed, TrapKind};
 use crate::sandbox::{
     CoreSeat, Door, Job, Sandbox, SandboxError, ScratchRoot, Spent, WarmState, check_memory,
@@ -106,15 +105,18 @@ impl Sandbox {
         drop(mounts);
 
         let slot = self.slots.acquire().await;
-        let ticking = self.ticker.as_ref().map(Ticker::ticking);
         let started = Instant::now();
         let deadline = started + budget.unwrap_or(limits.deadline).min(limits.deadline);
         let door = door(deadline);
-        let paced = match (&seat, &ticking) {
-            (Some(seat), Some(ticking)) => Some(ticking.pace(Arc::clone(seat))),
-            _ => seat.clone(),
-        };
-        let mut store = new_store(&self.engine, ctx, limits, deadline, door, paced, scratch_fd)?;
+        let mut store = new_store(
+            &self.engine,
+            ctx,
+            limits,
+            deadline,
+            door,
+            seat.clone(),
+            scratch_fd,
+        )?;
 
         let (pre, exports) = match &loaded {
             Some(state) => (&state.pre, &state.exports),

@@ -34,7 +34,7 @@ pub(in crate::sandbox) enum Ended {
 /// Why the guest trapped, classified by the trap's type where it was raised.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::sandbox) enum TrapKind {
-    /// The epoch callback found the deadline passed.
+    /// The deadline had passed at a slice's end.
     Deadline,
     /// The fuel ran out.
     OutOfFuel,

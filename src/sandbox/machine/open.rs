@@ -1,5 +1,5 @@
 //! Opening the sandbox: the runtime fetched and compiled (or only loaded, in a worker or
-//! from a bundle), its module linked, its warm states swept, its ticker started.
+//! from a bundle), its module linked, its warm states swept.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,7 +10,6 @@ use crate::outbound::Clients;
 use crate::sandbox::cores::Cores;
 use crate::sandbox::engine::engine;
 use crate::sandbox::guest::{Exports, Guest};
-use crate::sandbox::ticker::Ticker;
 use crate::sandbox::tool::sweep_orphaned_tool_folders;
 use crate::sandbox::warm::WarmStates;
 use crate::sandbox::{
@@ -42,7 +41,6 @@ impl Sandbox {
             if compiles {
                 let (module, pending) = compiled::load_or_build(&engine, &files, config.progress)?;
                 let mut sandbox = Sandbox::assemble(config, files, engine, module)?;
-                sandbox.start()?;
                 if let Some(pending) = pending {
                     sandbox.check_new_snapshot()?;
                     match pending.keep()? {
@@ -59,7 +57,6 @@ impl Sandbox {
                             let Sandbox { files, engine, .. } = sandbox;
                             let module = compiled::load_existing(&engine, &files)?;
                             sandbox = Sandbox::assemble(config, files, engine, module)?;
-                            sandbox.start()?;
                         }
                     }
                 }
@@ -70,7 +67,6 @@ impl Sandbox {
         }
         let module = compiled::load_existing(&engine, &files)?;
         let mut sandbox = Sandbox::assemble(config, files, engine, module)?;
-        sandbox.start()?;
         sandbox.sweep_warm_states(config)?;
         sandbox.scratch = Some(ScratchRoot::create(&config.home)?);
         Ok(sandbox)
@@ -124,7 +120,7 @@ impl Sandbox {
         Sandbox::assemble(config, files, engine, module)
     }
 
-    /// A sandbox over a loaded module, linked, its ticker not started yet.
+    /// A sandbox over a loaded module, linked.
     fn assemble(
         config: &SandboxConfig,
         files: RuntimeFiles,
@@ -148,17 +144,7 @@ impl Sandbox {
             own_folders: own_folders(config),
             held: None,
             scratch: None,
-            ticker: None,
         })
-    }
-
-    /// Starts the epoch ticker of a sandbox made by [`Sandbox::load`] (a no-op for one
-    /// made by [`Sandbox::open`]).
-    pub fn start(&mut self) -> Result<(), SandboxError> {
-        if self.ticker.is_none() {
-            self.ticker = Some(Ticker::start(self.engine.clone())?);
-        }
-        Ok(())
     }
 
     /// Runs one real call on a freshly built snapshot before it is cached: a tool reads

@@ -18,6 +18,7 @@ use crate::limits::Limits;
 use crate::sandbox::guest::{Guest, new_store, turn};
 use crate::sandbox::pipe::CappedPipe;
 use crate::sandbox::protocol::{self, Answer, PREPARE, Response};
+use crate::sandbox::slices::sliced;
 use crate::sandbox::{SandboxError, ToolFolder, on_own_thread, snapshot, state_exports, wasi};
 
 /// Prepares a tool's state: runs its module-level code in an instance with no grants
@@ -76,7 +77,11 @@ pub(super) fn prepare(
         };
         let ran = tokio::time::timeout_at(
             deadline.into(),
-            turn(&mut store, instance, base.exports, PREPARE),
+            sliced(
+                turn(&mut store, instance, base.exports, PREPARE),
+                deadline,
+                None,
+            ),
         )
         .await;
         let fuel = PREPARE_FUEL.0.saturating_sub(store.get_fuel().unwrap_or(0));
