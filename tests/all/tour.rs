@@ -10,6 +10,8 @@
 //!
 //! - a line `KEY=wdn_...` takes the last `wdn_` id printed so far (any `NAME=prefix_...`);
 //! - `TENANT_ID` is the last tenant id printed;
+//! - a JSON field written `"name": "..."` in a single-quoted body takes the last value
+//!   printed for `"name"`;
 //! - the server's port (8080 in the manual) is a free one, and a server started in the
 //!   background is waited for (`/readyz`) before the next line runs;
 //! - `curl` fails on an HTTP error (`--fail-with-body`), as a reader would notice one;
@@ -122,6 +124,14 @@ fn scripted(line: &str, port: u16) -> String {
                 .join(" ");
         }
     }
+    for (field, variable) in json_placeholders(&code) {
+        out.push_str(&latest_field(&field, &variable));
+        out.push('\n');
+        code = code.replace(
+            &format!("\"{field}\": \"...\""),
+            &format!("\"{field}\": \"'\"${variable}\"'\""),
+        );
+    }
     if let Some(rest) = code.strip_prefix("curl ") {
         code = format!("curl --fail-with-body {rest}");
     }
@@ -152,6 +162,31 @@ fn scripted(line: &str, port: u16) -> String {
         ));
     }
     out
+}
+
+/// The JSON fields a line leaves for the reader to fill in (`"name": "..."`), each with
+/// the shell variable that holds its value.
+fn json_placeholders(code: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("\": \"...\"") {
+        let field = code[..at].rsplit('"').next().unwrap_or_default();
+        if !field.is_empty()
+            && field.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !found.iter().any(|(f, _)| f == field)
+        {
+            found.push((field.to_owned(), format!("FIELD_{field}")));
+        }
+    }
+    found
+}
+
+/// Sets `variable` to the last value printed for the JSON field `field`, or stops the
+/// walk.
+fn latest_field(field: &str, variable: &str) -> String {
+    format!(
+        "{variable}=$(grep -oE '\"{field}\" ?: ?\"[^\"]+\"' \"$TRANSCRIPT\" | tail -n 1 | sed -E 's/.*: ?\"([^\"]+)\"$/\\1/')\n\
+         test -n \"${variable}\" || {{ echo 'no \"{field}\" printed before it is used' >&2; exit 1; }}"
+    )
 }
 
 /// Sets `name` to the last id with `prefix` printed so far, or stops the walk.
@@ -264,6 +299,15 @@ fn every_marked_walk_through_runs_as_written() {
         (&"ok".into(), &42.into()),
         "{readme}"
     );
+    // The review gate's walk: a held version approved on the diff shown, and a
+    // console sign-in link for the same reviewer key.
+    let review = walked
+        .iter()
+        .find(|(page, _)| page.ends_with("review-and-audit.md"))
+        .map(|(_, transcript)| transcript)
+        .expect("the review gate's walk is marked to run");
+    assert!(review.contains(r#""decision":"approve""#), "{review}");
+    assert!(review.contains("/review/signin/"), "{review}");
     assert!(walked.len() >= 3, "only {} pages walked", walked.len());
 }
 
@@ -381,6 +425,18 @@ fn a_walk_takes_marked_blocks_and_named_files() {
     assert_eq!(
         console_commands("$ curl a \\\n    -d b\n{\"ok\": 1}\n$ ls\nx \\\n"),
         "$ curl a \\\n    -d b\n$ ls\n"
+    );
+    let line = scripted(
+        r#"curl -s -X POST localhost:8080/x -d '{"note": "ok", "diff_hash": "..."}'"#,
+        9,
+    );
+    assert!(
+        line.contains(r#"FIELD_diff_hash=$(grep -oE '"diff_hash" ?: ?"[^"]+"'"#),
+        "{line}"
+    );
+    assert!(
+        line.contains(r#"-d '{"note": "ok", "diff_hash": "'"$FIELD_diff_hash"'"}'"#),
+        "{line}"
     );
     let line = scripted("warden tenant policy TENANT_ID   # the policy", 9);
     assert!(line.contains("TENANT_ID=$(grep -oE 'tnt_"), "{line}");
