@@ -25,6 +25,7 @@ example: build
 test:
 	./tests/ensure-postgres.sh
 	./tests/ensure-chromium.sh
+	./tests/ensure-jq.sh
 	$(CARGO) test --features escape-hatch
 	bash tests/conformance/run.sh
 
@@ -33,6 +34,7 @@ test:
 SHOTS = $(or $(CARGO_TARGET_DIR),./target)/tmp/screenshots
 screenshots:
 	./tests/ensure-chromium.sh
+	./tests/ensure-jq.sh
 	$(CARGO) test --features escape-hatch --test all browser::
 	mkdir -p docs
 	cp $(SHOTS)/review-queue.png $(SHOTS)/review-diff.png docs/

@@ -135,7 +135,7 @@ fn scripted(line: &str, port: u16) -> String {
     if let Some(rest) = code.strip_prefix("curl ") {
         code = format!("curl --fail-with-body {rest}");
     }
-    let redirected = shlex::split(&code).is_some_and(|w| w.iter().any(|w| w == ">"));
+    let redirected = shlex::split(&code).is_some_and(|w| w.iter().any(|w| w == ">" || w == ">>"));
     let into = if redirected {
         "2>> \"$TRANSCRIPT\""
     } else {
@@ -308,6 +308,14 @@ fn every_marked_walk_through_runs_as_written() {
         .expect("the review gate's walk is marked to run");
     assert!(review.contains(r#""decision":"approve""#), "{review}");
     assert!(review.contains("/review/signin/"), "{review}");
+    // A server file registered, grown by a tool and updated: its second revision.
+    let server = walked
+        .iter()
+        .find(|(page, _)| page.ends_with("mcp.md"))
+        .map(|(_, transcript)| transcript)
+        .expect("the server files' walk is marked to run");
+    assert!(server.contains(r#""revision": 2"#), "{server}");
+    assert!(server.contains(r#""name": "count_notes""#), "{server}");
     assert!(walked.len() >= 3, "only {} pages walked", walked.len());
 }
 
