@@ -467,3 +467,71 @@ fn a_task_tool_is_a_task_the_sdks_extension_resolves() {
     assert_eq!(statuses.first().unwrap(), "working", "{report}");
     assert_eq!(statuses.last().unwrap(), "completed", "{report}");
 }
+
+/// The manual's example of the Python SDK (docs/mcp.md: the Python block that imports
+/// `mcp.client`, and the block after it, what it prints) run as a reader runs it: from
+/// the repository's root, with `warden` on the PATH, on the SDK release the manual names.
+/// A drifted example fails here, naming the page and the block's line.
+#[test]
+fn the_manuals_python_sdk_example_prints_what_the_manual_shows() {
+    let page = root().join("docs/mcp.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    let blocks = fenced_blocks(&text);
+    let at = blocks
+        .iter()
+        .position(|(_, language, body)| language == "python" && body.contains("from mcp.client"))
+        .expect("docs/mcp.md shows the Python SDK's client");
+    let (line, _, script) = &blocks[at];
+    let (_, _, shown) = blocks
+        .get(at + 1)
+        .expect("what the example prints, shown after it");
+    assert!(
+        text.contains(&format!("`pip install mcp`, {}", Y2026.mcp)),
+        "docs/mcp.md names another SDK release than the test runs ({})",
+        Y2026.mcp
+    );
+
+    let python = python(&Y2026);
+    sandbox();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("client.py");
+    std::fs::write(&file, script).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_warden")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut client = Command::new(python);
+    client
+        .arg(&file)
+        .current_dir(root())
+        .env("PATH", path)
+        .env("WARDEN_HOME", home())
+        .env_remove("WARDEN_LOG");
+    let out = run(client, "the manual's Python example could not finish");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        *shown,
+        "docs/mcp.md:{line}: the Python SDK example printed something else than the manual shows"
+    );
+}
+
+/// The fenced blocks of a Markdown page: the line of each opening fence (from 1), its
+/// language and its body.
+fn fenced_blocks(text: &str) -> Vec<(usize, String, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        match (open.as_mut(), line.trim().strip_prefix("```")) {
+            (Some(_), Some("")) => blocks.extend(open.take()),
+            (Some((_, _, body)), _) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, Some(language)) => open = Some((n + 1, language.to_owned(), String::new())),
+            (None, None) => {}
+        }
+    }
+    blocks
+}
