@@ -106,8 +106,7 @@ impl Sandbox {
     }
 
     /// Loads the runtime a server has fetched and compiled already, starting no thread
-    /// and writing nothing: what a worker process does before it confines itself. Call
-    /// [`Sandbox::start`] before the first call.
+    /// and writing nothing: what a worker process does before it confines itself.
     pub fn load(config: &SandboxConfig) -> Result<Sandbox, SandboxError> {
         let files = config.runtime_files()?;
         if !files.runnable() {
