@@ -6,10 +6,4 @@ set -euo pipefail
 if [ -n "${WARDEN_TEST_CHROMIUM:-}" ] || [ -x /usr/bin/chromium ] || [ -x /usr/bin/chromium-browser ]; then
     exit 0
 fi
-echo "Chromium is missing: installing Debian's chromium package" >&2
-if [ "$(id -u)" -ne 0 ]; then
-    echo "not root: run 'sudo apt-get install -y chromium' (or set WARDEN_TEST_CHROMIUM), then retry" >&2
-    exit 1
-fi
-apt-get update
-DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+exec "$(dirname "$0")/apt-install.sh" Chromium chromium "(or set WARDEN_TEST_CHROMIUM)"

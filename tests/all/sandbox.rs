@@ -104,24 +104,10 @@ async fn sleep_is_stopped_by_the_deadline() {
     assert!(r.wall_time < Duration::from_secs(5), "{:?}", r.wall_time);
 }
 
-#[tokio::test]
-async fn busy_loop_is_stopped_by_the_deadline_when_fuel_is_plenty() {
-    let r = Run::new("spin.py", "spin", json!({}))
-        .limits(|l| {
-            l.fuel = Fuel(u64::MAX / 2);
-            l.deadline = Duration::from_millis(300);
-        })
-        .call()
-        .await;
-    assert_eq!(r.status, Status::Timeout, "{r:#?}");
-}
-
-/// A loop in the interpreter's C code (a regular expression backtracking) spends fuel
-/// like Python code does: it is cut into slices too, and stopped at the first slice's
-/// end past its deadline, not when its fuel runs out.
-#[tokio::test]
-async fn a_loop_in_the_interpreters_c_code_is_stopped_by_the_deadline() {
-    let r = Run::new("backtrack.py", "backtrack", json!({"n": 60}))
+/// `run` with fuel for ages and a 300 ms deadline: it must end at the deadline, soon
+/// after it, not when its fuel runs out.
+async fn stopped_by_a_300_ms_deadline(run: Run) {
+    let r = run
         .limits(|l| {
             l.fuel = Fuel(u64::MAX / 2);
             l.deadline = Duration::from_millis(300);
@@ -134,6 +120,19 @@ async fn a_loop_in_the_interpreters_c_code_is_stopped_by_the_deadline() {
         "stopped {:?} after a 300 ms deadline",
         r.wall_time
     );
+}
+
+#[tokio::test]
+async fn busy_loop_is_stopped_by_the_deadline_when_fuel_is_plenty() {
+    stopped_by_a_300_ms_deadline(Run::new("spin.py", "spin", json!({}))).await;
+}
+
+/// A loop in the interpreter's C code (a regular expression backtracking) spends fuel
+/// like Python code does: it is cut into slices too, and stopped at the first slice's
+/// end past its deadline, not when its fuel runs out.
+#[tokio::test]
+async fn a_loop_in_the_interpreters_c_code_is_stopped_by_the_deadline() {
+    stopped_by_a_300_ms_deadline(Run::new("backtrack.py", "backtrack", json!({"n": 60}))).await;
 }
 
 #[tokio::test]

@@ -17,6 +17,14 @@
 //! - `curl` fails on an HTTP error (`--fail-with-body`), as a reader would notice one;
 //! - a command followed by `; echo "exit $?"` is shown failing on purpose: it must fail,
 //!   and the walk goes on.
+//!
+//! A console transcript's output lines are checked too: each line shown after a `$ `
+//! command must be printed by it (stdout and stderr), in the order shown, other lines
+//! may come between. A shown line matches a printed one word for word, where a word
+//! with `…` or `...` in it stands for any word and a measured number (a fraction or
+//! grouped digits) for any such number (`67.6 ms` matches `41.2 ms`, `4 events` only
+//! `4 events`); a shown JSON object with `...` in it matches a printed one that
+//! has each of its fields whose value is shown in full.
 
 use std::path::Path;
 use std::process::Command;
@@ -29,17 +37,32 @@ const IDS: &[(&str, &str)] = &[("TENANT_ID", "tnt_")];
 struct Walk {
     script: Vec<String>,
     files: Vec<(String, String)>,
+    /// What each console command shows it prints, in the order the commands run.
+    shown: Vec<Shown>,
+}
+
+/// The output a console transcript shows for one of its commands.
+#[derive(Debug, PartialEq)]
+struct Shown {
+    /// The command's line on its page (from 1).
+    line: usize,
+    command: String,
+    printed: Vec<String>,
 }
 
 fn walk(text: &str) -> Walk {
     let mut walk = Walk::default();
     let mut marked = false;
     let mut open: Option<(String, bool, String)> = None;
-    for line in text.lines() {
+    let mut fence_line = 0;
+    for (n, line) in text.lines().enumerate() {
         let fence = line.trim().strip_prefix("```");
         match (&mut open, fence) {
             (Some(_), Some("")) => {
                 let (language, runs, body) = open.take().unwrap_or_default();
+                if runs && language == "console" {
+                    walk.shown.extend(console_output(&body, fence_line + 1));
+                }
                 if language == "python"
                     && let Some(name) = body.lines().next().and_then(|l| l.strip_prefix("# "))
                     && name.ends_with(".py")
@@ -63,6 +86,7 @@ fn walk(text: &str) -> Walk {
             }
             (None, Some(language)) => {
                 open = Some((language.to_owned(), marked, String::new()));
+                fence_line = n + 1;
             }
             (None, None) => {}
         }
@@ -88,8 +112,120 @@ fn console_commands(body: &str) -> String {
     commands
 }
 
+/// What a console transcript shows its commands print: for each command that runs (not
+/// a `$ # comment`), the lines after it up to the next command. `first` is the line of
+/// the transcript's first line on its page.
+fn console_output(body: &str, first: usize) -> Vec<Shown> {
+    let mut shown: Vec<Shown> = Vec::new();
+    let mut continued = false;
+    let mut comment = false;
+    for (n, line) in body.lines().enumerate() {
+        if continued || line.starts_with("$ ") {
+            if !continued {
+                comment = command_of(line).is_none();
+                if !comment {
+                    shown.push(Shown {
+                        line: first + n,
+                        command: String::new(),
+                        printed: Vec::new(),
+                    });
+                }
+            }
+            if let Some(last) = shown.last_mut().filter(|_| !comment) {
+                last.command.push_str(line);
+                last.command.push('\n');
+            }
+            continued = line.trim_end().ends_with('\\');
+        } else if let Some(last) = shown.last_mut().filter(|_| !comment) {
+            last.printed.push(line.to_owned());
+        }
+    }
+    shown
+}
+
+/// A line's command without its prompt and comment; `None` for a comment alone.
+fn command_of(line: &str) -> Option<&str> {
+    let line = line.strip_prefix("$ ").unwrap_or(line);
+    let code = line.split(" #").next().unwrap_or_default().trim();
+    (!code.is_empty() && !code.starts_with('#')).then_some(code)
+}
+
+/// Whether `printed` (a command's output) has each of `shown`'s lines, in order.
+fn prints_as_shown(printed: &str, shown: &[String]) -> bool {
+    let mut lines = printed.lines();
+    shown
+        .iter()
+        .filter(|s| !s.trim().is_empty())
+        .all(|s| lines.any(|p| line_matches(p, s)))
+}
+
+/// Whether a printed line matches a shown one (see the module's documentation).
+fn line_matches(printed: &str, shown: &str) -> bool {
+    let elided = |w: &str| w.contains('…') || w.contains("...");
+    if shown.trim_start().starts_with('{') && elided(shown) {
+        return json_matches(printed, shown);
+    }
+    // A measured number (a fraction or grouped digits: `67.6`, `248_058_880`) stands
+    // for any such number; a plain integer (a count, a result) must be the same.
+    let number = |w: &str| {
+        let mut out = String::new();
+        let mut run = String::new();
+        let flush = |run: &mut String, out: &mut String| {
+            let digits = run.trim_end_matches(['.', '_']);
+            if digits.contains(['.', '_']) {
+                out.push('#');
+            } else {
+                out.push_str(digits);
+            }
+            out.push_str(&run[digits.len()..]);
+            run.clear();
+        };
+        for c in w.chars() {
+            if c.is_ascii_digit() || (!run.is_empty() && (c == '_' || c == '.')) {
+                run.push(c);
+            } else {
+                flush(&mut run, &mut out);
+                out.push(c);
+            }
+        }
+        flush(&mut run, &mut out);
+        out
+    };
+    let (p, s): (Vec<_>, Vec<_>) = (
+        printed.split_whitespace().collect(),
+        shown.split_whitespace().collect(),
+    );
+    p.len() == s.len()
+        && p.iter()
+            .zip(&s)
+            .all(|(p, s)| elided(s) || number(p) == number(s))
+}
+
+/// A shown JSON object with elisions against a printed one: every field shown with its
+/// whole value (a string without `...`, a number, a boolean) has that value.
+fn json_matches(printed: &str, shown: &str) -> bool {
+    use serde_json::Value;
+    let Ok(Value::Object(printed)) = serde_json::from_str(printed.trim()) else {
+        return false;
+    };
+    // The fields left out (`, ...`) go; what is left is JSON.
+    let shown = shown.trim().replace(", ...}", "}").replace("{...}", "{}");
+    let Ok(Value::Object(shown)) = serde_json::from_str(&shown) else {
+        return false;
+    };
+    shown.iter().all(|(field, value)| match value {
+        Value::String(s) if s.contains("...") || s.contains('…') => printed.contains_key(field),
+        value => printed.get(field) == Some(value),
+    })
+}
+
 /// One line of a walk as the script runs it (see the module's documentation).
 fn scripted(line: &str, port: u16) -> String {
+    scripted_into(line, port, None)
+}
+
+/// [`scripted`], its output also kept in `out.N` when `capture` is `Some(N)`.
+fn scripted_into(line: &str, port: u16, capture: Option<usize>) -> String {
     let line = line
         .replace("localhost:8080", &format!("localhost:{port}"))
         .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"));
@@ -136,16 +272,26 @@ fn scripted(line: &str, port: u16) -> String {
         code = format!("curl --fail-with-body {rest}");
     }
     let redirected = shlex::split(&code).is_some_and(|w| w.iter().any(|w| w == ">" || w == ">>"));
-    let into = if redirected {
-        "2>> \"$TRANSCRIPT\""
-    } else {
-        ">> \"$TRANSCRIPT\" 2>&1"
+    // Where the command's output goes: the transcript, or first its own file (kept for
+    // the comparison with what the page shows, then added to the transcript).
+    let sink = capture.map_or_else(|| "\"$TRANSCRIPT\"".to_owned(), |n| format!("out.{n}"));
+    let (into, keep) = match capture {
+        Some(_) if redirected => (
+            format!("2> {sink}"),
+            format!("cat {sink} >> \"$TRANSCRIPT\"\n"),
+        ),
+        Some(_) => (
+            format!("> {sink} 2>&1"),
+            format!("cat {sink} >> \"$TRANSCRIPT\"\n"),
+        ),
+        None if redirected => (format!("2>> {sink}"), String::new()),
+        None => (format!(">> {sink} 2>&1"), String::new()),
     };
     if let Some(failing) = code.strip_suffix(r#"; echo "exit $?""#) {
         // A command shown failing on purpose: it must fail, and the walk goes on.
         out.push_str(&format!(
             "echo \"\\$ {}\" >> \"$TRANSCRIPT\"\nset +e\n{failing} {into}\nstatus=$?\nset -e\n\
-             echo \"exit $status\" >> \"$TRANSCRIPT\"\n\
+             echo \"exit $status\" >> {sink}\n{keep}\
              test \"$status\" -ne 0 || {{ echo 'expected to fail: {}' >&2; exit 1; }}\n",
             failing.replace(['"', '$', '`', '\\'], "_"),
             failing.replace(['\''], "_"),
@@ -156,8 +302,13 @@ fn scripted(line: &str, port: u16) -> String {
              for _ in $(seq 300); do curl -sf localhost:{port}/readyz > /dev/null && break; sleep 0.1; done\n"
         ));
     } else {
+        let on_failure = if keep.is_empty() {
+            String::new()
+        } else {
+            format!(" || {{ {} exit 1; }}", keep.trim_end())
+        };
         out.push_str(&format!(
-            "echo \"\\$ {}\" >> \"$TRANSCRIPT\"\n{code} {into}\necho >> \"$TRANSCRIPT\"\n",
+            "echo \"\\$ {}\" >> \"$TRANSCRIPT\"\n{code} {into}{on_failure}\n{keep}echo >> \"$TRANSCRIPT\"\n",
             code.replace(['"', '$', '`', '\\'], "_")
         ));
     }
@@ -221,6 +372,8 @@ fn run(page: &Path, walk: &Walk) -> Result<String, String> {
         "set -euo pipefail\nTRANSCRIPT=transcript.txt\n: > \"$TRANSCRIPT\"\n\
          trap 'kill $(jobs -p) 2> /dev/null || true' EXIT\n",
     );
+    // A console command that runs keeps its output in `out.N`, N counting them.
+    let mut captured = 0;
     for block in &walk.script {
         let mut joined = String::new();
         for line in block.lines() {
@@ -228,7 +381,12 @@ fn run(page: &Path, walk: &Walk) -> Result<String, String> {
                 Some(part) => joined.push_str(part),
                 None => {
                     joined.push_str(line);
-                    script.push_str(&scripted(&joined, port));
+                    let capture =
+                        (joined.starts_with("$ ") && command_of(&joined).is_some()).then(|| {
+                            captured += 1;
+                            captured - 1
+                        });
+                    script.push_str(&scripted_into(&joined, port, capture));
                     joined.clear();
                 }
             }
@@ -251,7 +409,25 @@ fn run(page: &Path, walk: &Walk) -> Result<String, String> {
         .unwrap();
     let transcript = std::fs::read_to_string(dir.path().join("transcript.txt")).unwrap_or_default();
     if out.status.success() {
-        Ok(transcript)
+        let mut drifted = Vec::new();
+        for (n, shown) in walk.shown.iter().enumerate() {
+            let printed =
+                std::fs::read_to_string(dir.path().join(format!("out.{n}"))).unwrap_or_default();
+            if !prints_as_shown(&printed, &shown.printed) {
+                drifted.push(format!(
+                    "{}:{}: `{}` printed:\n{printed}but the page shows:\n{}\n",
+                    page.strip_prefix(root).unwrap_or(page).display(),
+                    shown.line,
+                    shown.command.trim_end(),
+                    shown.printed.join("\n")
+                ));
+            }
+        }
+        if drifted.is_empty() {
+            Ok(transcript)
+        } else {
+            Err(drifted.join("\n"))
+        }
     } else {
         Err(format!(
             "{} failed: {}\n--- transcript ---\n{transcript}--- script ---\n{script}",
@@ -464,4 +640,60 @@ fn a_walk_takes_marked_blocks_and_named_files() {
         fetched.contains("curl --fail-with-body -s localhost:9/v1/audit/export > audit.jsonl 2>>"),
         "{fetched}"
     );
+}
+
+#[test]
+fn a_transcripts_shown_output_is_kept_per_command_and_matched_with_placeholders() {
+    let page = "text\n<!-- runs -->\n```console\n$ # a comment\n$ warden run a.py \\\n  --args '{}'\n\
+                ok  (fuel 1_000 · 2.5 ms)\n42\n$ true\n```\n";
+    let walk = walk(page);
+    assert_eq!(
+        walk.shown,
+        [
+            Shown {
+                line: 5,
+                command: "$ warden run a.py \\\n  --args '{}'\n".into(),
+                printed: vec!["ok  (fuel 1_000 · 2.5 ms)".into(), "42".into()],
+            },
+            Shown {
+                line: 9,
+                command: "$ true\n".into(),
+                printed: vec![],
+            },
+        ]
+    );
+    let shown = &walk.shown[0].printed;
+    assert!(prints_as_shown(
+        "warden: compiling\nok  (fuel 289_972_056 · 40.1 ms)\n42\n",
+        shown
+    ));
+    assert!(!prints_as_shown(
+        "ok  (fuel 289_972_056 · 40.1 ms)\n43\n",
+        shown
+    ));
+    assert!(
+        !prints_as_shown("42\nok  (fuel 1 · 2 ms)\n", shown),
+        "order"
+    );
+    assert!(line_matches(
+        "exported 4 events of tnt_0123456789abcdef to audit.jsonl",
+        "exported 4 events of tnt_… to audit.jsonl"
+    ));
+    assert!(!line_matches(
+        "exported 5 events of tnt_0123 to x.jsonl",
+        "exported 4 events of tnt_… to audit.jsonl"
+    ));
+    let json = r#"{"tool": "tool_...", "status": "ok", "value": "Ada keeps: milk", ...}"#;
+    assert!(line_matches(
+        r#"{"tool":"tool_1","status":"ok","value":"Ada keeps: milk","fuel_used":9}"#,
+        json
+    ));
+    assert!(!line_matches(
+        r#"{"tool":"tool_1","status":"ok","value":"Bob keeps: milk"}"#,
+        json
+    ));
+    assert!(!line_matches(
+        r#"{"status":"ok","value":"Ada keeps: milk"}"#,
+        json
+    ));
 }
