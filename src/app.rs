@@ -19,12 +19,12 @@
 //! Then it waits for one of the tenant's `max_concurrent_calls` permits and runs with
 //! the tool's limits bounded by the tenant's ceilings.
 //!
-//! The guest runs in its own tokio task: the sandbox yields to the executor every slice
-//! of fuel, so a tenant's busy loops share the worker threads with every other task instead
-//! of holding them, and at most `max_concurrent_calls` of them run per tenant. The
-//! tenant is the call's share key ([`crate::sandbox::cores`]): tenants with calls
-//! waiting for a core are served in turn, so a tenant with sixteen calls in flight gets
-//! the same share of the CPU as a tenant with one. The task also records the run's
+//! The guest runs in its own tokio task: the sandbox yields to the executor every
+//! slice of fuel, so a tenant's busy loops share the worker threads with every other
+//! task instead of holding them, and at most `max_concurrent_calls` of them run per
+//! tenant. The tenant is the call's share key ([`crate::sandbox::cores`]): tenants
+//! with calls waiting for a core are served in turn, so a tenant with sixteen calls in
+//! flight gets the same share of the CPU as a tenant with one. The task also records the run's
 //! audit event, so a call whose client went away is still audited.
 //!
 //! # Blocking work

@@ -90,8 +90,8 @@ pub struct Limits {
     /// CPU budget in fuel units ([`DEFAULT_FUEL`]); when spent: status `out_of_fuel`.
     pub fuel: Fuel,
     /// Wall-clock deadline ([`DEFAULT_DEADLINE`]), checked every slice of fuel of
-    /// running code and enforced by a host timer for code blocked in a host call (`time.sleep`);
-    /// when passed: status `timeout`.
+    /// running code and enforced by a host timer for code blocked in a host call
+    /// (`time.sleep`); when passed: status `timeout`.
     #[serde(rename = "deadline_ms", with = "millis")]
     pub deadline: Duration,
     /// Memory cap on the guest's linear memory ([`DEFAULT_MEMORY`]); growth beyond it

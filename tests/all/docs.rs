@@ -204,18 +204,27 @@ fn anchors_are_made_as_github_and_mdbook_make_them() {
 /// Each fenced block of `text` whose language is `language`: the number of its first
 /// line, and its text.
 fn blocks(text: &str, language: &str) -> Vec<(usize, String)> {
+    fenced(text)
+        .into_iter()
+        .filter(|(_, lang, _)| lang == language)
+        .map(|(line, _, body)| (line, body))
+        .collect()
+}
+
+/// Every fenced block of `text`, in order: the number of its first line, its language
+/// (empty when none) and its text.
+pub(crate) fn fenced(text: &str) -> Vec<(usize, String, String)> {
     let mut found = Vec::new();
-    let mut open: Option<(usize, String)> = None;
+    let mut open: Option<(usize, String, String)> = None;
     for (at, line) in text.lines().enumerate() {
-        let trimmed = line.trim();
-        match (&mut open, trimmed.strip_prefix("```")) {
+        match (&mut open, line.trim().strip_prefix("```")) {
             (Some(_), Some("")) => found.extend(open.take()),
-            (Some((_, body)), _) => {
+            (Some((_, _, body)), _) => {
                 body.push_str(line);
                 body.push('\n');
             }
-            (None, Some(lang)) if lang == language => open = Some((at + 2, String::new())),
-            (None, _) => {}
+            (None, Some(lang)) => open = Some((at + 2, lang.to_owned(), String::new())),
+            (None, None) => {}
         }
     }
     found

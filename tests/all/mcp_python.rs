@@ -476,7 +476,7 @@ fn a_task_tool_is_a_task_the_sdks_extension_resolves() {
 fn the_manuals_python_sdk_example_prints_what_the_manual_shows() {
     let page = root().join("docs/mcp.md");
     let text = std::fs::read_to_string(&page).unwrap();
-    let blocks = fenced_blocks(&text);
+    let blocks = crate::docs::fenced(&text);
     let at = blocks
         .iter()
         .position(|(_, language, body)| language == "python" && body.contains("from mcp.client"))
@@ -515,23 +515,4 @@ fn the_manuals_python_sdk_example_prints_what_the_manual_shows() {
         *shown,
         "docs/mcp.md:{line}: the Python SDK example printed something else than the manual shows"
     );
-}
-
-/// The fenced blocks of a Markdown page: the line of each opening fence (from 1), its
-/// language and its body.
-fn fenced_blocks(text: &str) -> Vec<(usize, String, String)> {
-    let mut blocks = Vec::new();
-    let mut open: Option<(usize, String, String)> = None;
-    for (n, line) in text.lines().enumerate() {
-        match (open.as_mut(), line.trim().strip_prefix("```")) {
-            (Some(_), Some("")) => blocks.extend(open.take()),
-            (Some((_, _, body)), _) => {
-                body.push_str(line);
-                body.push('\n');
-            }
-            (None, Some(language)) => open = Some((n + 1, language.to_owned(), String::new())),
-            (None, None) => {}
-        }
-    }
-    blocks
 }

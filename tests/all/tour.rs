@@ -60,9 +60,6 @@ fn walk(text: &str) -> Walk {
         match (&mut open, fence) {
             (Some(_), Some("")) => {
                 let (language, runs, body) = open.take().unwrap_or_default();
-                if runs && language == "console" {
-                    walk.shown.extend(console_output(&body, fence_line + 1));
-                }
                 if language == "python"
                     && let Some(name) = body.lines().next().and_then(|l| l.strip_prefix("# "))
                     && name.ends_with(".py")
@@ -73,7 +70,10 @@ fn walk(text: &str) -> Walk {
                     // A console transcript's commands are its `$ ` lines; the rest is
                     // what they printed.
                     let commands = if language == "console" {
-                        console_commands(&body)
+                        let shown = console_output(&body, fence_line + 1);
+                        let commands = shown.iter().map(|s| s.command.as_str()).collect();
+                        walk.shown.extend(shown);
+                        commands
                     } else {
                         body
                     };
@@ -97,19 +97,13 @@ fn walk(text: &str) -> Walk {
     walk
 }
 
-/// A console transcript's commands: its `$ ` lines, each with the lines it continues
-/// onto (a line ending in `\`); the rest is what they printed.
+/// A console transcript's commands: its `$ ` lines but comments alone, each with the
+/// lines it continues onto (a line ending in `\`); the rest is what they printed.
 fn console_commands(body: &str) -> String {
-    let mut commands = String::new();
-    let mut continued = false;
-    for line in body.lines() {
-        if continued || line.starts_with("$ ") {
-            commands.push_str(line);
-            commands.push('\n');
-            continued = line.trim_end().ends_with('\\');
-        }
-    }
-    commands
+    console_output(body, 1)
+        .into_iter()
+        .map(|shown| shown.command)
+        .collect()
 }
 
 /// What a console transcript shows its commands print: for each command that runs (not
@@ -165,32 +159,6 @@ fn line_matches(printed: &str, shown: &str) -> bool {
     if shown.trim_start().starts_with('{') && elided(shown) {
         return json_matches(printed, shown);
     }
-    // A measured number (a fraction or grouped digits: `67.6`, `248_058_880`) stands
-    // for any such number; a plain integer (a count, a result) must be the same.
-    let number = |w: &str| {
-        let mut out = String::new();
-        let mut run = String::new();
-        let flush = |run: &mut String, out: &mut String| {
-            let digits = run.trim_end_matches(['.', '_']);
-            if digits.contains(['.', '_']) {
-                out.push('#');
-            } else {
-                out.push_str(digits);
-            }
-            out.push_str(&run[digits.len()..]);
-            run.clear();
-        };
-        for c in w.chars() {
-            if c.is_ascii_digit() || (!run.is_empty() && (c == '_' || c == '.')) {
-                run.push(c);
-            } else {
-                flush(&mut run, &mut out);
-                out.push(c);
-            }
-        }
-        flush(&mut run, &mut out);
-        out
-    };
     let (p, s): (Vec<_>, Vec<_>) = (
         printed.split_whitespace().collect(),
         shown.split_whitespace().collect(),
@@ -198,7 +166,31 @@ fn line_matches(printed: &str, shown: &str) -> bool {
     p.len() == s.len()
         && p.iter()
             .zip(&s)
-            .all(|(p, s)| elided(s) || number(p) == number(s))
+            .all(|(p, s)| elided(s) || measured(p) == measured(s))
+}
+
+/// `word` with each measured number in it (a fraction or grouped digits: `67.6`,
+/// `248_058_880`) written `#`, so that it stands for any such number; a plain integer
+/// (a count, a result) stays as it is.
+fn measured(word: &str) -> String {
+    let mut out = String::new();
+    let mut rest = word;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        out.push_str(&rest[..start]);
+        let number = &rest[start..];
+        let len = number
+            .find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.'))
+            .unwrap_or(number.len());
+        let digits = number[..len].trim_end_matches(['.', '_']);
+        if digits.contains(['.', '_']) {
+            out.push('#');
+        } else {
+            out.push_str(digits);
+        }
+        rest = &number[digits.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A shown JSON object with elisions against a printed one: every field shown with its
@@ -230,11 +222,9 @@ fn scripted_into(line: &str, port: u16, capture: Option<usize>) -> String {
         .replace("localhost:8080", &format!("localhost:{port}"))
         .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"));
     // A console line's prompt first: `$ # ...` is a comment too.
-    let line = line.strip_prefix("$ ").unwrap_or(&line);
-    let code = line.split(" #").next().unwrap_or_default().trim();
-    if code.is_empty() || code.starts_with('#') {
+    let Some(code) = command_of(&line) else {
         return String::new();
-    }
+    };
     if let Some((name, value)) = code.split_once('=')
         && !name.contains(' ')
         && let Some(prefix) = value.strip_suffix("...")

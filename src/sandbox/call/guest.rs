@@ -1,5 +1,6 @@
 //! One call's store: the WASI context, the memory cap, the file ledger, the deadline,
-//! its fuel cut into slices ([`crate::sandbox::slices`]); and the runtime's `turn` ABI that runs Python source in an instance.
+//! its fuel cut into slices ([`crate::sandbox::slices`]); and the runtime's `turn` ABI
+//! that runs Python source in an instance.
 
 use std::sync::Arc;
 use std::time::Instant;

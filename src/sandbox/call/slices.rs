@@ -9,9 +9,8 @@
 //! ticker thread advanced the engine's epoch every half millisecond and the compiled
 //! code checked it at every loop head and function entry besides the fuel, which cost a
 //! matplotlib chart 18 % of its wall time and the trivial call ~3 % (measured in
-//! docs/performance.md). A host call that waits (a sleep, an
-//! outbound request) is stopped at the deadline by the host's timer around the call,
-//! as before.
+//! docs/performance.md). A host call that waits (a sleep, an outbound request) is
+//! stopped at the deadline by the host's timer around the call, as before.
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
@@ -34,10 +33,11 @@ pub const SLICE_FUEL: Fuel = Fuel(2_000_000);
 pub const SLICE: Duration = Duration::from_micros(500);
 
 /// Why a slice ended without the guest's run ending.
-enum Stop<T> {
+enum Stop<'s, T> {
     Ended(wasmtime::Result<T>),
     Deadline,
-    OfferCore,
+    /// Offer this seat's core.
+    OfferCore(&'s Arc<dyn CoreSeat>),
 }
 
 /// Runs `run` (a guest's turn, on a store that yields every [`SLICE_FUEL`]) to its end,
@@ -60,7 +60,7 @@ pub(in crate::sandbox) async fn sliced<T>(
             // (`without_core`): only a running guest offers one.
             Poll::Pending => match seat {
                 Some(seat) if seat.contended() && seat.held_for() >= SLICE => {
-                    Poll::Ready(Stop::OfferCore)
+                    Poll::Ready(Stop::OfferCore(seat))
                 }
                 _ => Poll::Pending,
             },
@@ -69,11 +69,7 @@ pub(in crate::sandbox) async fn sliced<T>(
         match stop {
             Stop::Ended(ended) => return ended,
             Stop::Deadline => return Err(wasmtime::Error::new(DeadlineHit)),
-            Stop::OfferCore => {
-                if let Some(seat) = seat {
-                    Arc::clone(seat).yield_core().await;
-                }
-            }
+            Stop::OfferCore(seat) => Arc::clone(seat).yield_core().await,
         }
     }
 }
