@@ -523,8 +523,8 @@ impl Packages {
     /// its SHA-256: a wheelhouse to copy to an offline machine and use there with
     /// `--find-links DIR --no-index`. Returns the wheels' paths.
     pub fn fetch(&self, lock: &Lock, dest: &Path) -> Result<Vec<PathBuf>, PackagesError> {
+        fs::create_dir_all(dest).map_err(|e| io(dest, e))?;
         if lock.packages.is_empty() {
-            fs::create_dir_all(dest).map_err(|e| io(dest, e))?;
             return Ok(Vec::new());
         }
         let downloaded = self

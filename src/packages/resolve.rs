@@ -111,6 +111,9 @@ impl Pip {
         progress: Progress,
     ) -> Result<Vec<Downloaded>, PackagesError> {
         fs::create_dir_all(into).map_err(|e| io(into, e))?;
+        // pip runs confined, in a folder of its own: it is granted, and told, the
+        // folder itself, not a path relative to where Warden was started.
+        let into = &fs::canonicalize(into).map_err(|e| io(into, e))?;
         if let Some(copied) = self.copy_from_wheelhouses(lock, into)? {
             return Ok(copied);
         }

@@ -479,8 +479,10 @@ fn the_manuals_python_sdk_example_prints_what_the_manual_shows() {
     let blocks = crate::docs::fenced(&text);
     let at = blocks
         .iter()
-        .position(|(_, language, body)| language == "python" && body.contains("from mcp.client"))
-        .expect("docs/mcp.md shows the Python SDK's client");
+        .position(|(_, language, body)| {
+            language == "python" && body.contains("StdioServerParameters")
+        })
+        .expect("docs/mcp.md shows the Python SDK's client over stdio");
     let (line, _, script) = &blocks[at];
     let (_, _, shown) = blocks
         .get(at + 1)
@@ -514,5 +516,58 @@ fn the_manuals_python_sdk_example_prints_what_the_manual_shows() {
         String::from_utf8_lossy(&out.stdout),
         *shown,
         "docs/mcp.md:{line}: the Python SDK example printed something else than the manual shows"
+    );
+}
+
+/// The manual's example of the Python SDK over HTTP (docs/mcp.md: the Python block that
+/// uses `streamable_http_client`, and the block after it) run as a reader runs it,
+/// `KEY=wdn_... python client.py`, against a server with the `add` tool registered: on
+/// the port the test's server took instead of 8080.
+#[test]
+fn the_manuals_http_client_example_prints_what_the_manual_shows() {
+    use crate::http::{ADD, Service};
+
+    let page = root().join("docs/mcp.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    let blocks = crate::docs::fenced(&text);
+    let at = blocks
+        .iter()
+        .position(|(_, language, body)| {
+            language == "python" && body.contains("streamable_http_client")
+        })
+        .expect("docs/mcp.md shows the Python SDK's client over HTTP");
+    let (line, _, script) = &blocks[at];
+    let (_, _, shown) = blocks
+        .get(at + 1)
+        .expect("what the example prints, shown after it");
+    const SERVER: &str = "127.0.0.1:8080";
+    assert!(script.contains(SERVER), "docs/mcp.md:{line}: no {SERVER}");
+
+    let python = python(&Y2026);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let service = Service::start();
+    let key = rt.block_on(async {
+        let key = service.tenant(json!({})).await;
+        service.register(&key, json!({"source": ADD})).await;
+        key
+    });
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let address = listener.local_addr().unwrap();
+    let router = service.router.clone();
+    rt.spawn(async move { axum::serve(listener, router).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("client.py");
+    std::fs::write(&file, script.replace(SERVER, &address.to_string())).unwrap();
+    let mut client = Command::new(python);
+    client.arg(&file).current_dir(dir.path()).env("KEY", &key);
+    let out = run(client, "the manual's Python example could not finish");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        *shown,
+        "docs/mcp.md:{line}: the Python SDK's HTTP example printed something else than the \
+         manual shows"
     );
 }

@@ -864,23 +864,17 @@ fn warden_run_installs_a_pep723_block_and_requirement_flags() {
         String::from_utf8_lossy(&o.stderr)
     );
 
-    // `warden packages fetch` then an offline install from that wheelhouse alone.
+    // `warden packages fetch` then an offline install from that wheelhouse alone. The
+    // wheelhouse is named as a reader names it: relative, not there yet.
     let house = dir.path().join("house");
     let house_s = house.to_string_lossy().into_owned();
-    let o = warden(
-        &h,
-        &[
-            "-q",
-            "packages",
-            "fetch",
-            &tool_s,
-            "--dest",
-            &house_s,
-            "--find-links",
-            &wh_s,
-            "--no-index",
-        ],
-    );
+    let o = Command::new(env!("CARGO_BIN_EXE_warden"))
+        .args(["-q", "packages", "fetch", &tool_s, "--dest", "house"])
+        .args(["--find-links", &wh_s, "--no-index"])
+        .env("WARDEN_HOME", &h)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(
         o.status.code(),
         Some(0),

@@ -472,6 +472,43 @@ async fn a_runs_result_is_posted_signed_to_its_callback_and_retried_until_delive
         mac.update(format!("{t}.").as_bytes());
         mac.update(&body[1..]);
         assert!(mac.verify_slice(&hex::decode(v1).unwrap()).is_err());
+        // The manual's own check says the same.
+        assert!(the_manuals_check(secret, signature, body));
+        assert!(!the_manuals_check(secret, signature, &body[1..]));
     }
     assert!(kinds(&s, &tenant).iter().any(|k| k == "run_delivered"));
+}
+
+/// The receiver's check the manual shows (docs/runs.md: the Python block that defines
+/// `verify`), run as written by python3 on one delivery: its answer.
+fn the_manuals_check(secret: &str, header: &str, body: &[u8]) -> bool {
+    let page = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/runs.md");
+    let text = std::fs::read_to_string(page).unwrap();
+    let (line, _, check) = crate::docs::fenced(&text)
+        .into_iter()
+        .find(|(_, language, code)| language == "python" && code.contains("def verify("))
+        .expect("docs/runs.md shows a receiver's check");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body");
+    std::fs::write(&file, body).unwrap();
+    let script = format!(
+        "{check}\nimport sys\n\
+         print(verify(sys.argv[1].encode(), sys.argv[2], open(sys.argv[3], 'rb').read()))\n"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script, secret, header])
+        .arg(&file)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "docs/runs.md:{line}: the receiver's check failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match stdout.trim() {
+        "True" => true,
+        "False" => false,
+        other => panic!("docs/runs.md:{line}: the receiver's check printed {other:?}"),
+    }
 }
