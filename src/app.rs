@@ -150,6 +150,8 @@ struct Inner {
     node_id: String,
     /// The runs this node holds ([`runs`]).
     runs: runs::LocalRuns,
+    /// Their writes, committed in groups ([`runs`]).
+    run_writer: runs::RunWriter,
     /// The HTTP clients runs' callbacks are posted with ([`callbacks`]).
     callback_clients: crate::outbound::Clients,
     /// How a failed run stores its error ([`App::describe_failures`]).
@@ -191,6 +193,7 @@ impl App {
         let app = App {
             inner: Arc::new(Inner {
                 journal: journal::Journal::new(Arc::clone(&registry)),
+                run_writer: runs::RunWriter::new(Arc::clone(&registry)),
                 registry,
                 runtimes: runtimes::Runtimes::new(workers, config.packages),
                 tools_dir: config.tools_dir,

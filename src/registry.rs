@@ -65,7 +65,8 @@ use db::Tx;
 pub use postgres::{CONNECT_TIMEOUT, POOL_SIZE, POOL_WAIT};
 
 pub use async_runs::{
-    AsyncRun, CallbackOutcome, CallbackState, NewRun, RunEnd, RunQuery, RunStatus,
+    AsyncRun, CallbackOutcome, CallbackState, NewRun, RunEnd, RunQuery, RunStatus, RunWrite,
+    RunWritten,
 };
 pub use audit::{
     AuditEvent, AuditFilter, AuditRecord, ChainCheck, GENESIS_HASH, ReviewDecision, ToolLabels,

@@ -7,7 +7,9 @@
 //! transaction ([`crate::registry::RegistryError::QueueFull`]), before the `202`. Its
 //! call then waits for one of the tenant's permits like any other call: the tenant's
 //! concurrency holds for runs too, and its deadline counts from its start. One that
-//! waits past its `queue_timeout` ends `expired`.
+//! waits past its `queue_timeout` ends `expired`. A run's acceptance, start and end are
+//! written by one thread, several in one transaction when they meet there
+//! ([`RunWriter`]).
 //!
 //! Each node holds the runs it accepted and renews their leases ([`KEEPER_TICK`]); it
 //! also looks for runs whose lease ran out (their node was lost) and takes them over:
@@ -25,12 +27,15 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 mod keeper;
+mod writer;
+
+pub(super) use writer::RunWriter;
 
 use super::{App, AppError};
 use crate::manifest::VersionId;
 use crate::registry::{
     AsyncRun, AuditEvent, CallbackState, LEASE, NewRun, Page, RunEnd, RunId, RunQuery, RunStatus,
-    ToolId, now_ms,
+    RunWrite, RunWritten, ToolId, now_ms,
 };
 use crate::tenant::TenantId;
 
@@ -265,10 +270,17 @@ impl App {
             lease_until_ms: lease_from_now(),
             key_hint: admitted.key_hint.clone(),
         };
-        let (t, max) = (tenant.clone(), policy.max_queued_runs);
-        let stored = self
-            .blocking(move |r| Ok(r.accept_run(&t, &run, max)?))
-            .await?;
+        let accept = RunWrite::Accept {
+            tenant: tenant.clone(),
+            run,
+            max_queued: policy.max_queued_runs,
+        };
+        let RunWritten::Accepted(stored) = self.inner.run_writer.write(accept).await? else {
+            return Err(AppError::Task(
+                "a run's acceptance was answered as another write".into(),
+            ));
+        };
+        let stored = *stored;
         let view = RunView::from(stored.clone());
         self.drive(stored, admitted, queue_timeout);
         Ok(view)
@@ -375,18 +387,15 @@ impl App {
     /// Records that `run`'s call started; stops it when the run is no longer this
     /// node's to start (cancelled, or taken over by another node).
     async fn record_start(&self, run: &AsyncRun, version: &VersionId, token: &CancellationToken) {
-        let (t, i, v, node) = (
-            run.tenant.clone(),
-            run.id.clone(),
-            version.clone(),
-            self.inner.node_id.clone(),
-        );
-        match self
-            .blocking(move |r| Ok(r.start_run(&t, &i, &v, &node)?))
-            .await
-        {
-            Ok(true) => self.inner.runs.written_relaxed(),
-            Ok(false) => token.cancel(),
+        let start = RunWrite::Start {
+            tenant: run.tenant.clone(),
+            id: run.id.clone(),
+            version: version.clone(),
+            node: self.inner.node_id.clone(),
+        };
+        match self.inner.run_writer.write(start).await {
+            Ok(RunWritten::Started(true)) => self.inner.runs.written_relaxed(),
+            Ok(_) => token.cancel(),
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's start: {e}"),
         }
     }
@@ -438,21 +447,19 @@ impl App {
             Ok((_, policy)) => policy.run_retention,
             Err(_) => crate::tenant::DEFAULT_RUN_RETENTION,
         };
-        let (t, i, node) = (
-            run.tenant.clone(),
-            run.id.clone(),
-            self.inner.node_id.clone(),
-        );
-        let end = RunEnd {
-            status,
-            result,
-            retention,
+        let end = RunWrite::End {
+            tenant: run.tenant.clone(),
+            id: run.id.clone(),
+            node: self.inner.node_id.clone(),
+            end: RunEnd {
+                status,
+                result,
+                retention,
+            },
+            call: call.map(Box::new),
         };
-        let ended = self
-            .blocking(move |r| Ok(r.end_run_with_call(&t, &i, &node, &end, call.as_ref())?))
-            .await;
-        match ended {
-            Ok(Some(ended)) => {
+        match self.inner.run_writer.write(end).await {
+            Ok(RunWritten::Ended(Some(ended))) => {
                 self.inner.runs.written_relaxed();
                 // Its result posted at once, from here.
                 if ended.callback_url.is_some() {
@@ -460,7 +467,7 @@ impl App {
                     tokio::spawn(async move { app.deliver(&ended.id).await });
                 }
             }
-            Ok(None) => {}
+            Ok(_) => {}
             // Its lease then runs out and another node (or this one) takes it over.
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's end: {e}"),
         }

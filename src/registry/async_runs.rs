@@ -25,12 +25,13 @@ use serde_json::Value as Json;
 
 mod callbacks;
 mod keeping;
+mod writes;
 
 pub use callbacks::{CallbackOutcome, CallbackState};
+pub use writes::{RunWrite, RunWritten};
 
-use super::audit::{AuditEvent, append, append_all};
 use super::db::{Row, Tx, vals};
-use super::{Kind, Page, Registry, RegistryError, RunId, ToolId, now_ms};
+use super::{Kind, Page, Registry, RegistryError, RunId, ToolId};
 use crate::manifest::VersionId;
 use crate::tenant::TenantId;
 
@@ -256,174 +257,6 @@ fn one(tx: &mut Tx<'_>, tenant: &TenantId, id: &RunId) -> Result<AsyncRun, Regis
 }
 
 impl Registry {
-    /// Stores a run accepted for `tenant`, queued and held by `run.node`, with its
-    /// `run_accepted` event; [`RegistryError::QueueFull`] when the tenant already has
-    /// `max_queued` runs waiting (on every node), and nothing is stored.
-    pub fn accept_run(
-        &self,
-        tenant: &TenantId,
-        run: &NewRun,
-        max_queued: u32,
-    ) -> Result<AsyncRun, RegistryError> {
-        let now = now_ms();
-        self.write(|tx| {
-            tx.lock_tenant(tenant)?;
-            let queued: i64 = tx
-                .query_one(
-                    "SELECT COUNT(*) FROM async_runs WHERE tenant_id = ?1 AND status = 'queued'",
-                    vals![tenant.as_str()],
-                )?
-                .get(0)?;
-            if queued >= i64::from(max_queued) {
-                return Err(RegistryError::QueueFull { max: max_queued });
-            }
-            tx.execute(
-                "INSERT INTO async_runs (id, tenant_id, tool_id, version_number, status,
-                     arguments, callback_url, queue_timeout_ms, created_at_ms, node,
-                     lease_until_ms, callback_state)
-                 VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                vals![
-                    run.id.as_str(),
-                    tenant.as_str(),
-                    run.tool.as_str(),
-                    run.version_number,
-                    run.arguments.to_string(),
-                    run.callback_url.as_deref(),
-                    ms(run.queue_timeout),
-                    now,
-                    run.node.as_str(),
-                    run.lease_until_ms,
-                    run.callback_url
-                        .as_ref()
-                        .map(|_| CallbackState::Pending.as_str())
-                ],
-            )?;
-            append(
-                tx,
-                tenant,
-                &AuditEvent::RunAccepted {
-                    run: run.id.clone(),
-                    tool: run.tool.clone(),
-                    version_number: run.version_number,
-                    key_hint: run.key_hint.clone(),
-                },
-            )?;
-            one(tx, tenant, &run.id)
-        })
-    }
-
-    /// Marks a queued run held by `node` as running `version`, with its `run_started`
-    /// event; false (nothing written) when it is no longer queued there (cancelled,
-    /// taken over).
-    pub fn start_run(
-        &self,
-        tenant: &TenantId,
-        id: &RunId,
-        version: &VersionId,
-        node: &str,
-    ) -> Result<bool, RegistryError> {
-        let now = now_ms();
-        self.write_relaxed(|tx| {
-            tx.lock_tenant(tenant)?;
-            let changed = tx.execute(
-                "UPDATE async_runs SET status = 'running', started_at_ms = ?1, version_id = ?2,
-                     attempts = attempts + 1
-                 WHERE id = ?3 AND tenant_id = ?4 AND status = 'queued' AND node = ?5",
-                vals![now, version.as_str(), id.as_str(), tenant.as_str(), node],
-            )?;
-            if changed == 0 {
-                return Ok(false);
-            }
-            let run = one(tx, tenant, id)?;
-            append(
-                tx,
-                tenant,
-                &AuditEvent::RunStarted {
-                    run: id.clone(),
-                    tool: run.tool,
-                    version: version.clone(),
-                    attempt: run.attempts,
-                },
-            )?;
-            Ok(true)
-        })
-    }
-
-    /// Ends a run `node` holds, with its `run_ended` event; `None` (nothing written)
-    /// when it had ended already or is no longer `node`'s (released, or taken over by
-    /// another node after its lease ran out: that node's word stands). Its result is
-    /// kept for `end.retention`.
-    pub fn end_run(
-        &self,
-        tenant: &TenantId,
-        id: &RunId,
-        node: &str,
-        end: &RunEnd,
-    ) -> Result<Option<AsyncRun>, RegistryError> {
-        self.end_run_with_call(tenant, id, node, end, None)
-    }
-
-    /// [`Registry::end_run`] with the run's call's own event (`call`: its `run`
-    /// event) before the run's in one commit, written even when the run's end is not
-    /// (the call ran either way): on its own if the run is no longer `node`'s, or if
-    /// the commit fails.
-    pub fn end_run_with_call(
-        &self,
-        tenant: &TenantId,
-        id: &RunId,
-        node: &str,
-        end: &RunEnd,
-        call: Option<&AuditEvent>,
-    ) -> Result<Option<AsyncRun>, RegistryError> {
-        let now = now_ms();
-        let ended = self.write_relaxed(|tx| {
-            tx.lock_tenant(tenant)?;
-            let changed = tx.execute(
-                "UPDATE async_runs SET status = ?1, result = ?2, ended_at_ms = ?3,
-                     delete_after_ms = ?4, node = NULL, lease_until_ms = NULL,
-                     callback_due_ms = CASE WHEN callback_url IS NULL THEN NULL ELSE CAST(?3 AS BIGINT) END
-                 WHERE id = ?5 AND tenant_id = ?6 AND ended_at_ms IS NULL AND node = ?7",
-                vals![
-                    end.status.as_str(),
-                    end.result.to_string(),
-                    now,
-                    now.saturating_add(ms(end.retention)),
-                    id.as_str(),
-                    tenant.as_str(),
-                    node
-                ],
-            )?;
-            let run = if changed == 0 {
-                None
-            } else {
-                Some(one(tx, tenant, id)?)
-            };
-            // One read of the chain's head for both events.
-            let mut events = Vec::with_capacity(2);
-            events.extend(call.map(|call| (tenant.clone(), call.clone())));
-            events.extend(run.as_ref().map(|run| {
-                let ended = AuditEvent::RunEnded {
-                    run: id.clone(),
-                    tool: run.tool.clone(),
-                    version: run.version.clone(),
-                    status: end.status,
-                };
-                (tenant.clone(), ended)
-            }));
-            if !events.is_empty() {
-                append_all(tx, &events)?;
-            }
-            Ok(run)
-        });
-        if ended.is_err()
-            && let Some(call) = call
-            && let Err(e) = self.append_audit(tenant, call)
-        {
-            tracing::error!(run = %id, "cannot record the run's call: {e}");
-        }
-        ended
-    }
-
     /// The tenant's run `id`.
     pub fn async_run(&self, tenant: &TenantId, id: &RunId) -> Result<AsyncRun, RegistryError> {
         self.read(|tx| one(tx, tenant, id))

@@ -9,7 +9,7 @@ use serde_json::json;
 use warden::manifest::VersionId;
 use warden::registry::{
     AuditEvent, CallbackOutcome, CallbackState, ChainCheck, NewRun, Registry, RegistryError,
-    RunEnd, RunId, RunQuery, RunStatus, ToolId,
+    RunEnd, RunId, RunQuery, RunStatus, RunWrite, RunWritten, ToolId,
 };
 use warden::tenant::TenantId;
 
@@ -22,6 +22,7 @@ on_both_databases!(
     a_callback_is_taken_once_and_its_outcome_recorded,
     runs_list_newest_first_in_pages_and_go_after_their_retention,
     a_runs_call_is_audited_in_its_end_and_even_when_the_end_is_not_its_nodes,
+    writes_in_one_batch_are_made_in_order_and_a_full_queue_refuses_its_own_only,
 );
 
 /// Now, in Unix milliseconds.
@@ -346,6 +347,98 @@ fn a_runs_call_is_audited_in_its_end_and_even_when_the_end_is_not_its_nodes(db: 
             "run_accepted",
             "run_started",
             "run_cancelled",
+            "run_cancelled",
+            "run_ended"
+        ]
+    );
+    verified(&reg, &tenant);
+}
+
+fn writes_in_one_batch_are_made_in_order_and_a_full_queue_refuses_its_own_only(db: Db) {
+    let (reg, tenant) = registry_with_tenant(db);
+    let tool = ToolId::generate();
+    let (first, second, third) = (
+        new_run(&tool, "n", None),
+        new_run(&tool, "n", None),
+        new_run(&tool, "n", None),
+    );
+    let accept = |run: &NewRun| RunWrite::Accept {
+        tenant: tenant.clone(),
+        run: run.clone(),
+        max_queued: 2,
+    };
+    let version = VersionId::generate();
+    let call = AuditEvent::RunCancelled {
+        tool: tool.clone(),
+        version: version.clone(),
+        key_hint: None,
+        wall_time_us: 7,
+    };
+    let writes = [
+        accept(&first),
+        accept(&second),
+        // Two queued: over the bound.
+        accept(&third),
+        RunWrite::Start {
+            tenant: tenant.clone(),
+            id: first.id.clone(),
+            version: version.clone(),
+            node: "n".into(),
+        },
+        // The queue has room again.
+        accept(&third),
+        RunWrite::End {
+            tenant: tenant.clone(),
+            id: first.id.clone(),
+            node: "n".into(),
+            end: end(RunStatus::Completed),
+            call: Some(Box::new(call)),
+        },
+        // Not this node's: only its call's event would be written (it has none).
+        RunWrite::End {
+            tenant: tenant.clone(),
+            id: second.id.clone(),
+            node: "elsewhere".into(),
+            end: end(RunStatus::Completed),
+            call: None,
+        },
+    ];
+    let answers = reg.write_runs(&writes).unwrap();
+    assert_eq!(answers.len(), writes.len());
+    assert!(matches!(&answers[0], Ok(RunWritten::Accepted(r)) if r.id == first.id));
+    assert!(matches!(&answers[1], Ok(RunWritten::Accepted(r)) if r.id == second.id));
+    assert!(
+        matches!(&answers[2], Err(RegistryError::QueueFull { max: 2 })),
+        "{:?}",
+        answers[2]
+    );
+    assert!(matches!(&answers[3], Ok(RunWritten::Started(true))));
+    assert!(matches!(&answers[4], Ok(RunWritten::Accepted(r)) if r.id == third.id));
+    assert!(
+        matches!(&answers[5], Ok(RunWritten::Ended(Some(r))) if r.status == RunStatus::Completed),
+        "{:?}",
+        answers[5]
+    );
+    assert!(matches!(&answers[6], Ok(RunWritten::Ended(None))));
+    let ended = reg.async_run(&tenant, &first.id).unwrap();
+    assert_eq!(ended.status, RunStatus::Completed);
+    assert_eq!(ended.version.as_ref(), Some(&version));
+    assert_eq!(
+        reg.async_run(&tenant, &second.id).unwrap().status,
+        RunStatus::Queued
+    );
+    // The events in the order of the writes, the refused acceptance's absent.
+    let trail: Vec<&str> = kinds(&reg, &tenant)
+        .into_iter()
+        .filter(|k| k.starts_with("run"))
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            "run_accepted",
+            "run_accepted",
+            "run_started",
+            "run_accepted",
             "run_cancelled",
             "run_ended"
         ]
