@@ -13,7 +13,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
@@ -21,18 +20,23 @@ use rmcp::model::{
     CompleteResult, CreateTaskResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
     GetTaskParams, GetTaskResult, Icon, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams, UpdateTaskParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
-use tokio::sync::{broadcast, mpsc};
 
 use super::{ListedTool, Ran, SourceError, ToolSource, result, served, tasks};
-use crate::events::{CallEvent, Events, LogLevel, Wants};
+
+mod changes;
+mod reports;
+
+use crate::events::{Events, LogLevel, Wants};
 use crate::manifest::check_icon;
+use changes::forward_changes;
+use reports::watch_call;
 
 /// The JSON Schema dialect of every listed `inputSchema` and `outputSchema`.
 pub const JSON_SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -416,155 +420,7 @@ impl<S: ToolSource> ServerHandler for McpServer<S> {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut changes = self.source.changes(&context.request_context().extensions);
-        let accepted = context.accepted();
-        let wanted = |w: Option<bool>| w == Some(true);
-        let (tools, resources, prompts) = (
-            wanted(accepted.tools_list_changed),
-            wanted(accepted.resources_list_changed),
-            wanted(accepted.prompts_list_changed),
-        );
-        // Resources the client watches (`resourceSubscriptions`): announced as updated when
-        // the tools change, as for a 2025-11-25 session's `resources/subscribe`.
-        let watched = accepted.resource_subscriptions.clone().unwrap_or_default();
-        if !(tools || resources || prompts || !watched.is_empty()) {
-            context.cancelled().await;
-            return Ok(());
-        }
-        loop {
-            tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                change = changes.recv() => match change {
-                    // A lagging receiver still learns that the list changed.
-                    Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let sink = context.sink();
-                        let sent = (!tools || sink.notify_tool_list_changed().await.is_ok())
-                            && (!resources || sink.notify_resource_list_changed().await.is_ok())
-                            && (!prompts || sink.notify_prompt_list_changed().await.is_ok());
-                        if !sent {
-                            return Ok(());
-                        }
-                        // Only resources the caller may still read.
-                        let Ok(listed) = self.source.tools(&context.request_context().extensions).await else {
-                            continue;
-                        };
-                        for uri in &watched {
-                            if served::find_resource(&listed, uri).is_ok()
-                                && sink.notify_resource_updated(uri.clone()).await.is_err()
-                            {
-                                return Ok(());
-                            }
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
-                },
-            }
-        }
-    }
-}
-
-/// Sends `notifications/tools/list_changed` (and the resources' and prompts') to a legacy
-/// session's peer on every change, and `notifications/resources/updated` for each
-/// resource it subscribed to (a resource's content is its function's to make: what Warden
-/// knows changes is the tool version that declares it), until the session or the source
-/// ends.
-async fn forward_changes(
-    mut changes: broadcast::Receiver<()>,
-    peer: Peer<RoleServer>,
-    subscribed: Arc<Mutex<BTreeSet<String>>>,
-) {
-    loop {
-        match changes.recv().await {
-            Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                // A tool's file also declares its resources and prompts.
-                if peer.is_transport_closed()
-                    || peer.notify_tool_list_changed().await.is_err()
-                    || peer.notify_resource_list_changed().await.is_err()
-                    || peer.notify_prompt_list_changed().await.is_err()
-                {
-                    return;
-                }
-                let uris: Vec<String> = subscribed
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .iter()
-                    .cloned()
-                    .collect();
-                for uri in uris {
-                    let note = ResourceUpdatedNotificationParam::new(uri);
-                    if peer.notify_resource_updated(note).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        }
-    }
-}
-
-/// Drives `call` to its end, sending what it reports as notifications on the way (see
-/// the module docs); `None` when the client cancelled first (the call's future, and with
-/// it the guest, is dropped). Reports still queued when the call ends are sent before
-/// its result.
-async fn watch_call<T>(
-    call: impl Future<Output = T>,
-    mut reports: mpsc::Receiver<CallEvent>,
-    context: &RequestContext<RoleServer>,
-) -> Option<T> {
-    let token: Option<ProgressToken> = context.meta.get_progress_token();
-    let mut call = std::pin::pin!(call);
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut call => break outcome,
-            () = context.ct.cancelled() => return None,
-            Some(report) = reports.recv() => notify(report, token.as_ref(), &context.peer).await,
-        }
-    };
-    while let Ok(report) = reports.try_recv() {
-        notify(report, token.as_ref(), &context.peer).await;
-    }
-    Some(outcome)
-}
-
-/// Sends one report to the client.
-#[expect(
-    deprecated,
-    reason = "MCP logging: SEP-2577 deprecates it for a later revision; 2025-11-25 has it"
-)]
-async fn notify(report: CallEvent, token: Option<&ProgressToken>, peer: &Peer<RoleServer>) {
-    let sent = match report {
-        CallEvent::Progress {
-            progress,
-            total,
-            message,
-        } => {
-            let Some(token) = token else { return };
-            let mut note = ProgressNotificationParam::new(token.clone(), progress);
-            if let Some(total) = total {
-                note = note.with_total(total);
-            }
-            if let Some(message) = message {
-                note = note.with_message(message);
-            }
-            peer.notify_progress(note).await
-        }
-        CallEvent::Log {
-            level,
-            logger,
-            message,
-        } => {
-            let Ok(level) = serde_json::from_value(json!(level)) else {
-                return;
-            };
-            let mut note = rmcp::model::LoggingMessageNotificationParam::new(level, json!(message));
-            if let Some(logger) = logger {
-                note = note.with_logger(logger);
-            }
-            peer.notify_logging_message(note).await
-        }
-    };
-    if let Err(e) = sent {
-        tracing::debug!("cannot send a call's report: {e}");
+        changes::listen(&*self.source, context).await
     }
 }
 

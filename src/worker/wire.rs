@@ -19,16 +19,12 @@
 //! parse, ends the worker.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::grants::ResolvedMount;
 use crate::limits::Limits;
-use crate::outcome::CallResult;
-use crate::sandbox::{Flavour, Job, Prepared, WarmState};
 
 /// The largest header a worker accepts from the server: a job's arguments, JSON.
 pub const MAX_HEADER: u32 = 256 << 20;
@@ -39,114 +35,9 @@ pub const MAX_PAYLOAD: u64 = 1 << 30;
 /// Bytes before a frame's header: its two lengths and its call.
 const PREFIX: usize = 20;
 
-/// What the server tells a worker.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum ToWorker {
-    /// The first message: load the runtime from Warden's home (no thread, no write).
-    Load {
-        /// Warden's home.
-        home: PathBuf,
-        /// An installed bundle's runtime folder, if the server runs one.
-        runtime: Option<PathBuf>,
-        /// Which runtime.
-        flavour: Flavour,
-        /// Highest memory cap a call may ask for, in bytes (sizes the pool's slots).
-        max_memory_bytes: u64,
-    },
-    /// The second: confine yourself to these folders, for calls of one tenant only.
-    Assign {
-        /// Trees the worker may read: the runtime, its tenant's warm states, its tool's
-        /// folder and package site (Warden's own folders, never a tenant's grants).
-        read_only: Vec<PathBuf>,
-        /// The folders its calls are granted, as admitted: the worker opens each without
-        /// following a link (refusing one that is no longer the folder admitted),
-        /// confines itself to those open folders and mounts them from there for every
-        /// call, never by path again.
-        mounts: Vec<ResolvedMount>,
-        /// The folder its calls' scratch folders (`/tmp`) are made in: its own, the
-        /// only one it may write besides its calls' read-write grants.
-        scratch: PathBuf,
-    },
-    /// Run one call. The server sends it holding a core for the call: the guest starts
-    /// at once, and its core is freed when its [`ToServer::Done`] arrives.
-    Run {
-        /// The call.
-        job: Box<Job>,
-        /// The warm state it starts from, if any.
-        warm: Option<WarmState>,
-        /// Wall time the call has left, in microseconds: the worker's deadline is the
-        /// server's.
-        budget_us: u64,
-    },
-    /// Prepare a tool's warm state (its module-level code runs here, not in the server).
-    Prepare {
-        /// The tool's folder.
-        tool_dir: PathBuf,
-        /// The tool's file name in it.
-        file_name: String,
-        /// Its installed packages, if any.
-        packages: Option<PathBuf>,
-    },
-    /// The answer to [`ToServer::Door`]; the payload holds it.
-    DoorAnswer,
-    /// The answer to [`ToServer::Acquire`] and [`ToServer::Tick`]: the guest may run.
-    Go,
-}
+mod messages;
 
-/// What a worker tells the server.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum ToServer {
-    /// The runtime is loaded; waiting for [`ToWorker::Assign`].
-    Loaded,
-    /// Confined; waiting for calls.
-    Ready,
-    /// The worker could not start (no runtime, no confinement); it exits.
-    Unusable {
-        /// Why, in a sentence.
-        reason: String,
-    },
-    /// The guest wants a core again (after a wait in a host call).
-    Acquire,
-    /// The guest gives its core back for a wait in a host call.
-    Release,
-    /// A slice's end while the guest runs (`sandbox::call::slices`): the server gives the core to a waiting call
-    /// if any and answers [`ToWorker::Go`] when the guest may go on.
-    Tick,
-    /// A frame through the runtime's door (payload), or only its length when longer
-    /// than the call could use.
-    Door {
-        /// The frame's length in bytes.
-        len: u64,
-    },
-    /// The call's result, or why the worker could not run it.
-    Done {
-        /// The result; `Err` says why the host could not run the call.
-        result: Result<CallResult, String>,
-    },
-    /// A preparation's outcome (its compressed delta is the payload), or why it failed.
-    Prepared {
-        /// The outcome without its image.
-        prepared: Result<Prepared, String>,
-    },
-}
-
-/// Which call a frame belongs to: a number the server draws at random for each call
-/// and preparation (a worker cannot guess the next one), [`CallId::NONE`] while the
-/// worker starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CallId(pub u64);
-
-impl CallId {
-    /// Frames of a worker's start (`load`, `assign`).
-    pub const NONE: CallId = CallId(0);
-
-    /// A new call's number: random, never [`CallId::NONE`].
-    pub fn draw() -> CallId {
-        CallId(rand::random::<u64>() | 1)
-    }
-}
+pub use messages::{CallId, ToServer, ToWorker};
 
 /// The largest header of a message that only says what it is: a tick, a core's turn,
 /// a door frame's length, `loaded`, `ready`.
@@ -469,121 +360,4 @@ pub async fn receive_async(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn frame(header: &[u8], payload: &[u8], call: u64) -> Vec<u8> {
-        let mut bytes = Vec::new();
-        bytes.extend_from_slice(&(header.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(&call.to_le_bytes());
-        bytes.extend_from_slice(header);
-        bytes.extend_from_slice(payload);
-        bytes
-    }
-
-    async fn read(bytes: &[u8], expect: &Expect) -> Result<Frame, WireError> {
-        let mut from = bytes;
-        receive_async(&mut from, expect, &FrameBudget::default()).await
-    }
-
-    #[test]
-    fn a_frame_round_trips_with_its_call() {
-        let mut buf = Vec::new();
-        send(&mut buf, &ToServer::Door { len: 3 }, b"abc", CallId(7)).unwrap();
-        let (message, payload, call): (ToServer, _, _) = receive(&buf[..]).unwrap();
-        assert!(matches!(message, ToServer::Door { len: 3 }));
-        assert_eq!((payload.as_slice(), call), (&b"abc"[..], CallId(7)));
-    }
-
-    #[tokio::test]
-    async fn the_server_holds_each_frame_to_its_call_and_kind() {
-        let limits = Limits::default();
-        let call = CallId(0x51);
-        let expect = Expect::call(call, &limits);
-        let tick = serde_json::to_vec(&ToServer::Tick).unwrap();
-        let door = serde_json::to_vec(&ToServer::Door { len: 2 }).unwrap();
-
-        let ok = read(&frame(&door, b"hi", call.0), &expect).await.unwrap();
-        assert_eq!(ok.payload, b"hi");
-        // Another call's frame: refused before its lengths are looked at.
-        assert!(matches!(
-            read(&frame(&tick, &[], 0x53), &expect).await,
-            Err(WireError::Stray { got: 0x53, .. })
-        ));
-        // A tick with a payload; a tick padded past a few bytes.
-        assert!(matches!(
-            read(&frame(&tick, b"x", call.0), &expect).await,
-            Err(WireError::TooLarge { max: 0, .. })
-        ));
-        let mut padded = tick.clone();
-        padded.extend(std::iter::repeat_n(b' ', 4096));
-        assert!(matches!(
-            read(&frame(&padded, &[], call.0), &expect).await,
-            Err(WireError::TooLarge { .. })
-        ));
-        // Lengths past what the call can carry are refused from the prefix alone: the
-        // bytes announced are never sent, and nothing waits for them.
-        let mut huge = frame(&tick, &[], call.0);
-        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(
-            read(&huge, &expect).await,
-            Err(WireError::TooLarge { .. })
-        ));
-        let mut huge = frame(&door, &[], call.0);
-        huge[4..12].copy_from_slice(&(expect.door + 1).to_le_bytes());
-        assert!(matches!(
-            read(&huge, &expect).await,
-            Err(WireError::TooLarge { .. })
-        ));
-        // A worker starting may say nothing larger than its reason.
-        let mut garbage = frame(b"{}", &[], 0);
-        assert!(matches!(
-            read(&garbage, &Expect::start()).await,
-            Err(WireError::Malformed(_))
-        ));
-        garbage[..4].copy_from_slice(&(8u32 << 20).to_le_bytes());
-        assert!(matches!(
-            read(&garbage, &Expect::start()).await,
-            Err(WireError::TooLarge { .. })
-        ));
-    }
-
-    #[tokio::test]
-    async fn frames_wait_for_the_budget_and_give_it_back_when_dropped() {
-        let budget = FrameBudget::new(ByteSize::kib(4));
-        let call = CallId(3);
-        let expect = Expect::call(call, &Limits::default());
-        let door = serde_json::to_vec(&ToServer::Door { len: 3000 }).unwrap();
-        let bytes = frame(&door, &[7u8; 3000], call.0);
-        let first = receive_async(&mut &bytes[..], &expect, &budget)
-            .await
-            .unwrap();
-        assert_eq!(budget.available(), ByteSize::kib(1));
-        let mut from = &bytes[..];
-        let second = receive_async(&mut from, &expect, &budget);
-        let waited = tokio::time::timeout(std::time::Duration::from_millis(50), second).await;
-        assert!(waited.is_err(), "the second frame must wait for the budget");
-        drop(first);
-        assert_eq!(budget.available(), ByteSize::kib(4));
-        // A frame larger than the whole budget takes all of it, and does not wait
-        // forever.
-        let big = frame(&door, &[7u8; 9000], call.0);
-        let taken = receive_async(&mut &big[..], &expect, &budget)
-            .await
-            .unwrap();
-        assert_eq!(budget.available(), ByteSize::kib(0));
-        drop(taken);
-    }
-
-    #[test]
-    fn what_a_worker_says_cannot_forge_a_log_line() {
-        let forged = "ok\n2026-01-01T00:00:00Z  INFO warden: all fine\u{1b}[2J";
-        let shown = said(forged);
-        assert!(
-            !shown.contains('\n') && !shown.contains('\u{1b}'),
-            "{shown}"
-        );
-        assert!(said(&"x".repeat(10_000)).len() < 2_100);
-    }
-}
+mod tests;
