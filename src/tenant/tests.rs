@@ -1,7 +1,7 @@
 //! Tenant ids, API keys and policies: parsing, ceilings and the grants a policy admits.
 
 use super::*;
-use crate::limits::Fuel;
+use crate::limits::{Fuel, Limits};
 
 #[test]
 fn keys_round_trip_and_match_only_their_hash() {
