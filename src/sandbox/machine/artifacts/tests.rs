@@ -1,5 +1,7 @@
 //! The runtime's artifacts: the manifest, downloads checked against their hashes, copies.
 
+use std::io::Write;
+
 use super::*;
 
 #[test]
