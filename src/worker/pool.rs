@@ -1,26 +1,25 @@
-//! The server's side: starting workers, lending them to calls of one key, and serving
-//! what a running guest asks (its outbound requests, its turns at the cores).
+//! The server's side: the pool of workers, started and lent to calls of one key
+//! (`lending.rs`); each call in its worker is served by `call.rs` (its outbound
+//! requests, its turns at the cores).
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytesize::ByteSize;
 
-use super::call::{check_figures, converse, crashed, timed_out};
 use super::key::WorkerKey;
 use super::lending::reap;
 use super::namespaces::{self, Entry, NamespacePolicy};
 use super::process::{Worker, worker_failed};
-use super::wire::{CallId, Expect, FrameBudget, ToWorker, said};
-use crate::events::Events;
+use super::wire::FrameBudget;
 use crate::grants::ResolvedMount;
 use crate::grants::folder::refuse_warden_folders;
-use crate::outbound::{CallSecrets, Clients, Exchange, PrivateNetwork};
-use crate::outcome::{CallResult, Start};
-use crate::sandbox::cores::{Cores, Seat};
+use crate::outbound::{CallSecrets, Clients};
+use crate::outcome::CallResult;
+use crate::sandbox::cores::Cores;
 use crate::sandbox::{
     Call, Job, Outbound, RuntimeFiles, Sandbox, SandboxConfig, SandboxError, ShareKey, ToolFolder,
     WarmState, WarmStore, Warmth,
@@ -29,9 +28,6 @@ use crate::sandbox::{
 /// How long past its deadline a call's worker may take to answer before it is killed
 /// (its own deadline should have ended the guest long before).
 pub(super) const GRACE: Duration = Duration::from_secs(2);
-/// How long after the call's deadline the server still waits for an outbound answer: the
-/// worker's own deadline passes first, so the call ends as `timeout` there.
-const DOOR_MARGIN: Duration = Duration::from_millis(100);
 
 /// Whose call a worker runs: a tenant's (its mounts never in Warden's own folders) or
 /// Warden's own.
@@ -461,100 +457,6 @@ impl Workers {
     pub async fn keep_spare(&self) -> Result<(), SandboxError> {
         let pool = Arc::clone(&self.pool);
         self.on_pool(async move { pool.keep_spare().await }).await
-    }
-}
-
-impl Pool {
-    async fn call(
-        self: &Arc<Self>,
-        job: Job,
-        secrets: CallSecrets,
-        warm: Option<WarmState>,
-        private: PrivateNetwork,
-        share: ShareKey,
-        events: Option<Arc<Events>>,
-    ) -> Result<CallResult, SandboxError> {
-        let key = WorkerKey::of(&share, &job.tool_dir, job.packages.as_deref(), Some(&job));
-        let limits = job.limits;
-        let _slot = self.slots.acquire().await;
-        let started = Instant::now();
-        let deadline = started + job.limits.deadline;
-        let exchange = Exchange::new(
-            &job.grants,
-            secrets,
-            &job.limits,
-            private,
-            Arc::clone(&self.clients),
-            deadline + DOOR_MARGIN,
-            events,
-        );
-        let seat = Arc::new(Seat::new(&self.cores, share));
-        let mut worker = self.checkout(&key).await?;
-        // The call is sent holding a core (by its deadline at the latest: the guest
-        // then stops at its first slice's end), which saves the worker asking for one.
-        let _ = tokio::time::timeout_at(deadline.into(), seat.acquire()).await;
-        let budget = deadline.saturating_duration_since(Instant::now());
-        // An evicted state is not sent: the call runs cold and says so, and its caller
-        // prepares the state again.
-        let warm = warm.filter(|state| self.warm.present(state));
-        if let Some(state) = warm.as_ref().filter(|state| self.warm.touch_due(state)) {
-            // Off the async runtime (file work for a worker never stalls the server),
-            // and only when a write is due: at most once a minute per state.
-            let (store, state) = (self.warm.clone(), state.clone());
-            drop(tokio::task::spawn_blocking(move || store.mark_used(&state)));
-        }
-        let sent_warm = warm.as_ref().map(|s| s.key().to_owned());
-        let run = ToWorker::Run {
-            job: Box::new(job),
-            warm,
-            budget_us: u64::try_from(budget.as_micros()).unwrap_or(u64::MAX),
-        };
-        worker.call = CallId::draw();
-        let expect = Expect::call(worker.call, &limits);
-        let sent = Instant::now();
-        let conversed = tokio::time::timeout_at(
-            (deadline + GRACE).into(),
-            converse(&mut worker, &run, &exchange, &seat, deadline, &expect),
-        )
-        .await;
-        seat.release();
-        let conversed = match conversed {
-            Ok(Ok(Ok(result))) => match check_figures(&result, &limits, sent.elapsed()) {
-                Ok(()) => Ok(Ok(Ok(result))),
-                Err(lie) => Ok(Err(super::wire::WireError::Io(std::io::Error::other(lie)))),
-            },
-            other => other,
-        };
-        let mut result = match conversed {
-            Ok(Ok(Ok(result))) => {
-                self.give_back(key, worker);
-                if let Some(state) = &sent_warm
-                    && result.start == Start::Cold
-                {
-                    // The worker could not use the state (evicted, corrupt, another
-                    // snapshot's) and ran the call cold: it is prepared again.
-                    if let Err(e) = self.warm.remove(state) {
-                        tracing::warn!("cannot remove the refused warm state {state}: {e}");
-                    }
-                }
-                result
-            }
-            Ok(Ok(Err(reason))) => {
-                self.give_back(key, worker);
-                return Err(SandboxError::Harness(said(&reason)));
-            }
-            Ok(Err(e)) => {
-                let why = worker.end().await;
-                tracing::warn!("a worker failed its call: {e}; {why}");
-                crashed(&why, started, sent_warm.is_some())
-            }
-            Err(_) => {
-                let _ = worker.end().await;
-                timed_out(started, sent_warm.is_some())
-            }
-        };
-        result.requests = exchange.records();
-        Ok(result)
     }
 }
 
