@@ -468,25 +468,30 @@ fn a_task_tool_is_a_task_the_sdks_extension_resolves() {
     assert_eq!(statuses.last().unwrap(), "completed", "{report}");
 }
 
+/// docs/mcp.md's Python client that mentions `marker`: the page's text, the block's
+/// first line, the block, and the block after it (what the client prints).
+fn manual_client(marker: &str) -> (String, usize, String, String) {
+    let text = std::fs::read_to_string(root().join("docs/mcp.md")).unwrap();
+    let blocks = crate::docs::fenced(&text);
+    let at = blocks
+        .iter()
+        .position(|(_, language, body)| language == "python" && body.contains(marker))
+        .unwrap_or_else(|| panic!("docs/mcp.md shows no Python client using {marker}"));
+    let (line, _, script) = blocks[at].clone();
+    let (_, _, shown) = blocks
+        .get(at + 1)
+        .cloned()
+        .expect("what the example prints, shown after it");
+    (text, line, script, shown)
+}
+
 /// The manual's example of the Python SDK (docs/mcp.md: the Python block that imports
 /// `mcp.client`, and the block after it, what it prints) run as a reader runs it: from
 /// the repository's root, with `warden` on the PATH, on the SDK release the manual names.
 /// A drifted example fails here, naming the page and the block's line.
 #[test]
 fn the_manuals_python_sdk_example_prints_what_the_manual_shows() {
-    let page = root().join("docs/mcp.md");
-    let text = std::fs::read_to_string(&page).unwrap();
-    let blocks = crate::docs::fenced(&text);
-    let at = blocks
-        .iter()
-        .position(|(_, language, body)| {
-            language == "python" && body.contains("StdioServerParameters")
-        })
-        .expect("docs/mcp.md shows the Python SDK's client over stdio");
-    let (line, _, script) = &blocks[at];
-    let (_, _, shown) = blocks
-        .get(at + 1)
-        .expect("what the example prints, shown after it");
+    let (text, line, script, shown) = manual_client("StdioServerParameters");
     assert!(
         text.contains(&format!("`pip install mcp`, {}", Y2026.mcp)),
         "docs/mcp.md names another SDK release than the test runs ({})",
@@ -527,19 +532,7 @@ fn the_manuals_python_sdk_example_prints_what_the_manual_shows() {
 fn the_manuals_http_client_example_prints_what_the_manual_shows() {
     use crate::http::{ADD, Service};
 
-    let page = root().join("docs/mcp.md");
-    let text = std::fs::read_to_string(&page).unwrap();
-    let blocks = crate::docs::fenced(&text);
-    let at = blocks
-        .iter()
-        .position(|(_, language, body)| {
-            language == "python" && body.contains("streamable_http_client")
-        })
-        .expect("docs/mcp.md shows the Python SDK's client over HTTP");
-    let (line, _, script) = &blocks[at];
-    let (_, _, shown) = blocks
-        .get(at + 1)
-        .expect("what the example prints, shown after it");
+    let (_, line, script, shown) = manual_client("streamable_http_client");
     const SERVER: &str = "127.0.0.1:8080";
     assert!(script.contains(SERVER), "docs/mcp.md:{line}: no {SERVER}");
 

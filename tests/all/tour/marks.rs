@@ -99,24 +99,63 @@ fn page_name(page: &Path) -> String {
         .to_string()
 }
 
-/// Every shell block of the README and `docs/` either runs or says why it cannot on a
-/// CI machine, and `docs/development.md` names each page with blocks that do not run.
-#[test]
-fn every_shell_block_runs_or_says_why_not() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let development = std::fs::read_to_string(root.join("docs/development.md")).unwrap();
+/// A block of the manual, as the checks below see it.
+struct Block<'a> {
+    /// Its page, from the repository's root.
+    page: &'a str,
+    /// Its page's text.
+    text: &'a str,
+    /// Its fence's line (from 1).
+    line: usize,
+    mark: Mark,
+    body: &'a str,
+}
+
+/// Runs `check` on every block in `languages` of the README and `docs/`; fails naming
+/// every problem it found, or when there are fewer than `at_least` such blocks.
+fn every_block(
+    languages: &[&str],
+    at_least: usize,
+    mut check: impl FnMut(&Block<'_>) -> Option<String>,
+) {
     let mut problems = Vec::new();
     let mut counted = 0;
     for page in crate::docs::pages() {
         let name = page_name(&page);
         let text = std::fs::read_to_string(&page).unwrap();
-        for (line, mark) in marks(&text, SHELL) {
+        let bodies = crate::docs::fenced(&text)
+            .into_iter()
+            .filter(|(_, language, _)| languages.contains(&language.as_str()));
+        for ((line, mark), (_, _, body)) in marks(&text, languages).into_iter().zip(bodies) {
             counted += 1;
-            problems.extend(unfit(&mark, &name, line, &development));
+            let block = Block {
+                page: &name,
+                text: &text,
+                line,
+                mark,
+                body: &body,
+            };
+            problems.extend(check(&block));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(counted >= 20, "only {counted} shell blocks found");
+    assert!(
+        counted >= at_least,
+        "only {counted} {languages:?} blocks found"
+    );
+}
+
+fn development() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join("docs/development.md")).unwrap()
+}
+
+/// Every shell block of the README and `docs/` either runs or says why it cannot on a
+/// CI machine, and `docs/development.md` names each page with blocks that do not run.
+#[test]
+fn every_shell_block_runs_or_says_why_not() {
+    let development = development();
+    every_block(SHELL, 20, |b| unfit(&b.mark, b.page, b.line, &development));
 }
 
 /// Every Python block of the README and `docs/` runs or says why not: a tool file (its
@@ -126,40 +165,28 @@ fn every_shell_block_runs_or_says_why_not() {
 /// shell, and is refused.
 #[test]
 fn every_python_block_runs_or_says_why_not() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let development = std::fs::read_to_string(root.join("docs/development.md")).unwrap();
-    let mut problems = Vec::new();
-    let mut counted = 0;
-    for page in crate::docs::pages() {
-        let name = page_name(&page);
-        let text = std::fs::read_to_string(&page).unwrap();
-        let script = walk(&text).script.concat();
-        let bodies = crate::docs::fenced(&text)
-            .into_iter()
-            .filter(|(_, language, _)| language == "python");
-        for ((line, mark), (_, _, body)) in marks(&text, &["python"]).into_iter().zip(bodies) {
-            counted += 1;
-            let file = body
-                .lines()
-                .next()
-                .and_then(|l| l.strip_prefix("# "))
-                .filter(|f| f.ends_with(".py") && !f.contains(' '));
-            match (mark, file) {
-                (Mark::Runs, _) => problems.push(format!(
-                    "{name}:{line}: `<!-- runs -->` before a Python block would run it as \
-                     shell: name its file on its first line and use it in a walk, or name \
-                     the test that runs it (`<!-- runs: tests/all/x.rs -->`)"
-                )),
-                (Mark::Unmarked, Some(file)) if !script.contains(file) => problems.push(format!(
-                    "{name}:{line}: {file} is saved for the page's walk, which never uses it"
-                )),
-                (Mark::Unmarked, Some(_)) => {}
-                (mark, _) => problems.extend(unfit(&mark, &name, line, &development)),
-            }
+    let development = development();
+    every_block(&["python"], 10, |b| {
+        let (name, line) = (b.page, b.line);
+        let file = b
+            .body
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# "))
+            .filter(|f| f.ends_with(".py") && !f.contains(' '));
+        match (&b.mark, file) {
+            (Mark::Runs, _) => Some(format!(
+                "{name}:{line}: `<!-- runs -->` before a Python block would run it as \
+                 shell: name its file on its first line and use it in a walk, or name \
+                 the test that runs it (`<!-- runs: tests/all/x.rs -->`)"
+            )),
+            (Mark::Unmarked, Some(file)) if !walk(b.text).script.concat().contains(file) => Some(
+                format!("{name}:{line}: {file} is saved for the page's walk, which never uses it"),
+            ),
+            (Mark::Unmarked, Some(_)) => None,
+            (mark, _) => unfit(mark, name, line, &development),
         }
-    }
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(counted >= 10, "only {counted} Python blocks found");
+    });
 }
 
 #[test]
