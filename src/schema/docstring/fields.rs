@@ -30,6 +30,45 @@ pub(super) fn is_sphinx_field(line: &str) -> bool {
     .any(|p| t.starts_with(p) && t[p.len()..].starts_with([' ', ':']))
 }
 
+/// Sphinx's fields that name a parameter (or, in a class docstring, an attribute).
+const SPHINX_PARAMS: &[&str] = &[
+    "param",
+    "parameter",
+    "arg",
+    "argument",
+    "key",
+    "keyword",
+    "ivar",
+    "var",
+];
+
+/// Sphinx's fields that describe the return value.
+const SPHINX_RETURNS: &[&str] = &["returns", "return", "yields", "yield"];
+
+/// A documented parameter `name` (`*args` and `**kwargs` without their stars).
+fn param(doc: &mut Docstring, name: &str, description: String) {
+    doc.params.push(ParamDoc {
+        name: name.trim_start_matches('*').to_string(),
+        description,
+    });
+}
+
+/// The fields both styles share, by their words: a parameter's type (`type x`), the
+/// return value's type (`rtype`) and its description (one of `returns`); the first of
+/// each wins. Any other field is ignored.
+fn typed_or_returned(doc: &mut Docstring, words: &[&str], description: String, returns: &[&str]) {
+    match words {
+        ["type", name] => doc.typed(name, &description),
+        ["rtype"] if doc.returns_type.is_none() => {
+            doc.returns_type = Some(description.trim().to_string());
+        }
+        [kind] if returns.contains(kind) && doc.returns.is_none() && !description.is_empty() => {
+            doc.returns = Some(description);
+        }
+        _ => {}
+    }
+}
+
 pub(super) fn parse_sphinx(lines: &[String]) -> Docstring {
     let mut doc = Docstring::default();
     let first = lines
@@ -55,40 +94,14 @@ pub(super) fn parse_sphinx(lines: &[String]) -> Docstring {
         let words: Vec<&str> = field.split_whitespace().collect();
         let description = join_desc(desc, &rest);
         match words.as_slice() {
-            [kind, .., name]
-                if [
-                    "param",
-                    "parameter",
-                    "arg",
-                    "argument",
-                    "key",
-                    "keyword",
-                    "ivar",
-                    "var",
-                ]
-                .contains(kind) =>
-            {
+            [kind, .., name] if SPHINX_PARAMS.contains(kind) => {
                 // `:param int x:` gives the type inline.
                 if let [_, ty @ .., _] = words.as_slice() {
                     doc.typed(name, &ty.join(" "));
                 }
-                doc.params.push(ParamDoc {
-                    name: name.trim_start_matches('*').to_string(),
-                    description,
-                });
+                param(&mut doc, name, description);
             }
-            ["type", name] => doc.typed(name, &description),
-            ["rtype"] if doc.returns_type.is_none() => {
-                doc.returns_type = Some(description.trim().to_string());
-            }
-            [kind]
-                if ["returns", "return", "yields", "yield"].contains(kind)
-                    && doc.returns.is_none()
-                    && !description.is_empty() =>
-            {
-                doc.returns = Some(description);
-            }
-            _ => {}
+            other => typed_or_returned(&mut doc, other, description, SPHINX_RETURNS),
         }
     }
     doc
@@ -149,22 +162,8 @@ pub(super) fn parse_epydoc(lines: &[String]) -> Docstring {
         let words: Vec<&str> = field.split_whitespace().collect();
         let description = join_desc(desc, &rest);
         match words.as_slice() {
-            [kind, name] if EPYDOC_PARAMS.contains(kind) => doc.params.push(ParamDoc {
-                name: name.trim_start_matches('*').to_string(),
-                description,
-            }),
-            ["type", name] => doc.typed(name, &description),
-            ["rtype"] if doc.returns_type.is_none() => {
-                doc.returns_type = Some(description.trim().to_string());
-            }
-            [kind]
-                if EPYDOC_RETURNS.contains(kind)
-                    && doc.returns.is_none()
-                    && !description.is_empty() =>
-            {
-                doc.returns = Some(description);
-            }
-            _ => {}
+            [kind, name] if EPYDOC_PARAMS.contains(kind) => param(&mut doc, name, description),
+            other => typed_or_returned(&mut doc, other, description, EPYDOC_RETURNS),
         }
     }
     doc
