@@ -35,7 +35,7 @@ use super::{App, AppError};
 use crate::manifest::VersionId;
 use crate::registry::{
     AsyncRun, AuditEvent, CallbackState, LEASE, NewRun, Page, RunEnd, RunId, RunQuery, RunStatus,
-    RunWrite, RunWritten, ToolId, now_ms,
+    RunWrite, ToolId, now_ms,
 };
 use crate::tenant::TenantId;
 
@@ -275,12 +275,7 @@ impl App {
             run,
             max_queued: policy.max_queued_runs,
         };
-        let RunWritten::Accepted(stored) = self.inner.run_writer.write(accept).await? else {
-            return Err(AppError::Task(
-                "a run's acceptance was answered as another write".into(),
-            ));
-        };
-        let stored = *stored;
+        let stored = self.inner.run_writer.accept(accept).await?;
         let view = RunView::from(stored.clone());
         self.drive(stored, admitted, queue_timeout);
         Ok(view)
@@ -393,9 +388,9 @@ impl App {
             version: version.clone(),
             node: self.inner.node_id.clone(),
         };
-        match self.inner.run_writer.write(start).await {
-            Ok(RunWritten::Started(true)) => self.inner.runs.written_relaxed(),
-            Ok(_) => token.cancel(),
+        match self.inner.run_writer.start(start).await {
+            Ok(true) => self.inner.runs.written_relaxed(),
+            Ok(false) => token.cancel(),
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's start: {e}"),
         }
     }
@@ -458,8 +453,8 @@ impl App {
             },
             call: call.map(Box::new),
         };
-        match self.inner.run_writer.write(end).await {
-            Ok(RunWritten::Ended(Some(ended))) => {
+        match self.inner.run_writer.end(end).await {
+            Ok(Some(ended)) => {
                 self.inner.runs.written_relaxed();
                 // Its result posted at once, from here.
                 if ended.callback_url.is_some() {
@@ -467,7 +462,7 @@ impl App {
                     tokio::spawn(async move { app.deliver(&ended.id).await });
                 }
             }
-            Ok(_) => {}
+            Ok(None) => {}
             // Its lease then runs out and another node (or this one) takes it over.
             Err(e) => tracing::warn!(run = %run.id, "cannot record the run's end: {e}"),
         }

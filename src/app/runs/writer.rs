@@ -16,7 +16,7 @@ use std::thread;
 use tokio::sync::oneshot;
 
 use crate::app::AppError;
-use crate::registry::{Registry, RegistryError, RunWrite, RunWritten};
+use crate::registry::{AsyncRun, Registry, RegistryError, RunWrite, RunWritten};
 
 /// Most writes in one transaction.
 const MAX_BATCH: usize = 128;
@@ -42,8 +42,32 @@ impl RunWriter {
         }
     }
 
+    /// [`RunWrite::Accept`], with whatever else is waiting: the run as stored.
+    pub(in crate::app) async fn accept(&self, write: RunWrite) -> Result<AsyncRun, AppError> {
+        match self.write(write).await? {
+            RunWritten::Accepted(run) => Ok(*run),
+            _ => Err(answered_as_another()),
+        }
+    }
+
+    /// [`RunWrite::Start`]: whether the run was still this node's to start.
+    pub(in crate::app) async fn start(&self, write: RunWrite) -> Result<bool, AppError> {
+        match self.write(write).await? {
+            RunWritten::Started(started) => Ok(started),
+            _ => Err(answered_as_another()),
+        }
+    }
+
+    /// [`RunWrite::End`]: the run as it ended, `None` when it was not this node's.
+    pub(in crate::app) async fn end(&self, write: RunWrite) -> Result<Option<AsyncRun>, AppError> {
+        match self.write(write).await? {
+            RunWritten::Ended(run) => Ok(run.map(|r| *r)),
+            _ => Err(answered_as_another()),
+        }
+    }
+
     /// Makes `write` with whatever else is waiting; its answer.
-    pub(in crate::app) async fn write(&self, write: RunWrite) -> Result<RunWritten, AppError> {
+    async fn write(&self, write: RunWrite) -> Result<RunWritten, AppError> {
         let (done, answer) = oneshot::channel();
         self.send(Pending { write, done })?;
         answer
@@ -101,4 +125,9 @@ fn write_batches(registry: &Registry, queue: &mpsc::Receiver<Pending>) {
             }
         }
     }
+}
+
+/// A write answered as another kind of write: a bug, said as one.
+fn answered_as_another() -> AppError {
+    AppError::Task("a run's write was answered as another kind of write".into())
 }
