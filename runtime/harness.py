@@ -159,7 +159,10 @@ class _Call:
                 f'  File "{f.filename}", line {f.lineno}, in {f.name}\n'
                 + (f"    {f.line.strip()}\n" if f.line else "")
                 for f in frames
-            ] + traceback.format_exception_only(type(exc), exc)
+            ] + [
+                _without_site_advice(line)
+                for line in traceback.format_exception_only(type(exc), exc)
+            ]
             text = self.clip("Traceback (most recent call last):\n" + "".join(lines))
         self.emit(
             {
@@ -172,6 +175,19 @@ class _Call:
             }
         )
         return _ANSWERED
+
+
+# CPython's advice on a ModuleNotFoundError when site initialization is off, as it is in
+# the guest: about a virtual environment, which a tool does not have. The host gives a
+# call's own advice instead (src/sandbox/call/missing.rs).
+_SITE_ADVICE = (
+    ". Site initialization is disabled, did you forget to add the site-packages "
+    "directory to sys.path or to enable your virtual environment?"
+)
+
+
+def _without_site_advice(line):
+    return line.replace(_SITE_ADVICE, "", 1)
 
 
 def _begin(call, os, sys):

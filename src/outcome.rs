@@ -211,7 +211,9 @@ pub struct CallResult {
     pub content: Vec<ContentPart>,
     /// The exception, for `tool_error`.
     pub error: Option<ToolError>,
-    /// One sentence on what happened, for every status but `ok`.
+    /// One sentence on what happened, for every status but `ok` and `tool_error`; for
+    /// `tool_error`, the host's advice when it has some (a module the tool imports that
+    /// the runtime lacks: how to declare it).
     pub message: Option<String>,
     /// What the tool wrote to stdout (lossy UTF-8, cut at the stdout cap).
     pub stdout: String,

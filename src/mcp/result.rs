@@ -11,7 +11,7 @@
 //! | `ok` | `structuredContent` (`{"result": value}` when the `outputSchema` wraps it) and the same JSON as text |
 //! | `ok`, result cut to `return_char_limit` | text saying so, then the kept text; `isError` when an `outputSchema` promised the whole value |
 //! | `tool_error` from `warden.ToolError` (or FastMCP's) | `isError` with just its message |
-//! | `tool_error` | `isError`: the exception's type, message and traceback |
+//! | `tool_error` | `isError`: the exception's type, message, the host's advice if any (a module the runtime lacks) and traceback |
 //! | host statuses (`timeout`, `out_of_fuel`, `memory_limit`, `output_limit`, `crashed`, `invalid_request`) | `isError`: the status, the host's sentence and the limit to raise |
 //! | the server could not run the call | `isError` with the source's message |
 //! | the server could not list the tools | protocol error `-32603` (internal error) |
@@ -180,8 +180,8 @@ fn kind(part: &ContentPart) -> &'static str {
     }
 }
 
-/// `Type: message` and the traceback of a tool's exception; the message alone for a
-/// `ToolError` the tool raised on purpose.
+/// `Type: message`, the host's advice if any, and the traceback of a tool's exception;
+/// the message alone for a `ToolError` the tool raised on purpose.
 fn exception(result: &CallResult) -> String {
     let Some(e) = &result.error else {
         return format!("{}: the tool failed", Status::ToolError);
@@ -189,7 +189,11 @@ fn exception(result: &CallResult) -> String {
     if e.deliberate {
         return e.message.clone();
     }
-    let head = format!("{}: {}: {}", Status::ToolError, e.kind, e.message);
+    let mut head = format!("{}: {}: {}", Status::ToolError, e.kind, e.message);
+    // The host's advice (a module the runtime lacks: how to declare it).
+    if let Some(advice) = &result.message {
+        head = format!("{head}\n{advice}");
+    }
     match e.traceback.trim_end() {
         "" => head,
         traceback => format!("{head}\n\n{traceback}"),
@@ -345,6 +349,25 @@ mod tests {
         );
         assert!(t[0].contains("Traceback"), "{t:?}");
         assert_eq!(t[1], "tool stdout:\nprinted\n");
+    }
+
+    #[test]
+    fn a_tool_errors_advice_from_the_host_comes_between_its_line_and_its_traceback() {
+        let mut failed = result(Status::ToolError);
+        failed.error = Some(ToolError {
+            kind: "ModuleNotFoundError".into(),
+            message: "No module named 'requests'".into(),
+            traceback: "Traceback (most recent call last):\n  line 1\n".into(),
+            deliberate: false,
+        });
+        failed.message = Some("declare it".into());
+        let t = texts(&ran_with(failed, Output::Object));
+        assert!(
+            t[0].starts_with(
+                "tool_error: ModuleNotFoundError: No module named 'requests'\ndeclare it\n\nTraceback"
+            ),
+            "{t:?}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod content;
 pub(in crate::sandbox) mod guest;
 pub mod host_calls;
 pub(in crate::sandbox) mod job;
+mod missing;
 pub(in crate::sandbox) mod pipe;
 pub mod protocol;
 mod run;

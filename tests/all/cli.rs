@@ -1006,3 +1006,63 @@ def stats(values: list[float]) -> ToolResult:
     let result: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(result["value"], json!({"n": 2}), "{result}");
 }
+
+#[test]
+fn a_module_the_runtime_lacks_is_named_with_how_to_declare_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = dir.path().join("fetch_title.py");
+    std::fs::write(
+        &tool,
+        "import requests\n\n\ndef fetch_title(url: str) -> str:\n    \"\"\"The page's title.\"\"\"\n    return requests.get(url).text[:80]\n",
+    )
+    .unwrap();
+    let tool = tool.to_string_lossy().into_owned();
+    let o = warden(&[
+        "run",
+        &tool,
+        "--args",
+        r#"{"url": "https://example.org"}"#,
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(10), "{}", stderr(&o));
+    let result: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(result["status"], "tool_error");
+    assert_eq!(result["error"]["type"], "ModuleNotFoundError");
+    let advice = result["message"].as_str().expect("the host's advice");
+    assert!(advice.contains("imports `requests`"), "{advice}");
+    assert!(
+        advice.contains("# /// script") && advice.contains("--requirement"),
+        "{advice}"
+    );
+    // CPython's own advice is about a virtual environment, which a tool has none of.
+    let traceback = result["error"]["traceback"].as_str().unwrap();
+    assert!(
+        traceback
+            .trim_end()
+            .ends_with("ModuleNotFoundError: No module named 'requests'"),
+        "{traceback}"
+    );
+    // For humans: the advice, then the traceback.
+    let o = warden(&["run", &tool, "--args", r#"{"url": "https://example.org"}"#]);
+    let shown = stderr(&o);
+    let (advice_at, traceback_at) = (
+        shown.find("imports `requests`").expect(&shown),
+        shown.find("Traceback").expect(&shown),
+    );
+    assert!(advice_at < traceback_at, "{shown}");
+
+    // A module missing from a package that is there gets advice of its own.
+    let sub = dir.path().join("sub.py");
+    std::fs::write(
+        &sub,
+        "def sub() -> str:\n    \"\"\"x\"\"\"\n    import json.nothere\n    return 'no'\n",
+    )
+    .unwrap();
+    let o = warden(&["run", &sub.to_string_lossy(), "--json"]);
+    let result: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let advice = result["message"].as_str().expect("the host's advice");
+    assert!(
+        advice.starts_with("`json` was found but not `json.nothere`"),
+        "{advice}"
+    );
+}

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::limits::Limits;
 use crate::outcome::{ContentPart, Status, ToolError, Truncation};
+use crate::sandbox::call::missing;
 use crate::sandbox::content;
 use crate::sandbox::protocol::{self, Answer, Response};
 
@@ -82,13 +83,15 @@ impl Verdict {
         }
     }
 
+    /// A tool's exception, with the host's advice when there is some (a module the
+    /// guest lacks, [`missing::advice`]).
     fn tool_error(error: ToolError) -> Verdict {
         Verdict {
             status: Status::ToolError,
             value: None,
             truncated: None,
+            message: missing::advice(&error),
             error: Some(error),
-            message: None,
             content: Vec::new(),
         }
     }
