@@ -1,6 +1,7 @@
 //! Choosing the tool of a file: the function (or framework tool class) the options
 //! name, else the one the file names (its stem, `__all__`, one decorated tool), else its
-//! one public function; resources and prompts of a server are never candidates.
+//! one public function; resources and prompts of a server, and decorators the file
+//! applies to its own functions, are never candidates.
 
 use std::collections::HashSet;
 
@@ -69,6 +70,23 @@ pub(crate) fn select<'a>(
         .iter()
         .filter(|f| !f.name.starts_with('_') && !served::is_member(f))
         .collect();
+    // Nor is a decorator the file applies to its own functions (`def retry(times)` above
+    // `@retry(times=2) def ping(...)`), while another public function remains.
+    let decorators: HashSet<&str> = module
+        .functions
+        .iter()
+        .flat_map(FunctionRef::decorator_names)
+        .collect();
+    let undecorating: Vec<&FunctionRef<'a>> = public
+        .iter()
+        .copied()
+        .filter(|f| !decorators.contains(f.name))
+        .collect();
+    let public = if undecorating.is_empty() {
+        public
+    } else {
+        undecorating
+    };
     let names = |fs: &[&FunctionRef<'_>]| {
         let mut seen = HashSet::new();
         let distinct: Vec<&str> = fs

@@ -28,6 +28,15 @@ fn is_tool(target: &Expr) -> bool {
 }
 
 impl<'a> FunctionRef<'a> {
+    /// The plain names its decorators call or are (`retry` in `@retry(times=2)`, `log`
+    /// in `@log`; nothing for `@mcp.tool()`).
+    pub(crate) fn decorator_names(&self) -> impl Iterator<Item = &'a str> {
+        self.decorators.iter().filter_map(|d| match target(d) {
+            Expr::Name(n) => Some(n.id.as_str()),
+            _ => None,
+        })
+    }
+
     /// Whether a framework's decorator marks the function as a tool.
     pub(crate) fn is_decorated_as_tool(&self) -> bool {
         self.decorators.iter().any(|d| is_tool(target(d)))
