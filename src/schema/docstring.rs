@@ -311,11 +311,9 @@ fn google_returns(body: &[String]) -> (Option<String>, Option<String>) {
     }
     let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
     let (first, ty) = match split_colon(first) {
-        Some((ty, desc)) if !ty.trim().contains(' ') || ty.contains('[') => {
-            (desc.trim(), Some(ty.trim().to_string()))
-        }
+        Some((ty, desc)) if names_a_type(ty) => (desc.trim(), Some(ty.trim().to_string())),
         // A section of one word and nothing else (`Returns:` then `int`) names the type.
-        _ if rest.trim().is_empty() && looks_like_a_type(first) => {
+        _ if rest.trim().is_empty() && names_a_type(first) => {
             (first.trim(), Some(first.trim().to_string()))
         }
         _ => (first.trim(), None),
@@ -339,6 +337,20 @@ fn looks_like_a_type(text: &str) -> bool {
         && !t.ends_with('.')
         && (!t.contains(' ') || t.contains('['))
         && t.chars().next().is_some_and(|c| c.is_alphabetic())
+}
+
+/// Whether a text where a docstring's style puts a type (a NumPy `Returns` item's head, a
+/// Google `Returns:` line before its colon) is one: [`looks_like_a_type`], or a type in
+/// the words docstrings use (`list of str`, `str or None`, `{'a', 'b'}`) that reads as an
+/// annotation once written as one. Prose (`The hits`) does not.
+fn names_a_type(text: &str) -> bool {
+    let t = text.trim();
+    looks_like_a_type(t)
+        || (!t.ends_with('.')
+            && t.chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '{')
+            && super::source::parse_annotation(&type_expression(t)).is_some())
 }
 
 fn is_underline(line: &str) -> bool {
@@ -384,15 +396,20 @@ fn parse_numpy(lines: &[String]) -> Docstring {
                 // `int` alone, or `count : int`, names the type of the (first) value.
                 if let Some((head, _)) = listed.first() {
                     let ty = head.split_once(':').map_or(head.as_str(), |(_, ty)| ty);
-                    if looks_like_a_type(ty) {
+                    if names_a_type(ty) {
                         doc.returns_type = Some(ty.trim().to_string());
                     }
                 }
+                // An item's description, else its head unless that is only a type.
                 let texts: Vec<String> = listed
                     .into_iter()
-                    .map(|(head, rest)| {
+                    .filter_map(|(head, rest)| {
                         let desc = dedent_join(&rest);
-                        if desc.is_empty() { head } else { desc }
+                        match desc.is_empty() {
+                            false => Some(desc),
+                            true if !head.contains(':') && names_a_type(&head) => None,
+                            true => Some(head),
+                        }
                     })
                     .collect();
                 let joined = texts.join("\n");

@@ -125,5 +125,41 @@ mod tests {
     fn a_returns_sentence_is_not_a_type() {
         let doc = parse("Go.\n\nReturns:\n    The number of rows written.\n");
         assert_eq!(doc.returns_type, None);
+        for prose in [
+            "Go.\n\nReturns:\n    The hits: sorted by score\n",
+            "Go.\n\nReturns\n-------\nThe hits\n    sorted by score\n",
+            "Go.\n\nReturns:\n    Dictionary mapping names to scores\n",
+        ] {
+            assert_eq!(parse(prose).returns_type, None, "{prose}");
+        }
+    }
+
+    #[test]
+    fn a_return_type_in_words_is_a_type_in_every_place_a_style_puts_one() {
+        for (doc, ty) in [
+            // NumPy: a type alone, with or without a description, or after a name.
+            ("Go.\n\nReturns\n-------\nlist of str\n", "list of str"),
+            (
+                "Go.\n\nReturns\n-------\nlist of str\n    The hits.\n",
+                "list of str",
+            ),
+            (
+                "Go.\n\nReturns\n-------\nhits : list of str\n    The hits.\n",
+                "list of str",
+            ),
+            ("Go.\n\nReturns\n-------\nstr or None\n", "str or None"),
+            (
+                "Go.\n\nReturns\n-------\n{'ok', 'failed'}\n",
+                "{'ok', 'failed'}",
+            ),
+            // Google: before the colon, or the section's one line.
+            (
+                "Go.\n\nReturns:\n    list of str: the hits\n",
+                "list of str",
+            ),
+            ("Go.\n\nReturns:\n    str or None\n", "str or None"),
+        ] {
+            assert_eq!(parse(doc).returns_type.as_deref(), Some(ty), "{doc}");
+        }
     }
 }
