@@ -160,7 +160,7 @@ class _Call:
                 + (f"    {f.line.strip()}\n" if f.line else "")
                 for f in frames
             ] + [
-                _without_site_advice(line)
+                line.replace(_SITE_ADVICE, "", 1)
                 for line in traceback.format_exception_only(type(exc), exc)
             ]
             text = self.clip("Traceback (most recent call last):\n" + "".join(lines))
@@ -184,10 +184,6 @@ _SITE_ADVICE = (
     ". Site initialization is disabled, did you forget to add the site-packages "
     "directory to sys.path or to enable your virtual environment?"
 )
-
-
-def _without_site_advice(line):
-    return line.replace(_SITE_ADVICE, "", 1)
 
 
 def _begin(call, os, sys):

@@ -405,10 +405,12 @@ fn parse_numpy(lines: &[String]) -> Docstring {
                     .into_iter()
                     .filter_map(|(head, rest)| {
                         let desc = dedent_join(&rest);
-                        match desc.is_empty() {
-                            false => Some(desc),
-                            true if !head.contains(':') && names_a_type(&head) => None,
-                            true => Some(head),
+                        if !desc.is_empty() {
+                            Some(desc)
+                        } else if !head.contains(':') && names_a_type(&head) {
+                            None
+                        } else {
+                            Some(head)
                         }
                     })
                     .collect();

@@ -297,69 +297,50 @@ impl TenantPolicy {
     /// use [`Limits::bounded_by`] with [`TenantPolicy::ceilings`].
     pub fn admit_limits(&self, limits: &Limits) -> Result<(), TenantError> {
         let c = &self.ceilings;
-        let over = |limit: &'static str, asked: String, ceiling: String| {
-            Err(TenantError::AboveCeiling {
-                limit,
-                asked,
-                ceiling,
-            })
-        };
-        if limits.fuel > c.fuel {
-            return over("fuel", limits.fuel.to_string(), c.fuel.to_string());
-        }
+        within("fuel", limits.fuel, c.fuel)?;
         if limits.deadline > c.deadline {
-            return over(
-                "deadline",
-                humantime::format_duration(limits.deadline).to_string(),
-                humantime::format_duration(c.deadline).to_string(),
-            );
+            return Err(TenantError::AboveCeiling {
+                limit: "deadline",
+                asked: humantime::format_duration(limits.deadline).to_string(),
+                ceiling: humantime::format_duration(c.deadline).to_string(),
+            });
         }
-        let sizes = [
-            ("memory", limits.memory, c.memory),
-            ("stdout", limits.stdout, c.stdout),
-            ("stderr", limits.stderr, c.stderr),
-            ("disk_write", limits.disk_write, c.disk_write),
-            (
-                "http_request_bytes",
-                limits.http_request_bytes,
-                c.http_request_bytes,
-            ),
-            (
-                "http_response_bytes",
-                limits.http_response_bytes,
-                c.http_response_bytes,
-            ),
-            ("return_bytes", limits.return_bytes, c.return_bytes),
-            ("scratch_bytes", limits.scratch, c.scratch),
-        ];
-        for (name, asked, ceiling) in sizes {
-            if asked > ceiling {
-                return over(name, asked.to_string(), ceiling.to_string());
-            }
-        }
-        if limits.return_chars > c.return_chars {
-            return over(
-                "return_char_limit",
-                limits.return_chars.to_string(),
-                c.return_chars.to_string(),
-            );
-        }
-        let counts = [
-            ("open_files", limits.open_files, c.open_files),
-            ("files_created", limits.files_created, c.files_created),
-        ];
-        for (name, asked, ceiling) in counts {
-            if asked > ceiling {
-                return over(name, asked.to_string(), ceiling.to_string());
-            }
-        }
-        if limits.http_requests > c.http_requests {
-            return over(
-                "http_requests",
-                limits.http_requests.to_string(),
-                c.http_requests.to_string(),
-            );
-        }
+        within("memory", limits.memory, c.memory)?;
+        within("stdout", limits.stdout, c.stdout)?;
+        within("stderr", limits.stderr, c.stderr)?;
+        within("disk_write", limits.disk_write, c.disk_write)?;
+        within(
+            "http_request_bytes",
+            limits.http_request_bytes,
+            c.http_request_bytes,
+        )?;
+        within(
+            "http_response_bytes",
+            limits.http_response_bytes,
+            c.http_response_bytes,
+        )?;
+        within("return_bytes", limits.return_bytes, c.return_bytes)?;
+        within("scratch_bytes", limits.scratch, c.scratch)?;
+        within("return_char_limit", limits.return_chars, c.return_chars)?;
+        within("open_files", limits.open_files, c.open_files)?;
+        within("files_created", limits.files_created, c.files_created)?;
+        within("http_requests", limits.http_requests, c.http_requests)?;
         Ok(())
     }
+}
+
+/// Refuses `asked` when it is above `ceiling`, naming `limit` and both values.
+fn within<T: PartialOrd + std::fmt::Display>(
+    limit: &'static str,
+    asked: T,
+    ceiling: T,
+) -> Result<(), TenantError> {
+    if asked > ceiling {
+        return Err(TenantError::AboveCeiling {
+            limit,
+            asked: asked.to_string(),
+            ceiling: ceiling.to_string(),
+        });
+    }
+    Ok(())
 }
