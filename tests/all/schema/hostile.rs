@@ -477,3 +477,35 @@ fn a_diagnostic_on_a_long_line_quotes_a_window_of_it() {
         "{text}"
     );
 }
+
+#[test]
+fn a_docstring_type_nested_past_the_bound_is_any_value_never_a_crash() {
+    // Five times the depth bound, in a file under the size bound.
+    let n = 5 * MAX_SYNTAX_DEPTH;
+    let deep = format!("list{}{}", "[list".repeat(n), "]".repeat(n));
+    let braces = "{".repeat(n);
+    for (style, doc) in [
+        (
+            "numpy",
+            format!(
+                "Deep.\n\n    Parameters\n    ----------\n    q : {deep}\n        Q.\n\n    Returns\n    -------\n    {deep}\n    "
+            ),
+        ),
+        (
+            "google",
+            format!(
+                "Deep.\n\n    Args:\n        q ({deep}): Q.\n\n    Returns:\n        {braces}: x\n    "
+            ),
+        ),
+    ] {
+        let source = format!("def tool(q):\n    \"\"\"{doc}\"\"\"\n    return q\n");
+        let derived = derive_ok(&source);
+        let schema = serde_json::to_value(&derived.schema).unwrap();
+        let q = &schema["parameters"]["properties"]["q"];
+        assert!(
+            q.is_object() && q.get("type").is_none(),
+            "{style}: {schema}"
+        );
+        assert!(schema["returns"].get("type").is_none(), "{style}: {schema}");
+    }
+}
